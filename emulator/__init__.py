@@ -1,0 +1,11 @@
+"""A local emulator of Together's GPU cluster compute API (``/v1/compute``), preemptible capacity included.
+
+Run it with ``python -m emulator --port 0`` (the first line printed is the base URL, without ``/v1``) or
+in-process with :func:`emulator.server.start_emulator`. Tests steer it through the admin API under
+``/_emulator`` (see :mod:`emulator.admin` and :class:`emulator.admin_client.AdminClient`).
+
+Modules: ``catalog`` (regions, GPU types, drivers), ``lifecycle`` (emulated durations and schedules),
+``records`` (stored state), ``validation`` (the service's request rules), ``state`` (the simulated
+platform), ``render`` (records as API models), ``store`` (SQLite), ``app``/``admin`` (HTTP), ``server``
+(background thread), ``__main__`` (CLI).
+"""

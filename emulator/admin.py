@@ -1,0 +1,113 @@
+"""The admin API under ``/_emulator``: steer the emulated platform from tests. No auth, not in OpenAPI."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from .state import Platform
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PreemptBody(_Body):
+    cluster_id: str
+    count: int = 1
+
+
+class CapacityBody(_Body):
+    region: str
+    gpu_type: str
+    preemptible_gpus: int
+
+
+class FaultBody(_Body):
+    status: int | None = Field(default=None, ge=400, le=599)
+    count: int = Field(default=1, ge=1)
+    path: str = "/v1/"
+    method: str | None = None
+    delay_s: float = Field(default=0.0, ge=0)
+    after_commit: bool = False
+    retry_after: float | None = Field(default=None, ge=0)
+    message: str | None = None
+
+
+class ProvisioningFaultBody(_Body):
+    outcome: Literal["acceptance_tests_failed", "nccl_tests_failed", "stuck"]
+    count: int = 1
+
+
+class ClockBody(_Body):
+    speed: float | None = None
+    advance_s: float | None = None
+
+
+class SettingsBody(_Body):
+    grace_seconds: float | None = None
+
+
+def router(platform: Platform) -> APIRouter:
+    r = APIRouter(prefix="/_emulator", include_in_schema=False)
+
+    @r.post("/preempt")
+    def preempt(body: PreemptBody) -> dict[str, Any]:
+        return platform.preempt(body.cluster_id, body.count)
+
+    @r.put("/capacity")
+    def set_capacity(body: CapacityBody) -> dict[str, Any]:
+        return platform.set_capacity(body.region, body.gpu_type, body.preemptible_gpus)
+
+    @r.get("/capacity")
+    def capacity() -> dict[str, Any]:
+        return {"pools": platform.capacity()}
+
+    @r.post("/faults")
+    def add_fault(body: FaultBody) -> dict[str, Any]:
+        return platform.add_fault(**body.model_dump()).model_dump()
+
+    @r.get("/faults")
+    def list_faults() -> dict[str, Any]:
+        return {
+            "faults": [f.model_dump() for f in platform.list_faults()],
+            "provisioning_faults": platform.pending_provisioning_faults(),
+        }
+
+    @r.delete("/faults")
+    def clear_faults() -> dict[str, Any]:
+        platform.clear_faults()
+        return {"faults": [], "provisioning_faults": []}
+
+    @r.post("/provisioning-faults")
+    def add_provisioning_faults(body: ProvisioningFaultBody) -> dict[str, Any]:
+        return {"pending": platform.add_provisioning_faults(body.outcome, body.count)}
+
+    @r.get("/clock")
+    def clock() -> dict[str, Any]:
+        return platform.clock_info()
+
+    @r.post("/clock")
+    def set_clock(body: ClockBody) -> dict[str, Any]:
+        return platform.set_clock(body.speed, body.advance_s)
+
+    @r.get("/settings")
+    def settings() -> dict[str, Any]:
+        return platform.settings()
+
+    @r.post("/settings")
+    def set_settings(body: SettingsBody) -> dict[str, Any]:
+        return platform.settings(body.grace_seconds)
+
+    @r.post("/reset")
+    def reset() -> dict[str, Any]:
+        platform.reset()
+        return {"reset": True}
+
+    @r.get("/clusters")
+    def clusters() -> dict[str, Any]:
+        return {"clusters": platform.all_clusters()}
+
+    return r

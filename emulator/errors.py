@@ -1,0 +1,59 @@
+"""Errors the simulated platform raises; the HTTP layer maps each ``kind`` to a status code."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ErrorKind = Literal[
+    "invalid_request_error", "authentication_error", "not_found", "conflict", "rate_limit", "server_error"
+]
+
+STATUS_BY_KIND: dict[str, int] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "not_found": 404,
+    "conflict": 409,
+    "rate_limit": 429,
+    "server_error": 500,
+}
+
+
+def kind_for_status(status: int) -> ErrorKind:
+    """The error ``type`` reported for an HTTP status (used for injected faults too)."""
+    if status == 401:
+        return "authentication_error"
+    if status == 404:
+        return "not_found"
+    if status == 409:
+        return "conflict"
+    if status == 429:
+        return "rate_limit"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
+class EmulatorError(Exception):
+    """A request the platform refuses, with the field at fault when there is one."""
+
+    def __init__(self, kind: ErrorKind, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.param = param
+
+    @property
+    def status(self) -> int:
+        return STATUS_BY_KIND[self.kind]
+
+
+def invalid(message: str, param: str | None = None) -> EmulatorError:
+    return EmulatorError("invalid_request_error", message, param)
+
+
+def not_found(message: str, param: str | None = None) -> EmulatorError:
+    return EmulatorError("not_found", message, param)
+
+
+def conflict(message: str, param: str | None = None) -> EmulatorError:
+    return EmulatorError("conflict", message, param)

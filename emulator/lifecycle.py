@@ -1,0 +1,103 @@
+"""Emulated durations and the phase schedules of clusters and nodes.
+
+All durations are emulated seconds. Cluster bring-up takes about ten emulated minutes, which the CLI's
+default speed of 60 turns into about ten seconds of wall time.
+"""
+
+from __future__ import annotations
+
+from .records import ProvisioningOutcome, Timed
+
+# Offsets from cluster creation at which each bring-up phase starts.
+CLUSTER_PHASE_OFFSETS: tuple[tuple[str, float], ...] = (
+    ("CLUSTER_PHASE_QUEUED", 0.0),
+    ("CLUSTER_PHASE_WAITING_FOR_CONTROL_PLANE_NODES", 10.0),
+    ("CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES", 120.0),
+    ("CLUSTER_PHASE_INSTALLING_DRIVERS", 300.0),
+    ("CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS", 420.0),
+    ("CLUSTER_PHASE_READY", 600.0),
+)
+READY_AFTER_S = CLUSTER_PHASE_OFFSETS[-1][1]
+CONTROL_PLANE_START_S = 10.0
+DATA_PLANE_START_S = 120.0
+ACCEPTANCE_TESTS_FAIL_AFTER_S = 540.0
+NCCL_TESTS_START_S = 500.0
+NCCL_TESTS_FAIL_AFTER_S = 560.0
+
+# Node bring-up, relative to the moment the node appears.
+NODE_BOOTING_AFTER_S = 30.0
+NODE_RUNNING_AFTER_S = 120.0
+CONTROL_PLANE_RUNNING_AFTER_S = 100.0
+
+# How long the fulfillment worker takes to notice free preemptible capacity and hand it out.
+PREEMPTIBLE_FILL_DELAY_S = 30.0
+DELETE_DURATION_S = 60.0
+DEFAULT_GRACE_SECONDS = 300.0
+# Emulated seconds per real second unless told otherwise.
+DEFAULT_SPEED = 60.0
+
+STATUS_BY_PHASE: dict[str, str] = {
+    # Status has no queued value: a queued cluster is waiting for its control plane.
+    "CLUSTER_PHASE_QUEUED": "WaitingForControlPlaneNodes",
+    "CLUSTER_PHASE_WAITING_FOR_CONTROL_PLANE_NODES": "WaitingForControlPlaneNodes",
+    "CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES": "WaitingForDataPlaneNodes",
+    "CLUSTER_PHASE_INSTALLING_DRIVERS": "InstallingDrivers",
+    "CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS": "RunningAcceptanceTests",
+    "CLUSTER_PHASE_RUNNING_NCCL_TESTS": "RunningAcceptanceTests",
+    # Provisioning stopped for good; the phase says why, the status only that the cluster is not healthy.
+    "CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED": "Degraded",
+    "CLUSTER_PHASE_NCCL_TESTS_FAILED": "Degraded",
+    "CLUSTER_PHASE_READY": "Ready",
+    "CLUSTER_PHASE_DELETING": "Deleting",
+}
+
+NODE_STATUS_BY_PHASE: dict[str, str] = {
+    "NODE_PHASE_PENDING": "Pending",
+    "NODE_PHASE_BOOTING": "Booting",
+    "NODE_PHASE_RUNNING": "Ready",
+}
+
+
+def cluster_schedule(created_at: float, outcome: ProvisioningOutcome) -> list[Timed]:
+    """The phases a new cluster will go through, ending in READY unless a provisioning fault says otherwise."""
+    phases = [Timed(phase=p, at=created_at + off) for p, off in CLUSTER_PHASE_OFFSETS]
+    if outcome == "stuck":
+        return [t for t in phases if t.at - created_at <= DATA_PLANE_START_S]
+    if outcome == "acceptance_tests_failed":
+        return phases[:-1] + [
+            Timed(
+                phase="CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED", at=created_at + ACCEPTANCE_TESTS_FAIL_AFTER_S
+            )
+        ]
+    if outcome == "nccl_tests_failed":
+        return phases[:-1] + [
+            Timed(phase="CLUSTER_PHASE_RUNNING_NCCL_TESTS", at=created_at + NCCL_TESTS_START_S),
+            Timed(phase="CLUSTER_PHASE_NCCL_TESTS_FAILED", at=created_at + NCCL_TESTS_FAIL_AFTER_S),
+        ]
+    return phases
+
+
+def node_schedule(appears_at: float, boots: bool = True) -> list[Timed]:
+    """PENDING at ``appears_at``, then BOOTING and RUNNING; a node that never boots stays PENDING."""
+    pending = Timed(phase="NODE_PHASE_PENDING", at=appears_at)
+    if not boots:
+        return [pending]
+    return [
+        pending,
+        Timed(phase="NODE_PHASE_BOOTING", at=appears_at + NODE_BOOTING_AFTER_S),
+        Timed(phase="NODE_PHASE_RUNNING", at=appears_at + NODE_RUNNING_AFTER_S),
+    ]
+
+
+def control_plane_schedule(created_at: float) -> list[Timed]:
+    start = created_at + CONTROL_PLANE_START_S
+    return [
+        Timed(phase="NODE_PHASE_PENDING", at=start),
+        Timed(phase="NODE_PHASE_BOOTING", at=start + NODE_BOOTING_AFTER_S),
+        Timed(phase="NODE_PHASE_RUNNING", at=start + CONTROL_PLANE_RUNNING_AFTER_S),
+    ]
+
+
+def visible(schedule: list[Timed], now: float) -> list[Timed]:
+    """The part of a schedule that has happened by ``now``."""
+    return [t for t in schedule if t.at <= now]

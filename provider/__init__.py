@@ -1,0 +1,49 @@
+"""Together AI GPU clusters with preemptible capacity, as a Pulumi resource.
+
+    from provider import Cluster, ClusterArgs
+
+    cluster = Cluster("gpu", ClusterArgs(cluster_name="demo", region="us-central-8",
+                                         gpu_type="H100_SXM", num_gpus=8, num_preemptible_gpus=8))
+
+The API client (``TogetherClient``) and the models are usable without Pulumi.
+"""
+
+from .client import TogetherClient
+from .errors import (
+    APIError,
+    AuthenticationError,
+    ConfigurationError,
+    ConflictError,
+    InputError,
+    NotFoundError,
+    ProvisioningFailedError,
+    RateLimitError,
+    ServerError,
+    TogetherError,
+    TransportError,
+    ValidationError,
+    WaitTimeoutError,
+)
+from .resource import Cluster, ClusterArgs, ClusterProvider
+from .retry import RetryPolicy
+
+__all__ = [
+    "APIError",
+    "AuthenticationError",
+    "Cluster",
+    "ClusterArgs",
+    "ClusterProvider",
+    "ConfigurationError",
+    "ConflictError",
+    "InputError",
+    "NotFoundError",
+    "ProvisioningFailedError",
+    "RateLimitError",
+    "RetryPolicy",
+    "ServerError",
+    "TogetherClient",
+    "TogetherError",
+    "TransportError",
+    "ValidationError",
+    "WaitTimeoutError",
+]

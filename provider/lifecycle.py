@@ -1,0 +1,124 @@
+"""The I/O steps of a cluster's life: create and wait for Ready, converge an update, delete and wait
+until gone, clean up after a failed create. Each wait has its own deadline."""
+
+from __future__ import annotations
+
+from .client import TogetherClient
+from .errors import NotFoundError, ProvisioningFailedError, TogetherError
+from .mapping import PREEMPTIBLE, compute_class
+from .models import FAILED_PHASES, Cluster
+from .rules import GPUS_PER_NODE
+from .waiting import report, wait_until
+
+DELETE_TIMEOUT_S = 30 * 60
+
+
+def describe(cluster: Cluster | None) -> str:
+    if cluster is None:
+        return "gone"
+    return (
+        f"{cluster.status} ({cluster.latest_phase or 'no phase yet'}), "
+        f"{len(cluster.gpu_worker_nodes)} GPU nodes, preemptible GPUs "
+        f"{cluster.allocated_preemptible_gpus}/{cluster.desired_preemptible_gpus}"
+    )
+
+
+def wait_ready(client: TogetherClient, cluster_id: str, timeout_s: float) -> Cluster:
+    """Wait for ``Ready``; fail at once on a failed acceptance or NCCL test phase."""
+
+    def fetch() -> Cluster:
+        cluster = client.get_cluster(cluster_id)
+        if cluster.latest_phase in FAILED_PHASES:
+            raise ProvisioningFailedError(
+                f"cluster {cluster_id} failed provisioning in phase {cluster.latest_phase}; it will not become Ready"
+            )
+        return cluster
+
+    return wait_until(
+        fetch,
+        lambda c: c.status == "Ready",
+        timeout_s=timeout_s,
+        what=f"waiting for cluster {cluster_id} to be Ready",
+        describe=describe,
+    )
+
+
+def _standard_nodes_running(cluster: Cluster) -> int:
+    running = 0
+    for node in cluster.gpu_worker_nodes:
+        if compute_class(node, set()) == PREEMPTIBLE or node.marked_for_deletion:
+            continue
+        latest = (
+            max(node.phase_transitions, key=lambda t: t.transition_time).phase
+            if node.phase_transitions
+            else None
+        )
+        if latest == "NODE_PHASE_RUNNING":
+            running += 1
+    return running
+
+
+def wait_standard_converged(
+    client: TogetherClient, cluster_id: str, num_gpus: int, timeout_s: float
+) -> Cluster:
+    """Wait until the standard nodes running match ``num_gpus``. Preemptible allocation is not
+    waited for: it fills asynchronously and a shortfall is reported in the outputs."""
+    target = num_gpus // GPUS_PER_NODE
+
+    def converged(cluster: Cluster) -> bool:
+        standard = [
+            n
+            for n in cluster.gpu_worker_nodes
+            if compute_class(n, set()) != PREEMPTIBLE and not n.marked_for_deletion
+        ]
+        return len(standard) == target and _standard_nodes_running(cluster) == target
+
+    return wait_until(
+        lambda: client.get_cluster(cluster_id),
+        converged,
+        timeout_s=timeout_s,
+        what=f"waiting for cluster {cluster_id} to run {target} standard nodes",
+        describe=lambda c: f"{_standard_nodes_running(c)} standard nodes running; {describe(c)}",
+    )
+
+
+def get_or_none(client: TogetherClient, cluster_id: str) -> Cluster | None:
+    try:
+        return client.get_cluster(cluster_id)
+    except NotFoundError:
+        return None
+
+
+def delete_and_wait(client: TogetherClient, cluster_id: str, timeout_s: float = DELETE_TIMEOUT_S) -> None:
+    """DELETE, then wait until the cluster is gone. Already gone (404) counts as deleted."""
+    try:
+        client.delete_cluster(cluster_id)
+    except NotFoundError:
+        return
+    wait_until(
+        lambda: get_or_none(client, cluster_id),
+        lambda c: c is None,
+        timeout_s=timeout_s,
+        what=f"deleting cluster {cluster_id}",
+        describe=describe,
+    )
+
+
+def cleanup_failed_create(client: TogetherClient, cluster_id: str, cause: Exception) -> TogetherError:
+    """Delete a cluster whose create did not finish, so nothing is left running outside the state.
+
+    Returns the error to raise: the cause, with what happened to the cluster.
+    """
+    report(f"cluster {cluster_id} did not become Ready ({cause}); deleting it so nothing is left running")
+    try:
+        delete_and_wait(client, cluster_id)
+    except Exception as cleanup_error:  # noqa: BLE001 - any failure here must reach the user with the id
+        return TogetherError(
+            f"Creating the cluster failed: {cause}. Cluster {cluster_id} was created and could NOT be "
+            f"deleted ({cleanup_error}); it may still be running and billed. Delete it with "
+            f"`tg beta clusters delete {cluster_id}` (or DELETE /v1/compute/clusters/{cluster_id}), "
+            f"or adopt it into this stack by setting adopt_cluster_id='{cluster_id}' on the Cluster."
+        )
+    return TogetherError(
+        f"Creating the cluster failed: {cause}. Cluster {cluster_id} was deleted; nothing is left running."
+    )

@@ -1,0 +1,141 @@
+"""Between the Cluster resource's inputs/outputs and the API's requests/replies. Pure.
+
+Who owns what: the code owns the desired values (``num_gpus``, ``num_preemptible_gpus`` ...); the
+platform owns the live ones (``allocated_preemptible_gpus``, nodes, events, status). Only the
+former are read back as inputs, so a capacity shortfall or a preemption is never drift.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .models import (
+    REASON_PREEMPTED,
+    AddOnUpdate,
+    Cluster,
+    ClusterCreateRequest,
+    ClusterUpdateRequest,
+    GPUWorkerNode,
+)
+from .rules import GPUS_PER_NODE, normalize
+from .schema import FIELDS, OnChange
+
+PREEMPTIBLE = "preemptible"
+
+# Inputs sent on create; ours (LOCAL) and adoption are not.
+_CREATE_FIELDS = tuple(
+    n for n, s in FIELDS.items() if s.on_change is not OnChange.LOCAL and n != "adopt_cluster_id"
+)
+
+
+def create_request(inputs: dict[str, Any]) -> ClusterCreateRequest:
+    """The POST body for these (validated) inputs."""
+    body = {name: inputs.get(name, FIELDS[name].default) for name in _CREATE_FIELDS}
+    return ClusterCreateRequest.model_validate({k: v for k, v in body.items() if v is not None})
+
+
+def update_request(news: dict[str, Any], fields: list[str]) -> ClusterUpdateRequest:
+    """The PUT body carrying only ``fields`` (the in-place changes) at their new values."""
+    body: dict[str, Any] = {}
+    for name in fields:
+        value = news.get(name, FIELDS[name].default)
+        if name == "add_ons":
+            value = [AddOnUpdate(name=a["name"], config=a.get("config")) for a in value or []]
+        body[name] = value
+    return ClusterUpdateRequest.model_validate(body)
+
+
+def read_inputs(cluster: Cluster, old_inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs as the server now sees them, for refresh.
+
+    Fields the API reports take the server's desired value, so a change made outside Pulumi shows
+    as a diff against the code. Fields it does not report (an inline volume spec, add-on configs,
+    our own settings) keep their previous value. Optional fields left unset in code stay unset,
+    so a server-filled default is not mistaken for drift; nested settings are compared only on the
+    keys the code sets.
+    """
+    server = {
+        "cluster_name": cluster.cluster_name,
+        "region": cluster.region,
+        "gpu_type": cluster.gpu_type,
+        "num_gpus": cluster.num_gpus,
+        "num_preemptible_gpus": cluster.desired_preemptible_gpus,
+        "billing_type": cluster.billing_type,
+        "cluster_type": cluster.cluster_type,
+        "project_id": cluster.project_id,
+        "nvidia_version_id": cluster.nvidia_driver_version_id,
+        "cuda_version": cluster.cuda_version,
+        "nvidia_driver_version": cluster.nvidia_driver_version,
+        "num_reserved_gpus": cluster.num_reserved_gpus,
+        "reservation_start_time": _iso(cluster.reservation_start_time),
+        "reservation_end_time": _iso(cluster.reservation_end_time),
+        "slurm_shm_size_gib": cluster.slurm_shm_size_gib,
+        "cluster_config": cluster.cluster_config.model_dump(mode="json") if cluster.cluster_config else None,
+    }
+    inputs = {name: old_inputs.get(name) for name in FIELDS}
+    for name, value in server.items():
+        spec, old = FIELDS[name], old_inputs.get(name)
+        if old is None and (spec.server_default or spec.default is None):
+            continue  # the code leaves it to the server: whatever the server holds is no drift
+        if name == "cluster_config":
+            value = _project_onto(value, old)
+        if normalize(name, value) == normalize(name, old if old is not None else spec.default):
+            continue  # same value, keep the code's spelling (e.g. of a timestamp)
+        inputs[name] = value
+    return {k: v for k, v in inputs.items() if v is not None}
+
+
+def _project_onto(live: Any, shape: Any) -> Any:
+    """``live`` restricted to the keys that ``shape`` (the code's value) sets."""
+    if not isinstance(live, dict) or not isinstance(shape, dict):
+        return live
+    return {k: _project_onto(live.get(k), v) for k, v in shape.items() if v is not None}
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def compute_class(node: GPUWorkerNode, preemptible_ids: set[str]) -> str:
+    """``preemptible`` or ``standard``, from the node's own marking when the API gives one."""
+    marked = (node.model_extra or {}).get("compute_class")
+    if isinstance(marked, str):
+        return marked
+    return PREEMPTIBLE if node.node_id in preemptible_ids else "standard"
+
+
+def node_counts(cluster: Cluster) -> tuple[int, int]:
+    """Live (standard, preemptible) node counts. Without a per-node marking, the newest nodes
+    covering ``allocated_preemptible_gpus`` are taken as the preemptible ones."""
+    nodes = cluster.gpu_worker_nodes
+    unmarked = [n for n in nodes if "compute_class" not in (n.model_extra or {})]
+    guess = {
+        n.node_id for n in unmarked[len(unmarked) - cluster.allocated_preemptible_gpus // GPUS_PER_NODE :]
+    }
+    if cluster.allocated_preemptible_gpus == 0:
+        guess = set()
+    preemptible = sum(1 for n in nodes if compute_class(n, guess) == PREEMPTIBLE)
+    return len(nodes) - preemptible, preemptible
+
+
+def live_outputs(cluster: Cluster) -> dict[str, Any]:
+    """The outputs owned by the platform, from a live cluster."""
+    standard_nodes, preemptible_nodes = node_counts(cluster)
+    preemptions = [e for e in cluster.node_lifecycle_events or [] if e.reason == REASON_PREEMPTED]
+    last = max((e.timestamp for e in preemptions), default=None)
+    return {
+        "cluster_id": cluster.cluster_id,
+        "status": cluster.status,
+        "phase": cluster.latest_phase,
+        "desired_preemptible_gpus": cluster.desired_preemptible_gpus,
+        "allocated_preemptible_gpus": cluster.allocated_preemptible_gpus,
+        "preemptible_shortfall_gpus": max(
+            cluster.desired_preemptible_gpus - cluster.allocated_preemptible_gpus, 0
+        ),
+        "standard_nodes": standard_nodes,
+        "preemptible_nodes": preemptible_nodes,
+        "recent_preemptions": len(preemptions),
+        "last_preempted_at": _iso(last),
+        "kube_config": cluster.kube_config,
+        "created_at": _iso(cluster.created_at),
+    }

@@ -1,0 +1,226 @@
+"""The ``Cluster`` Pulumi resource and its dynamic provider: glue between the engine, the rules and
+the client.
+
+Stability promise: the engine pickles ``ClusterProvider`` into the state by reference, as
+``provider.resource.ClusterProvider``, and records the type ``pulumi-python:dynamic/together:Cluster``.
+Both names stay as they are in every release, so state written today still refreshes and
+destroys later. The provider object carries no attributes: the API key is read per call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    ConfigureRequest,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    Resource,
+    ResourceProvider,
+    UpdateResult,
+)
+
+from . import lifecycle, settings
+from .client import TogetherClient
+from .errors import InputError, NotFoundError
+from .mapping import create_request, live_outputs, read_inputs, update_request
+from .models import Cluster as ApiCluster
+from .rules import plan_change, validate
+from .schema import FIELDS, OUTPUT_NAMES, SECRET_OUTPUTS, with_defaults
+
+
+def _inputs_of(props: dict[str, Any]) -> dict[str, Any]:
+    """The resource inputs in ``props`` (which may also hold outputs and ``__provider``)."""
+    return {k: v for k, v in props.items() if k in FIELDS and v is not None}
+
+
+def _state(inputs: dict[str, Any], cluster: ApiCluster) -> dict[str, Any]:
+    return {**{k: v for k, v in with_defaults(inputs).items() if v is not None}, **live_outputs(cluster)}
+
+
+def _timeout_s(inputs: dict[str, Any]) -> float:
+    return float(with_defaults(inputs)["ready_timeout_minutes"]) * 60
+
+
+class ClusterProvider(ResourceProvider):
+    """CRUD for Together GPU clusters. Holds no state of its own (it is pickled into the stack)."""
+
+    serialize_as_secret_always = False
+
+    def configure(self, req: ConfigureRequest) -> None:
+        settings.take_stack_config(req.config)
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inputs = {k: v for k, v in with_defaults(_inputs_of(news)).items() if v is not None}
+        failures = validate(inputs)
+        old_inputs = _inputs_of(_olds)
+        if old_inputs and not failures:
+            failures += plan_change(old_inputs, inputs).refusals
+        return CheckResult(inputs, [CheckFailure(f.field, f.message) for f in failures])
+
+    def diff(self, _id: str, _olds: dict[str, Any], _news: dict[str, Any]) -> DiffResult:
+        plan = plan_change(_olds, _inputs_of(_news))
+        return DiffResult(
+            changes=plan.changed,
+            replaces=plan.replace,
+            delete_before_replace=plan.delete_before_replace,
+        )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        inputs = _inputs_of(props)
+        with settings.connect() as client:
+            if inputs.get("adopt_cluster_id"):
+                cluster = self._adopt(client, inputs)
+            else:
+                cluster = client.create_cluster(create_request(inputs))
+                lifecycle.report(
+                    f"cluster {cluster.cluster_id} ({cluster.cluster_name}) accepted; provisioning"
+                )
+                try:
+                    cluster = lifecycle.wait_ready(client, cluster.cluster_id, _timeout_s(inputs))
+                except Exception as exc:
+                    raise lifecycle.cleanup_failed_create(client, cluster.cluster_id, exc) from exc
+        return CreateResult(cluster.cluster_id, _state(inputs, cluster))
+
+    def _adopt(self, client: TogetherClient, inputs: dict[str, Any]) -> ApiCluster:
+        """Take an existing cluster into the stack, then make it match the code in place."""
+        cluster_id = inputs["adopt_cluster_id"]
+        try:
+            cluster = client.get_cluster(cluster_id)
+        except NotFoundError:
+            raise InputError(
+                "adopt_cluster_id",
+                cluster_id,
+                f"adopt_cluster_id {cluster_id!r}: no such cluster for this API key.",
+            ) from None
+        live = read_inputs(cluster, inputs)
+        plan = plan_change(live, inputs)
+        if plan.replace:
+            mismatch = ", ".join(f"{f}: live {live.get(f)!r}, code {inputs.get(f)!r}" for f in plan.replace)
+            raise InputError(
+                "adopt_cluster_id",
+                cluster_id,
+                f"cannot adopt cluster {cluster_id}: it differs from the code in fields that cannot change in "
+                f"place ({mismatch}). Make the code match the cluster, then adopt.",
+            )
+        if plan.refusals:
+            raise InputError("adopt_cluster_id", cluster_id, plan.refusals[0].message)
+        lifecycle.report(f"adopting cluster {cluster_id} ({cluster.cluster_name})")
+        return self._apply_update(client, cluster_id, inputs, plan.update) if plan.update else cluster
+
+    def _apply_update(
+        self, client: TogetherClient, cluster_id: str, inputs: dict[str, Any], fields: list[str]
+    ) -> ApiCluster:
+        client.update_cluster(cluster_id, update_request(inputs, fields))
+        lifecycle.report(f"cluster {cluster_id}: updated {', '.join(fields)}")
+        num_gpus = with_defaults(inputs)["num_gpus"]
+        return lifecycle.wait_standard_converged(client, cluster_id, num_gpus, _timeout_s(inputs))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        old_inputs = _inputs_of(props)
+        with settings.connect() as client:
+            cluster = lifecycle.get_or_none(client, id_)
+        if cluster is None or cluster.status == "Deleting":
+            return ReadResult("", {})
+        inputs = read_inputs(cluster, old_inputs)
+        return ReadResult(id_, _state(inputs, cluster), inputs)
+
+    def update(self, _id: str, _olds: dict[str, Any], _news: dict[str, Any]) -> UpdateResult:
+        inputs = _inputs_of(_news)
+        plan = plan_change(_olds, inputs)
+        with settings.connect() as client:
+            if plan.update:
+                cluster = self._apply_update(client, _id, inputs, plan.update)
+            else:
+                cluster = client.get_cluster(_id)
+        return UpdateResult(_state(inputs, cluster))
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        with settings.connect() as client:
+            lifecycle.delete_and_wait(client, _id)
+
+
+@dataclass
+class ClusterArgs:
+    """Inputs of a :class:`Cluster`, named as in the Together API.
+
+    The code owns these desired values; the platform owns the live ones, which are outputs.
+    ``num_gpus`` is the standard (on-demand) GPU count and must be at least 8 (one standard node);
+    ``num_preemptible_gpus`` is the preemptible target, filled as capacity allows.
+    """
+
+    cluster_name: pulumi.Input[str]
+    region: pulumi.Input[str]
+    gpu_type: pulumi.Input[str]
+    num_gpus: pulumi.Input[int]
+    num_preemptible_gpus: pulumi.Input[int] | None = None
+    billing_type: pulumi.Input[str] | None = None
+    cluster_type: pulumi.Input[str] | None = None
+    project_id: pulumi.Input[str] | None = None
+    nvidia_version_id: pulumi.Input[str] | None = None
+    cuda_version: pulumi.Input[str] | None = None
+    nvidia_driver_version: pulumi.Input[str] | None = None
+    shared_volume: pulumi.Input[dict[str, Any]] | None = None
+    volume_id: pulumi.Input[str] | None = None
+    cluster_config: pulumi.Input[dict[str, Any]] | None = None
+    add_ons: pulumi.Input[list[dict[str, Any]]] | None = None
+    num_reserved_gpus: pulumi.Input[int] | None = None
+    duration_days: pulumi.Input[int] | None = None
+    reservation_start_time: pulumi.Input[str] | None = None
+    reservation_end_time: pulumi.Input[str] | None = None
+    slurm_shm_size_gib: pulumi.Input[int] | None = None
+    ready_timeout_minutes: pulumi.Input[float] | None = None
+    adopt_cluster_id: pulumi.Input[str] | None = None
+
+
+class Cluster(Resource, module="together", name="Cluster"):
+    """A Together GPU cluster with standard and preemptible capacity.
+
+    Outputs: ``cluster_id`` (also the resource id), ``status``, ``phase``,
+    ``desired_preemptible_gpus``, ``allocated_preemptible_gpus``, ``preemptible_shortfall_gpus``,
+    ``standard_nodes``, ``preemptible_nodes``, ``recent_preemptions``, ``last_preempted_at``,
+    ``kube_config`` (secret) and ``created_at``, plus every input.
+    """
+
+    cluster_id: pulumi.Output[str]
+    status: pulumi.Output[str]
+    phase: pulumi.Output[str]
+    desired_preemptible_gpus: pulumi.Output[int]
+    allocated_preemptible_gpus: pulumi.Output[int]
+    preemptible_shortfall_gpus: pulumi.Output[int]
+    standard_nodes: pulumi.Output[int]
+    preemptible_nodes: pulumi.Output[int]
+    recent_preemptions: pulumi.Output[int]
+    last_preempted_at: pulumi.Output[str | None]
+    kube_config: pulumi.Output[str]
+    created_at: pulumi.Output[str]
+    num_gpus: pulumi.Output[int]
+    num_preemptible_gpus: pulumi.Output[int]
+
+    def __init__(
+        self,
+        resource_name: str,
+        args: ClusterArgs | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+        **kwargs: Any,
+    ) -> None:
+        props: dict[str, Any] = {k: v for k, v in asdict(args).items() if v is not None} if args else {}
+        unknown = set(kwargs) - set(FIELDS)
+        if unknown:
+            raise TypeError(
+                f"Cluster got unknown arguments {sorted(unknown)}; the inputs are {', '.join(FIELDS)}"
+            )
+        props.update({k: v for k, v in kwargs.items() if v is not None})
+        for name in FIELDS:
+            props.setdefault(name, None)
+        for name in OUTPUT_NAMES:
+            props.setdefault(name, None)
+        secret_opts = pulumi.ResourceOptions(additional_secret_outputs=list(SECRET_OUTPUTS))
+        super().__init__(
+            ClusterProvider(), resource_name, props, pulumi.ResourceOptions.merge(secret_opts, opts)
+        )

@@ -1,0 +1,393 @@
+"""The platform's rules for Cluster inputs, and how a change is carried out. Pure: plain dicts in,
+plain answers out, no I/O.
+
+``validate`` answers "may these inputs exist?"; ``plan_change`` answers "what does going from the
+old inputs to the new ones do: nothing, an in-place update, a replacement, or something the
+platform refuses?". The dynamic provider's ``check`` and ``diff`` call these at preview time, so
+a bad plan fails before anything is spent. Every message names the field, the value and the fix.
+
+Values unknown at preview (outputs of resources not yet created) are skipped by ``validate`` and
+treated as "will change" by ``plan_change``; the engine calls ``check`` again once they are known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pydantic
+from pulumi.runtime.rpc import UNKNOWN
+
+from .models import (
+    BILLING_TYPES,
+    CLUSTER_TYPES,
+    GPU_TYPES,
+    AddOnSpec,
+    ClusterConfig,
+    SharedVolumeSpec,
+)
+from .schema import FIELDS, OnChange
+
+GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One broken rule: the input it concerns and a message that says how to fix it."""
+
+    field: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    """What a change from old to new inputs does.
+
+    ``replace`` and ``update`` list the fields that force a replacement or are changed in place;
+    ``refusals`` are changes the platform cannot make at all.
+    """
+
+    replace: list[str] = field(default_factory=list)
+    update: list[str] = field(default_factory=list)
+    local: list[str] = field(default_factory=list)
+    refusals: list[Failure] = field(default_factory=list)
+    delete_before_replace: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.replace or self.update or self.local)
+
+
+def is_unknown(value: Any) -> bool:
+    """Whether a value, or anything inside it, is not known yet (preview of a dependent resource)."""
+    if isinstance(value, str):
+        return value == UNKNOWN
+    if isinstance(value, dict):
+        return any(is_unknown(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(is_unknown(v) for v in value)
+    return False
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+
+def validate(inputs: dict[str, Any]) -> list[Failure]:
+    """Every rule the inputs break, in field order. Unknown values are not checked."""
+    known = {k: v for k, v in inputs.items() if v is not None and not is_unknown(v)}
+    unknown = {k for k, v in inputs.items() if is_unknown(v)}
+    failures: list[Failure] = []
+
+    for name, spec in FIELDS.items():
+        if spec.required and name not in known and name not in unknown:
+            failures.append(
+                Failure(name, f"{name} is required; {spec.doc or 'set it on the Cluster.'}".strip())
+            )
+
+    if "cluster_name" in known and (
+        not isinstance(known["cluster_name"], str) or not known["cluster_name"].strip()
+    ):
+        failures.append(
+            Failure(
+                "cluster_name", f"cluster_name must be a non-empty string; got {known['cluster_name']!r}."
+            )
+        )
+    for name, allowed in (
+        ("gpu_type", GPU_TYPES),
+        ("billing_type", BILLING_TYPES),
+        ("cluster_type", CLUSTER_TYPES),
+    ):
+        if name in known and known[name] not in allowed:
+            failures.append(
+                Failure(
+                    name,
+                    f"{name} {known[name]!r} is not one the API accepts; use one of {', '.join(allowed)}.",
+                )
+            )
+
+    failures += _validate_gpu_counts(known)
+    failures += _validate_billing(known, unknown)
+    failures += _validate_driver_and_volume(known)
+    failures += _validate_nested(known)
+
+    timeout = known.get("ready_timeout_minutes")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        failures.append(
+            Failure(
+                "ready_timeout_minutes",
+                f"ready_timeout_minutes must be a positive number of minutes; got {timeout!r}.",
+            )
+        )
+    return failures
+
+
+def _validate_gpu_counts(known: dict[str, Any]) -> list[Failure]:
+    failures: list[Failure] = []
+    num_gpus = known.get("num_gpus")
+    if num_gpus is not None:
+        if not _is_int(num_gpus):
+            failures.append(Failure("num_gpus", f"num_gpus must be a whole number; got {num_gpus!r}."))
+        elif num_gpus < GPUS_PER_NODE:
+            preemptible = known.get("num_preemptible_gpus") or 0
+            also = f" (even with num_preemptible_gpus={preemptible})" if preemptible else ""
+            failures.append(
+                Failure(
+                    "num_gpus",
+                    f"num_gpus is {num_gpus}: a cluster needs at least one standard node{also}. "
+                    f"Set num_gpus to {GPUS_PER_NODE} or more (a multiple of {GPUS_PER_NODE}); "
+                    "preemptible GPUs cannot be the whole cluster.",
+                )
+            )
+        elif num_gpus % GPUS_PER_NODE:
+            failures.append(Failure("num_gpus", _not_whole_nodes("num_gpus", num_gpus)))
+
+    for name in ("num_preemptible_gpus", "num_reserved_gpus"):
+        value = known.get(name)
+        if value is None:
+            continue
+        if not _is_int(value) or value < 0:
+            failures.append(Failure(name, f"{name} must be a whole number, 0 or more; got {value!r}."))
+        elif value % GPUS_PER_NODE:
+            failures.append(Failure(name, _not_whole_nodes(name, value)))
+    return failures
+
+
+def _not_whole_nodes(name: str, value: int) -> str:
+    lower = value - value % GPUS_PER_NODE
+    upper = lower + GPUS_PER_NODE
+    choices = f"{lower} or {upper}" if lower else f"{upper}"
+    return f"{name} is {value}: GPUs come in whole nodes of {GPUS_PER_NODE}, so it must be a multiple of 8 (use {choices})."
+
+
+def _validate_billing(known: dict[str, Any], unknown: set[str]) -> list[Failure]:
+    failures: list[Failure] = []
+    billing = known.get("billing_type", FIELDS["billing_type"].default)
+    times = {}
+    for name in ("reservation_start_time", "reservation_end_time"):
+        if name in known:
+            parsed = parse_time(known[name])
+            if parsed is None:
+                failures.append(
+                    Failure(
+                        name,
+                        f"{name} must be an ISO-8601 time such as 2027-01-01T00:00:00Z; got {known[name]!r}.",
+                    )
+                )
+            else:
+                times[name] = parsed
+    if billing == "SCHEDULED_CAPACITY":
+        for name in ("reservation_start_time", "reservation_end_time"):
+            if name not in known and name not in unknown:
+                failures.append(
+                    Failure(
+                        name, f"billing_type SCHEDULED_CAPACITY needs {name}: set both reservation times."
+                    )
+                )
+    if len(times) == 2 and times["reservation_end_time"] <= times["reservation_start_time"]:
+        failures.append(
+            Failure(
+                "reservation_end_time",
+                f"reservation_end_time {known['reservation_end_time']} must be after "
+                f"reservation_start_time {known['reservation_start_time']}.",
+            )
+        )
+    if (
+        known.get("cluster_type") == "SLURM"
+        and "slurm_shm_size_gib" not in known
+        and "slurm_shm_size_gib" not in unknown
+    ):
+        failures.append(
+            Failure(
+                "slurm_shm_size_gib",
+                "cluster_type SLURM needs slurm_shm_size_gib (shared memory in GiB); set it.",
+            )
+        )
+    shm = known.get("slurm_shm_size_gib")
+    if shm is not None and (not _is_int(shm) or shm <= 0):
+        failures.append(
+            Failure("slurm_shm_size_gib", f"slurm_shm_size_gib must be a positive whole number; got {shm!r}.")
+        )
+    return failures
+
+
+def _validate_driver_and_volume(known: dict[str, Any]) -> list[Failure]:
+    failures: list[Failure] = []
+    has_cuda, has_driver = "cuda_version" in known, "nvidia_driver_version" in known
+    if has_cuda != has_driver:
+        given, missing = (
+            ("cuda_version", "nvidia_driver_version")
+            if has_cuda
+            else ("nvidia_driver_version", "cuda_version")
+        )
+        failures.append(
+            Failure(
+                missing,
+                f"{given} is set without {missing}: the legacy driver selector needs both, "
+                "or use nvidia_version_id alone (see list_regions()).",
+            )
+        )
+    if "shared_volume" in known and "volume_id" in known:
+        failures.append(
+            Failure(
+                "volume_id",
+                "shared_volume and volume_id are both set: create a new volume with shared_volume "
+                "or attach an existing one with volume_id, not both.",
+            )
+        )
+    return failures
+
+
+def _validate_nested(known: dict[str, Any]) -> list[Failure]:
+    failures: list[Failure] = []
+    checks: list[tuple[str, type[pydantic.BaseModel], bool]] = [
+        ("shared_volume", SharedVolumeSpec, False),
+        ("cluster_config", ClusterConfig, False),
+        ("add_ons", AddOnSpec, True),
+    ]
+    for name, model, is_list in checks:
+        if name not in known:
+            continue
+        items = known[name] if is_list else [known[name]]
+        if is_list and not isinstance(items, list):
+            failures.append(Failure(name, f"{name} must be a list; got {items!r}."))
+            continue
+        problems = []
+        for index, item in enumerate(items):
+            where = f"{name}[{index}]" if is_list else name
+            try:
+                model.model_validate(item)
+            except pydantic.ValidationError as exc:
+                for error in exc.errors():
+                    path = ".".join(str(p) for p in error["loc"])
+                    problems.append(f"{where}.{path}: {error['msg']} (got {error.get('input')!r})")
+        if problems:
+            failures.append(Failure(name, "; ".join(problems) + "."))
+    return failures
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO-8601 time as an aware datetime (UTC when no zone is given); ``None`` if unparsable."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    else:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+# --- change planning -----------------------------------------------------------------------------
+
+
+def normalize(name: str, value: Any) -> Any:
+    """A value in the form it is compared in: times as instants, None-valued keys dropped."""
+    if value is None:
+        return None
+    if name in ("reservation_start_time", "reservation_end_time"):
+        return parse_time(value) or value
+    return _drop_none(value)
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def _differs(name: str, old: Any, new: Any) -> bool:
+    if is_unknown(new):
+        return True
+    spec = FIELDS[name]
+    if new is None:
+        new = spec.default
+        if new is None:
+            # Left unset: the server's value (or none) stands. Not a change.
+            return False
+    if old is None:
+        old = spec.default
+    return normalize(name, old) != normalize(name, new)
+
+
+def plan_change(olds: dict[str, Any], news: dict[str, Any]) -> ChangePlan:
+    """What going from ``olds`` (current state) to ``news`` (the code) does to the cluster."""
+    replace: list[str] = []
+    update: list[str] = []
+    local: list[str] = []
+    for name, spec in FIELDS.items():
+        if name == "adopt_cluster_id":
+            if _adoption_changes(olds, news.get(name)):
+                replace.append(name)
+            continue
+        if not _differs(name, olds.get(name), news.get(name)):
+            continue
+        {OnChange.REPLACE: replace, OnChange.UPDATE: update, OnChange.LOCAL: local}[spec.on_change].append(
+            name
+        )
+
+    refusals = [] if replace else conversion_refusals(olds, news)
+    same_name = not _differs("cluster_name", olds.get("cluster_name"), news.get("cluster_name"))
+    return ChangePlan(
+        replace=replace,
+        update=update,
+        local=local,
+        refusals=refusals,
+        delete_before_replace=bool(replace) and same_name,
+    )
+
+
+def _adoption_changes(olds: dict[str, Any], new_adopt_id: Any) -> bool:
+    """Adopting is a one-off: only naming a different existing cluster later forces a replacement."""
+    if new_adopt_id is None:
+        return False
+    if is_unknown(new_adopt_id):
+        return True
+    return new_adopt_id not in (olds.get("adopt_cluster_id"), olds.get("cluster_id"))
+
+
+def conversion_refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[Failure]:
+    """Refuse one update that shrinks one compute class while growing the other.
+
+    The platform cannot turn a standard node into a preemptible one (or back) in place, and doing
+    both moves in one step would ask it to.
+    """
+    counts = {}
+    for name in ("num_gpus", "num_preemptible_gpus"):
+        old, new = olds.get(name, FIELDS[name].default), news.get(name, FIELDS[name].default)
+        if (
+            old is None
+            or new is None
+            or is_unknown(old)
+            or is_unknown(new)
+            or not (_is_int(old) and _is_int(new))
+        ):
+            return []
+        counts[name] = (old, new)
+    (std_old, std_new), (pre_old, pre_new) = counts["num_gpus"], counts["num_preemptible_gpus"]
+    if (std_new - std_old) * (pre_new - pre_old) >= 0:
+        return []
+    if std_new < std_old:
+        direction = "standard nodes into preemptible ones"
+        first = f"raise num_preemptible_gpus to {pre_new} with num_gpus kept at {std_old}, deploy, then lower num_gpus to {std_new}"
+    else:
+        direction = "preemptible nodes into standard ones"
+        first = f"raise num_gpus to {std_new} with num_preemptible_gpus kept at {pre_old}, deploy, then lower num_preemptible_gpus to {pre_new}"
+    return [
+        Failure(
+            "num_gpus",
+            f"num_gpus {std_old} -> {std_new} together with num_preemptible_gpus {pre_old} -> {pre_new} would "
+            f"convert {direction} in place, which the platform cannot do. Change one class per update: "
+            f"{first}. Or replace the cluster (`pulumi up --replace <urn>`).",
+        )
+    ]

@@ -1,0 +1,93 @@
+"""The Cluster resource's inputs: for each field, its default and what a change to it does.
+
+Read like a Terraform schema: one row per input, with its plan modifier side by side.
+
+- ``UPDATE``: the API changes it in place (PUT with only the changed fields).
+- ``REPLACE``: the API cannot change it; a new cluster is made.
+- ``LOCAL``: ours alone, never sent to the API; a change needs no API call.
+
+``server_default`` marks optional inputs the server fills in when left unset (a project, a driver
+version): leaving them unset in code is never a difference from what the server reports.
+``read_back`` marks inputs the API reports, so ``refresh`` sees a change made outside Pulumi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class OnChange(Enum):
+    UPDATE = "update"
+    REPLACE = "replace"
+    LOCAL = "local"
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    on_change: OnChange
+    default: Any = None
+    required: bool = False
+    server_default: bool = False
+    read_back: bool = False
+    doc: str = ""
+
+
+_FIELDS = (
+    FieldSpec("cluster_name", OnChange.REPLACE, required=True, read_back=True, doc="Name of the cluster."),
+    FieldSpec("region", OnChange.REPLACE, required=True, read_back=True, doc="Region, from list_regions()."),
+    FieldSpec("gpu_type", OnChange.REPLACE, required=True, read_back=True, doc="GPU type, e.g. H100_SXM."),
+    FieldSpec("num_gpus", OnChange.UPDATE, required=True, read_back=True, doc="Standard (on-demand) GPUs."),
+    FieldSpec("num_preemptible_gpus", OnChange.UPDATE, default=0, read_back=True, doc="Preemptible GPUs."),
+    FieldSpec("billing_type", OnChange.REPLACE, default="ON_DEMAND", read_back=True),
+    FieldSpec("cluster_type", OnChange.REPLACE, default="KUBERNETES", read_back=True),
+    FieldSpec("project_id", OnChange.REPLACE, server_default=True, read_back=True),
+    FieldSpec("nvidia_version_id", OnChange.REPLACE, server_default=True, read_back=True),
+    FieldSpec("cuda_version", OnChange.REPLACE, server_default=True, read_back=True),
+    FieldSpec("nvidia_driver_version", OnChange.REPLACE, server_default=True, read_back=True),
+    FieldSpec("shared_volume", OnChange.REPLACE, doc="Inline shared volume: region, size_tib, volume_name."),
+    FieldSpec("volume_id", OnChange.REPLACE, doc="An existing volume to attach."),
+    FieldSpec("cluster_config", OnChange.UPDATE, read_back=True),
+    FieldSpec("add_ons", OnChange.UPDATE),
+    FieldSpec("num_reserved_gpus", OnChange.UPDATE, server_default=True, read_back=True),
+    FieldSpec("duration_days", OnChange.REPLACE),
+    FieldSpec("reservation_start_time", OnChange.REPLACE, read_back=True),
+    FieldSpec("reservation_end_time", OnChange.UPDATE, read_back=True),
+    FieldSpec("slurm_shm_size_gib", OnChange.REPLACE, read_back=True),
+    FieldSpec("ready_timeout_minutes", OnChange.LOCAL, default=60, doc="How long create waits for Ready."),
+    FieldSpec(
+        "adopt_cluster_id",
+        OnChange.REPLACE,
+        doc="Adopt this existing cluster instead of creating one (pulumi import does not work here).",
+    ),
+)
+
+FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _FIELDS}
+INPUT_NAMES: tuple[str, ...] = tuple(FIELDS)
+
+# Outputs computed from the live cluster. They never take part in a diff.
+OUTPUT_NAMES: tuple[str, ...] = (
+    "cluster_id",
+    "status",
+    "phase",
+    "desired_preemptible_gpus",
+    "allocated_preemptible_gpus",
+    "preemptible_shortfall_gpus",
+    "standard_nodes",
+    "preemptible_nodes",
+    "recent_preemptions",
+    "last_preempted_at",
+    "kube_config",
+    "created_at",
+)
+SECRET_OUTPUTS: tuple[str, ...] = ("kube_config",)
+
+
+def with_defaults(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs with every known field present, defaults filled in; unknown keys dropped."""
+    return {
+        name: (inputs.get(name) if inputs.get(name) is not None else spec.default)
+        for name, spec in FIELDS.items()
+    }

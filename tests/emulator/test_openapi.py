@@ -1,0 +1,35 @@
+"""The emulator documents its public API (and only that) with the provider's response models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def test_openapi_lists_public_paths(http: Any) -> None:
+    doc = http(None).get("/openapi.json").json()
+    paths = doc["paths"]
+    assert set(paths) == {"/v1/compute/clusters", "/v1/compute/clusters/{cluster_id}", "/v1/compute/regions"}
+    assert set(paths["/v1/compute/clusters"]) == {"get", "post"}
+    assert set(paths["/v1/compute/clusters/{cluster_id}"]) == {"get", "put", "delete"}
+    schemas = doc["components"]["schemas"]
+    for name in (
+        "Cluster",
+        "GPUWorkerNode",
+        "ClusterCreateRequest",
+        "ClusterUpdateRequest",
+        "RegionList",
+        "ClusterList",
+        "ClusterDeleteResponse",
+        "ErrorResponse",
+    ):
+        assert name in schemas, name
+    ok = paths["/v1/compute/clusters"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok["$ref"].endswith("/Cluster")
+    assert "HTTPBearer" in doc["components"]["securitySchemes"]
+    assert "422" not in paths["/v1/compute/clusters"]["post"]["responses"]
+    assert "400" in paths["/v1/compute/clusters"]["post"]["responses"]
+
+
+def test_healthz(http: Any) -> None:
+    reply = http(None).get("/healthz")
+    assert reply.status_code == 200 and reply.headers["x-request-id"]

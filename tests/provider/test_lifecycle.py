@@ -1,0 +1,162 @@
+"""The dynamic provider's create / read / update / delete against the emulator over real HTTP,
+called the way the engine calls them (plain dicts in, results out)."""
+
+from __future__ import annotations
+
+import pytest
+
+from emulator.server import start_emulator
+from provider import TogetherError
+from provider.errors import InputError
+from provider.resource import ClusterProvider
+from provider.schema import with_defaults
+
+KEY = "lifecycle-test-key"
+
+
+@pytest.fixture(scope="module")
+def emu():
+    with start_emulator(speed=600) as running:
+        yield running
+
+
+@pytest.fixture
+def admin(emu, monkeypatch):
+    monkeypatch.setenv("TOGETHER_BASE_URL", emu.base_url)
+    monkeypatch.setenv("TOGETHER_API_KEY", KEY)
+    emu.admin.reset()
+    emu.admin.set_speed(600)
+    yield emu.admin
+    emu.admin.clear_faults()
+
+
+def inputs(**overrides) -> dict:
+    base = {
+        "cluster_name": "life",
+        "region": "us-central-8",
+        "gpu_type": "H100_SXM",
+        "num_gpus": 8,
+        "num_preemptible_gpus": 8,
+        "ready_timeout_minutes": 2,
+    }
+    return {k: v for k, v in with_defaults(base | overrides).items() if v is not None}
+
+
+def test_create_waits_for_ready_and_reports_outputs(admin):
+    provider = ClusterProvider()
+    created = provider.create(inputs())
+    outs = created.outs
+    assert created.id == outs["cluster_id"]
+    assert outs["status"] == "Ready"
+    assert outs["num_gpus"] == 8 and outs["num_preemptible_gpus"] == 8
+    assert outs["desired_preemptible_gpus"] == 8
+    assert outs["standard_nodes"] == 1
+    assert outs["kube_config"].startswith("apiVersion")
+    assert outs["recent_preemptions"] == 0 and outs["last_preempted_at"] is None
+    assert KEY not in repr(outs)
+
+
+def test_read_sees_out_of_band_changes_but_not_shortfall_or_preemption(admin, emu):
+    provider = ClusterProvider()
+    olds = inputs()
+    created = provider.create(olds)
+    state = created.outs
+
+    admin.preempt(created.id, 1)
+    admin.set_capacity("us-central-8", "H100_SXM", 0)
+    admin.advance(600)
+    read = provider.read(created.id, state)
+    assert read.outs["recent_preemptions"] == 1
+    assert read.outs["last_preempted_at"]
+    assert read.outs["allocated_preemptible_gpus"] == 0
+    assert read.outs["preemptible_shortfall_gpus"] == 8
+    assert provider.diff(created.id, read.outs, olds).changes is False
+
+    from provider.client import TogetherClient
+    from provider.models import ClusterUpdateRequest
+
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
+        client.update_cluster(created.id, ClusterUpdateRequest(num_preemptible_gpus=16))
+    read = provider.read(created.id, read.outs)
+    assert read.inputs["num_preemptible_gpus"] == 16
+    drift = provider.diff(created.id, read.outs, olds)
+    assert drift.changes is True and drift.replaces == []
+
+
+def test_update_in_place_converges_standard_nodes(admin):
+    provider = ClusterProvider()
+    olds = inputs()
+    created = provider.create(olds)
+    news = inputs(num_gpus=16)
+    updated = provider.update(created.id, created.outs, news)
+    assert updated.outs["num_gpus"] == 16
+    assert updated.outs["standard_nodes"] == 2
+    assert [c["cluster_id"] for c in admin.clusters()] == [created.id]
+
+
+def test_read_of_a_cluster_deleted_out_of_band_leaves_state(admin):
+    provider = ClusterProvider()
+    created = provider.create(inputs())
+    provider.delete(created.id, created.outs)
+    read = provider.read(created.id, created.outs)
+    assert read.id == "" and read.outs == {}
+    # Deleting what is already gone is fine.
+    provider.delete(created.id, created.outs)
+    assert admin.clusters() == []
+
+
+@pytest.mark.parametrize("outcome", ["acceptance_tests_failed", "nccl_tests_failed"])
+def test_failed_provisioning_leaves_no_cluster_behind(admin, outcome):
+    admin.add_provisioning_fault(outcome, count=1)
+    with pytest.raises(TogetherError) as caught:
+        ClusterProvider().create(inputs(cluster_name=f"doomed-{outcome[:4]}"))
+    message = str(caught.value)
+    assert "FAILED" in message
+    assert "was deleted; nothing is left running" in message
+    admin.advance(3600)
+    assert admin.clusters() == []
+
+
+def test_create_that_never_gets_ready_times_out_and_cleans_up(admin):
+    admin.add_provisioning_fault("stuck", count=1)
+    with pytest.raises(TogetherError) as caught:
+        ClusterProvider().create(inputs(cluster_name="stuck", ready_timeout_minutes=0.05))
+    assert "not done after 3s" in str(caught.value)
+    admin.advance(3600)
+    assert admin.clusters() == []
+
+
+def test_when_cleanup_fails_too_the_error_gives_the_id_and_the_way_out(admin):
+    admin.add_provisioning_fault("acceptance_tests_failed", count=1)
+    admin.add_fault(status=500, count=50, method="DELETE")
+    with pytest.raises(TogetherError) as caught:
+        ClusterProvider().create(inputs(cluster_name="orphan-risk"))
+    (cluster,) = admin.clusters()
+    message = str(caught.value)
+    assert cluster["cluster_id"] in message
+    assert f"adopt_cluster_id='{cluster['cluster_id']}'" in message
+    assert f"tg beta clusters delete {cluster['cluster_id']}" in message
+
+
+def test_adopt_an_existing_cluster_and_converge_it(admin, emu):
+    from provider.client import TogetherClient
+    from provider.mapping import create_request
+
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
+        existing = client.create_cluster(create_request(inputs(cluster_name="adoptee", num_preemptible_gpus=0)))
+    admin.advance(3600)
+    adopted = ClusterProvider().create(inputs(cluster_name="adoptee", adopt_cluster_id=existing.cluster_id))
+    assert adopted.id == existing.cluster_id
+    assert adopted.outs["desired_preemptible_gpus"] == 8
+    assert len(admin.clusters()) == 1
+
+
+def test_adoption_refuses_a_cluster_that_does_not_match(admin, emu):
+    from provider.client import TogetherClient
+    from provider.mapping import create_request
+
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
+        existing = client.create_cluster(create_request(inputs(cluster_name="other", region="us-east-2")))
+    with pytest.raises(InputError) as caught:
+        ClusterProvider().create(inputs(cluster_name="other", adopt_cluster_id=existing.cluster_id))
+    assert "region: live 'us-east-2', code 'us-central-8'" in str(caught.value)

@@ -1,0 +1,218 @@
+"""The Cluster resource's preview-time rules, through the provider's own check and diff."""
+
+from __future__ import annotations
+
+import pytest
+from pulumi.runtime.rpc import UNKNOWN
+
+from provider.resource import ClusterProvider
+from provider.rules import plan_change, validate
+
+BASE = {
+    "cluster_name": "demo",
+    "region": "us-central-8",
+    "gpu_type": "H100_SXM",
+    "num_gpus": 8,
+    "num_preemptible_gpus": 8,
+}
+
+
+def check(news: dict, olds: dict | None = None) -> dict[str, str]:
+    result = ClusterProvider().check(olds or {}, news)
+    return {f.property: f.reason for f in result.failures}
+
+
+def diff(olds: dict, news: dict):
+    return ClusterProvider().diff("c-1", olds, news)
+
+
+def test_valid_inputs_pass_and_get_defaults():
+    result = ClusterProvider().check({}, dict(BASE))
+    assert result.failures == []
+    assert result.inputs["billing_type"] == "ON_DEMAND"
+    assert result.inputs["cluster_type"] == "KUBERNETES"
+    assert result.inputs["ready_timeout_minutes"] == 60
+
+
+@pytest.mark.parametrize("preemptible", [0, 16, 64])
+def test_zero_standard_gpus_is_refused_however_many_preemptible(preemptible):
+    failures = check(BASE | {"num_gpus": 0, "num_preemptible_gpus": preemptible})
+    message = failures["num_gpus"]
+    assert "num_gpus is 0" in message
+    assert "at least one standard node" in message
+    assert "Set num_gpus to 8 or more" in message
+
+
+def test_zero_standard_gpus_refused_on_update_too():
+    failures = check(BASE | {"num_gpus": 0, "num_preemptible_gpus": 16}, olds=BASE)
+    assert "at least one standard node" in failures["num_gpus"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("num_gpus", 12, "num_gpus is 12: GPUs come in whole nodes of 8, so it must be a multiple of 8 (use 8 or 16)."),
+        ("num_preemptible_gpus", 4, "num_preemptible_gpus is 4: GPUs come in whole nodes of 8, so it must be a multiple of 8 (use 8)."),
+        ("num_preemptible_gpus", -8, "num_preemptible_gpus must be a whole number, 0 or more; got -8."),
+        ("num_gpus", "8", "num_gpus must be a whole number; got '8'."),
+    ],
+)
+def test_gpu_counts(field, value, expected):
+    assert check(BASE | {field: value})[field] == expected
+
+
+def test_enums_name_the_allowed_values():
+    failures = check(BASE | {"gpu_type": "H100", "billing_type": "SPOT"})
+    assert failures["gpu_type"].startswith("gpu_type 'H100' is not one the API accepts; use one of H100_SXM, H200_SXM")
+    assert "use one of RESERVED, ON_DEMAND, SCHEDULED_CAPACITY" in failures["billing_type"]
+
+
+def test_scheduled_capacity_needs_both_times():
+    failures = check(BASE | {"billing_type": "SCHEDULED_CAPACITY", "reservation_start_time": "2027-01-01T00:00:00Z"})
+    assert failures == {
+        "reservation_end_time": "billing_type SCHEDULED_CAPACITY needs reservation_end_time: set both reservation times."
+    }
+
+
+def test_reservation_end_must_follow_start():
+    failures = check(
+        BASE
+        | {
+            "billing_type": "SCHEDULED_CAPACITY",
+            "reservation_start_time": "2027-01-02T00:00:00Z",
+            "reservation_end_time": "2027-01-01T00:00:00Z",
+        }
+    )
+    assert "must be after reservation_start_time" in failures["reservation_end_time"]
+
+
+def test_slurm_needs_shared_memory_size():
+    failures = check(BASE | {"cluster_type": "SLURM"})
+    assert failures["slurm_shm_size_gib"] == (
+        "cluster_type SLURM needs slurm_shm_size_gib (shared memory in GiB); set it."
+    )
+    assert check(BASE | {"cluster_type": "SLURM", "slurm_shm_size_gib": 64}) == {}
+
+
+def test_driver_pair_and_volume_choice():
+    failures = check(BASE | {"cuda_version": "12.4", "shared_volume": {"region": "r", "size_tib": 1, "volume_name": "v"}, "volume_id": "vol-1"})
+    assert "cuda_version is set without nvidia_driver_version" in failures["nvidia_driver_version"]
+    assert "not both" in failures["volume_id"]
+
+
+def test_nested_shapes_are_checked_with_paths():
+    failures = check(BASE | {"cluster_config": {"load_balancer": "HAPROXY"}})
+    assert failures["cluster_config"].startswith("cluster_config.load_balancer: Input should be 'NONE', 'TRAEFIK'")
+    failures = check(BASE | {"shared_volume": {"region": "us-central-8"}})
+    assert "shared_volume.size_tib: Field required" in failures["shared_volume"]
+
+
+def test_missing_required_fields():
+    failures = check({"cluster_name": "x"})
+    assert set(failures) == {"region", "gpu_type", "num_gpus"}
+
+
+def test_unknown_values_are_accepted_at_preview():
+    assert check(BASE | {"num_gpus": UNKNOWN, "region": UNKNOWN}) == {}
+    assert validate(BASE | {"cluster_config": {"load_balancer": UNKNOWN}}) == []
+
+
+# --- diff ------------------------------------------------------------------------------------
+
+
+def test_no_change_no_diff_and_outputs_never_diff():
+    olds = BASE | {
+        "billing_type": "ON_DEMAND",
+        "allocated_preemptible_gpus": 0,
+        "status": "Ready",
+        "preemptible_shortfall_gpus": 8,
+        "project_id": "proj-1",
+        "cuda_version": "12.4",
+    }
+    result = diff(olds, dict(BASE))
+    assert result.changes is False
+    assert result.replaces == []
+
+
+def test_preemptible_change_updates_in_place():
+    result = diff(BASE, BASE | {"num_preemptible_gpus": 16})
+    assert result.changes is True
+    assert result.replaces == []
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("region", "us-east-2"),
+        ("gpu_type", "H200_SXM"),
+        ("billing_type", "RESERVED"),
+        ("nvidia_version_id", "nv-570-cu128-ubuntu2204"),
+        ("volume_id", "vol-2"),
+        ("reservation_start_time", "2027-01-01T00:00:00Z"),
+    ],
+)
+def test_fields_the_api_cannot_change_replace_and_are_named(field, value):
+    result = diff(BASE, BASE | {field: value})
+    assert result.replaces == [field]
+    # Same name: the new cluster would collide, so the old one goes first.
+    assert result.delete_before_replace is True
+
+
+def test_renaming_replaces_create_before_delete():
+    result = diff(BASE, BASE | {"cluster_name": "demo-2"})
+    assert result.replaces == ["cluster_name"]
+    assert result.delete_before_replace is False
+
+
+def test_unknown_replace_field_counts_as_replace():
+    assert diff(BASE, BASE | {"region": UNKNOWN}).replaces == ["region"]
+
+
+def test_timestamps_compare_as_instants():
+    olds = BASE | {"reservation_end_time": "2027-01-01T00:00:00Z"}
+    assert diff(olds, BASE | {"reservation_end_time": "2027-01-01T00:00:00+00:00"}).changes is False
+
+
+def test_ready_timeout_is_local_only():
+    plan = plan_change(BASE, BASE | {"ready_timeout_minutes": 5})
+    assert plan.local == ["ready_timeout_minutes"] and plan.update == [] and plan.replace == []
+
+
+# --- conversion -------------------------------------------------------------------------------
+
+
+def test_conversion_standard_to_preemptible_is_refused_with_the_way_there():
+    olds = BASE | {"num_gpus": 16, "num_preemptible_gpus": 8}
+    failures = check(BASE | {"num_gpus": 8, "num_preemptible_gpus": 16}, olds=olds)
+    assert failures["num_gpus"] == (
+        "num_gpus 16 -> 8 together with num_preemptible_gpus 8 -> 16 would convert standard nodes into "
+        "preemptible ones in place, which the platform cannot do. Change one class per update: raise "
+        "num_preemptible_gpus to 16 with num_gpus kept at 16, deploy, then lower num_gpus to 8. "
+        "Or replace the cluster (`pulumi up --replace <urn>`)."
+    )
+
+
+def test_conversion_preemptible_to_standard_is_refused():
+    failures = check(BASE | {"num_gpus": 16, "num_preemptible_gpus": 0}, olds=BASE)
+    assert "convert preemptible nodes into standard ones" in failures["num_gpus"]
+    assert "raise num_gpus to 16 with num_preemptible_gpus kept at 8" in failures["num_gpus"]
+
+
+def test_one_class_at_a_time_is_fine():
+    olds = BASE | {"num_gpus": 16}
+    assert check(BASE | {"num_gpus": 16, "num_preemptible_gpus": 16}, olds=olds) == {}
+    assert check(BASE | {"num_gpus": 8, "num_preemptible_gpus": 16}, olds=BASE | {"num_gpus": 16, "num_preemptible_gpus": 16}) == {}
+    # Growing both classes at once is no conversion either.
+    assert check(BASE | {"num_gpus": 16, "num_preemptible_gpus": 16}, olds=BASE) == {}
+
+
+def test_conversion_inside_a_replacement_is_allowed():
+    olds = BASE | {"num_gpus": 16, "num_preemptible_gpus": 8}
+    assert check(BASE | {"region": "us-east-2", "num_gpus": 8, "num_preemptible_gpus": 16}, olds=olds) == {}
+
+
+def test_adoption_is_one_off():
+    olds = BASE | {"cluster_id": "c-1", "adopt_cluster_id": "c-1"}
+    assert diff(olds, BASE | {"adopt_cluster_id": "c-1"}).changes is False
+    assert diff(olds, dict(BASE)).changes is False
+    assert diff(olds, BASE | {"adopt_cluster_id": "c-2"}).replaces == ["adopt_cluster_id"]
