@@ -22,15 +22,18 @@ cluster = Cluster(
     ),
 )
 
-pulumi.export("cluster_id", cluster.cluster_id)
-pulumi.export("status", cluster.status)
-pulumi.export("num_gpus", cluster.num_gpus)
-pulumi.export("desired_preemptible_gpus", cluster.desired_preemptible_gpus)
-pulumi.export("allocated_preemptible_gpus", cluster.allocated_preemptible_gpus)
-pulumi.export("preemptible_shortfall_gpus", cluster.preemptible_shortfall_gpus)
-pulumi.export("standard_nodes", cluster.standard_nodes)
-pulumi.export("preemptible_nodes", cluster.preemptible_nodes)
-pulumi.export("recent_preemptions", cluster.recent_preemptions)
-pulumi.export("last_preempted_at", cluster.last_preempted_at)
-pulumi.export("created_at", cluster.created_at)
-pulumi.export("kube_config", cluster.kube_config)
+for output in (
+    "cluster_id",
+    "status",
+    "num_gpus",
+    "desired_preemptible_gpus",
+    "allocated_preemptible_gpus",
+    "preemptible_shortfall_gpus",
+    "standard_nodes",
+    "preemptible_nodes",
+    "recent_preemptions",
+    "last_preempted_at",
+    "created_at",
+    "kube_config",  # a secret: `pulumi stack output kube_config --show-secrets`
+):
+    pulumi.export(output, getattr(cluster, output))

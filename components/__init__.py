@@ -1,0 +1,78 @@
+"""Pulumi components for workloads on Together GPU clusters with preemptible capacity.
+
+Names are loaded on first use so that ``components.checkpoint`` (the in-container runtime) and the pure
+modules (``platform``, ``placement``, ``manifests``, ``guard``) import without Pulumi installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "BatchJob": ".batch_job",
+    "Sweep": ".sweep",
+    "BatchInference": ".batch_inference",
+    "TrainingRun": ".training_run",
+    "CheckpointStore": ".checkpoint_store",
+    "provider_for": ".kube",
+    "provider_from_stack_config": ".kube",
+    "BatchJobArgs": ".args",
+    "SweepArgs": ".args",
+    "BatchInferenceArgs": ".args",
+    "TrainingRunArgs": ".args",
+    "CheckpointStoreArgs": ".args",
+    "ContainerSpec": ".args",
+    "SharedVolume": ".args",
+    "S3Bucket": ".args",
+    "ComputeClass": ".platform",
+    "Taint": ".platform",
+    "PlacementRefused": ".guard",
+}
+
+__all__ = [
+    "BatchInference",
+    "BatchInferenceArgs",
+    "BatchJob",
+    "BatchJobArgs",
+    "CheckpointStore",
+    "CheckpointStoreArgs",
+    "ComputeClass",
+    "ContainerSpec",
+    "PlacementRefused",
+    "S3Bucket",
+    "SharedVolume",
+    "Sweep",
+    "SweepArgs",
+    "Taint",
+    "TrainingRun",
+    "TrainingRunArgs",
+    "provider_for",
+    "provider_from_stack_config",
+]
+
+if TYPE_CHECKING:
+    from .args import (
+        BatchInferenceArgs,
+        BatchJobArgs,
+        CheckpointStoreArgs,
+        ContainerSpec,
+        S3Bucket,
+        SharedVolume,
+        SweepArgs,
+        TrainingRunArgs,
+    )
+    from .batch_inference import BatchInference
+    from .batch_job import BatchJob
+    from .checkpoint_store import CheckpointStore
+    from .guard import PlacementRefused
+    from .kube import provider_for, provider_from_stack_config
+    from .platform import ComputeClass, Taint
+    from .sweep import Sweep
+    from .training_run import TrainingRun
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name], __name__), name)

@@ -1,0 +1,173 @@
+"""Typed arguments of the components: frozen, plain data, no Pulumi.
+
+Values are plain (not ``pulumi.Input``) on purpose: the plan-time guard must see them while the
+program runs, so a bad layout is refused at preview rather than discovered on the cluster.
+Secrets never appear here: S3 credentials are named by Secret and key, and read by the pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .platform import DEFAULT_PREEMPTIBLE_TAINT, GRACE_PERIOD_LIMIT_SECONDS, ComputeClass, Taint
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """The workload's container. ``env`` holds plain, non-secret values only."""
+
+    image: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    gpus: int = 0
+    cpu: str | None = None
+    memory: str | None = None
+    image_pull_policy: str | None = None
+
+
+@dataclass(frozen=True)
+class SharedVolume:
+    """Checkpoints on the cluster's shared parallel filesystem, through a PersistentVolumeClaim.
+
+    ``create=False`` uses an existing claim named ``claim_name`` instead of creating one.
+    """
+
+    claim_name: str
+    size: str = "100Gi"
+    storage_class: str | None = None
+    access_mode: str = "ReadWriteMany"
+    mount_path: str = "/checkpoints"
+    create: bool = True
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    """Checkpoints in an S3-compatible bucket; credentials come from the Secret ``credentials_secret``."""
+
+    bucket: str
+    credentials_secret: str
+    endpoint: str | None = None
+    prefix: str = ""
+    region: str | None = None
+    access_key_id_key: str = "AWS_ACCESS_KEY_ID"
+    secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"
+
+
+CheckpointStorage = SharedVolume | S3Bucket
+"""Where a workload keeps its checkpoints."""
+
+
+@dataclass(frozen=True)
+class CheckpointStoreArgs:
+    """Arguments of :class:`components.CheckpointStore`."""
+
+    storage: CheckpointStorage
+    namespace: str = "default"
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchJobArgs:
+    """Arguments of :class:`components.BatchJob`: one run (experiment, fine-tune, eval, distillation).
+
+    ``checkpoint`` is required on preemptible nodes. ``non_retriable_exit_codes`` fail the Job at
+    once (a bug, not bad luck). ``backoff_limit`` counts real failures only: preemptions are ignored.
+    All pods of the Job share one checkpoint directory, so with ``parallelism`` above 1 only one of them
+    should save; for per-pod checkpoints use a :class:`SweepArgs` (Indexed Job) instead.
+    """
+
+    container: ContainerSpec
+    checkpoint: CheckpointStorage | None
+    namespace: str = "default"
+    job_name: str | None = None
+    compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
+    critical: bool = False
+    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+    grace_period_seconds: int = GRACE_PERIOD_LIMIT_SECONDS
+    backoff_limit: int = 3
+    completions: int = 1
+    parallelism: int = 1
+    non_retriable_exit_codes: tuple[int, ...] = ()
+    active_deadline_seconds: int | None = None
+    ttl_seconds_after_finished: int | None = None
+    keep_checkpoints: int = 3
+    service_account_name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SweepArgs:
+    """Arguments of :class:`components.Sweep`: a hyperparameter sweep or ablation, one index per trial.
+
+    Each entry of ``trials`` is a JSON object of that trial's parameters. ``max_failed_indexes``
+    defaults to half the trials (rounded up): past that, the sweep is more likely broken than unlucky.
+    """
+
+    container: ContainerSpec
+    trials: tuple[Mapping[str, Any], ...]
+    checkpoint: CheckpointStorage | None
+    namespace: str = "default"
+    sweep_name: str | None = None
+    parallelism: int | None = None
+    backoff_limit_per_index: int = 2
+    max_failed_indexes: int | None = None
+    compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
+    critical: bool = False
+    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+    grace_period_seconds: int = GRACE_PERIOD_LIMIT_SECONDS
+    non_retriable_exit_codes: tuple[int, ...] = ()
+    keep_checkpoints: int = 3
+    service_account_name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchInferenceArgs:
+    """Arguments of :class:`components.BatchInference`: request workers that drain on SIGTERM.
+
+    The preStop hook sleeps ``pre_stop_seconds`` (so the worker stops being routed to) before
+    SIGTERM; the rest of the grace period, less a margin, is the drain budget for the request in
+    flight. Production replicas: ``critical=True`` with ``compute_class=ComputeClass.STANDARD``.
+    """
+
+    container: ContainerSpec
+    replicas: int = 2
+    namespace: str = "default"
+    deployment_name: str | None = None
+    compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
+    critical: bool = False
+    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+    grace_period_seconds: int = 120
+    pre_stop_seconds: int = 5
+    max_unavailable: int | str = 1
+    service_account_name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainingRunArgs:
+    """Arguments of :class:`components.TrainingRun`: a coordinator on standard nodes, workers on preemptible.
+
+    Workers reach the coordinator at COORDINATOR_HOST:COORDINATOR_PORT through a headless Service,
+    and get WORKER_RANK (their completion index) and WORLD_SIZE. ``login``, when given, is a
+    critical login pod on standard nodes.
+    """
+
+    coordinator: ContainerSpec
+    worker: ContainerSpec
+    num_workers: int
+    checkpoint: CheckpointStorage | None
+    namespace: str = "default"
+    run_name: str | None = None
+    coordinator_port: int = 29500
+    login: ContainerSpec | None = None
+    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+    grace_period_seconds: int = GRACE_PERIOD_LIMIT_SECONDS
+    backoff_limit: int = 3
+    non_retriable_exit_codes: tuple[int, ...] = ()
+    keep_checkpoints: int = 3
+    service_account_name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)

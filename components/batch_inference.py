@@ -1,0 +1,29 @@
+"""BatchInference: request workers on preemptible nodes that finish or hand back the request in flight."""
+
+from __future__ import annotations
+
+import pulumi
+
+from . import manifests
+from ._shell import ManifestComponent
+from .args import BatchInferenceArgs
+
+
+class BatchInference(ManifestComponent):
+    """A Deployment of workers plus a PodDisruptionBudget.
+
+    Contract with the worker (see ``components.checkpoint.RequestDrain``): on SIGTERM, which comes after
+    the preStop pause, take no new request; finish the one in flight within DRAIN_BUDGET_SECONDS or
+    hand it back to its queue so another worker retries it.
+    """
+
+    deployment_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: BatchInferenceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(
+            "BatchInference", name, manifests.batch_inference(name, args), opts, args.preemptible_taint
+        )
+        self.deployment_name = pulumi.Output.from_input(args.deployment_name or name)
+        self.finish({"deployment_name": self.deployment_name})

@@ -1,0 +1,181 @@
+"""Save, find and prune checkpoints so that each one is either complete or ignored.
+
+A checkpoint is an entry named ``ckpt-<step>-<time>`` holding the caller's files and, written last,
+``MANIFEST.json`` with every file's size and sha256. An entry without a manifest is an interrupted
+write; an entry whose files do not match their checksums is corrupt. Both are skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig
+from .storage import Backend, FilesystemBackend, S3Backend
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "MANIFEST.json"
+ENTRY_PREFIX = "ckpt-"
+FORMAT_VERSION = 1
+
+FileData = bytes | Iterable[bytes]
+"""A file's content: bytes, or an iterable of chunks for state too large to hold twice."""
+
+
+class CorruptCheckpoint(Exception):
+    """A checkpoint's manifest or files do not agree."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A complete, verified checkpoint."""
+
+    name: str
+    step: int
+    files: Mapping[str, bytes]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def entry_name(step: int, created_ns: int) -> str:
+    """The entry name for a checkpoint; names sort by step, then by creation time."""
+    if step < 0:
+        raise ValueError(f"checkpoint step must be >= 0, got {step}")
+    return f"{ENTRY_PREFIX}{step:012d}-{created_ns:020d}"
+
+
+def _as_chunks(data: FileData) -> Iterable[bytes]:
+    return (data,) if isinstance(data, bytes) else data
+
+
+class Checkpointer:
+    """Writes checkpoints atomically to a backend, reads back the newest good one, keeps the last N."""
+
+    def __init__(self, backend: Backend, keep: int = 3, config: RuntimeConfig | None = None) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self.backend = backend
+        self.keep = keep
+        self.config = config or RuntimeConfig(keep=keep)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Checkpointer:
+        """Build the backend the pod's environment describes (see :mod:`.contract`)."""
+        config = RuntimeConfig.from_env(os.environ if environ is None else environ)
+        backend: Backend
+        if config.backend == BACKEND_FILESYSTEM:
+            if not config.directory:
+                raise ValueError("CHECKPOINT_DIR is not set: mount checkpoint storage on this container")
+            backend = FilesystemBackend(config.directory)
+        elif config.backend == BACKEND_S3:
+            if not config.s3_bucket:
+                raise ValueError("CHECKPOINT_S3_BUCKET is not set for the s3 checkpoint backend")
+            backend = S3Backend(config.s3_bucket, config.s3_prefix, endpoint_url=config.s3_endpoint)
+        else:
+            raise ValueError(f"unknown CHECKPOINT_BACKEND {config.backend!r}: use filesystem or s3")
+        return cls(backend, keep=config.keep, config=config)
+
+    def save(
+        self, step: int, files: Mapping[str, FileData], metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        """Write every file, then the manifest, then drop checkpoints beyond the last ``keep``."""
+        name = entry_name(step, time.time_ns())
+        recorded = {}
+        for file_name, data in files.items():
+            if file_name == MANIFEST:
+                raise ValueError(f"{MANIFEST} is reserved")
+            written = self.backend.write(name, file_name, _as_chunks(data))
+            recorded[file_name] = {"size": written.size, "sha256": written.sha256}
+        manifest = {
+            "format": FORMAT_VERSION,
+            "step": step,
+            "files": recorded,
+            "metadata": dict(metadata or {}),
+        }
+        self.backend.write(name, MANIFEST, [json.dumps(manifest, sort_keys=True).encode()])
+        log.info("saved checkpoint %s (step %d, %d files)", name, step, len(recorded))
+        self.prune()
+        return name
+
+    def _entries_newest_first(self) -> list[str]:
+        return sorted((e for e in self.backend.entries() if e.startswith(ENTRY_PREFIX)), reverse=True)
+
+    def _manifest(self, name: str) -> dict[str, Any] | None:
+        try:
+            raw = self.backend.read(name, MANIFEST)
+        except FileNotFoundError:
+            return None
+        try:
+            manifest: dict[str, Any] = json.loads(raw)
+        except ValueError as e:
+            raise CorruptCheckpoint(f"unreadable manifest: {e}") from e
+        return manifest
+
+    def load(self, name: str) -> Checkpoint | None:
+        """Read and verify one checkpoint; None if it is incomplete; CorruptCheckpoint if it is bad."""
+        manifest = self._manifest(name)
+        if manifest is None:
+            return None
+        files: dict[str, bytes] = {}
+        for file_name, expected in manifest.get("files", {}).items():
+            try:
+                data = self.backend.read(name, file_name)
+            except FileNotFoundError as e:
+                raise CorruptCheckpoint(f"file {file_name!r} is missing") from e
+            digest = hashlib.sha256(data).hexdigest()
+            if len(data) != expected.get("size") or digest != expected.get("sha256"):
+                raise CorruptCheckpoint(
+                    f"file {file_name!r} has sha256 {digest}, manifest says {expected.get('sha256')}"
+                )
+            files[file_name] = data
+        return Checkpoint(
+            name=name, step=int(manifest["step"]), files=files, metadata=manifest.get("metadata", {})
+        )
+
+    def latest(self) -> Checkpoint | None:
+        """The newest complete checkpoint whose files match their checksums, or None."""
+        for name in self._entries_newest_first():
+            try:
+                checkpoint = self.load(name)
+            except CorruptCheckpoint as e:
+                log.warning("skipping corrupt checkpoint %s: %s", name, e)
+                continue
+            if checkpoint is None:
+                log.info("skipping incomplete checkpoint %s (no manifest)", name)
+                continue
+            return checkpoint
+        return None
+
+    def restore(self) -> Checkpoint | None:
+        """The checkpoint to resume from when the environment asks to resume (CHECKPOINT_RESUME)."""
+        if not self.config.resume:
+            return None
+        checkpoint = self.latest()
+        if checkpoint is not None:
+            log.info("resuming from checkpoint %s (step %d)", checkpoint.name, checkpoint.step)
+        return checkpoint
+
+    def prune(self) -> None:
+        """Keep the newest ``keep`` checkpoints that have a manifest; drop older ones and abandoned writes."""
+        kept = 0
+        for name in self._entries_newest_first():
+            complete = self._has_manifest(name)
+            if complete and kept < self.keep:
+                kept += 1
+                continue
+            # An entry without a manifest that is older than a complete one is a write that died.
+            if complete or kept > 0:
+                self.backend.delete(name)
+
+    def _has_manifest(self, name: str) -> bool:
+        try:
+            self.backend.read(name, MANIFEST)
+        except FileNotFoundError:
+            return False
+        return True

@@ -1,0 +1,28 @@
+"""CheckpointStore: where workloads keep checkpoints (a PVC on the shared volume, or an S3 bucket)."""
+
+from __future__ import annotations
+
+import pulumi
+
+from . import manifests
+from ._shell import ManifestComponent
+from .args import CheckpointStorage, CheckpointStoreArgs, SharedVolume
+
+
+class CheckpointStore(ManifestComponent):
+    """Creates the PersistentVolumeClaim for a :class:`SharedVolume` (nothing for an S3 bucket).
+
+    Pass :attr:`storage` as the ``checkpoint`` argument of a workload, with ``depends_on`` this store.
+    """
+
+    storage: CheckpointStorage
+    claim_name: pulumi.Output[str | None]
+
+    def __init__(
+        self, name: str, args: CheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("CheckpointStore", name, manifests.checkpoint_store(args), opts)
+        self.storage = args.storage
+        claim = args.storage.claim_name if isinstance(args.storage, SharedVolume) else None
+        self.claim_name = pulumi.Output.from_input(claim)
+        self.finish({"claim_name": self.claim_name})

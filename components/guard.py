@@ -1,0 +1,324 @@
+"""Plan-time checks of workloads against the platform's rules (pure).
+
+The checks read Kubernetes objects as plain dicts, so they apply equally to what the components
+render and to raw specs a user writes. A pod "may run on preemptible nodes" when its required node
+affinity and node selector admit the preemptible compute class and it tolerates the preemptible
+taint (or preemptible nodes are not tainted). For such a pod:
+
+* every pod: ``terminationGracePeriodSeconds`` at most the platform's limit;
+* Job pods: ``restartPolicy: Never``, a first pod failure policy rule ignoring ``DisruptionTarget``,
+  checkpoint storage (the shared volume mounted at CHECKPOINT_DIR, or the S3 backend), and a save
+  budget below the grace period;
+* bare Pods are refused: nothing recreates them after preemption.
+
+Anywhere: pods labelled critical must not be able to run on preemptible nodes, and S3 credentials
+must come from a Secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .checkpoint import contract
+from .platform import (
+    COMPUTE_CLASS_LABEL,
+    CRITICAL_LABEL,
+    DEFAULT_PREEMPTIBLE_TAINT,
+    DISRUPTION_CONDITION,
+    GRACE_PERIOD_LIMIT_SECONDS,
+    PREEMPTIBLE,
+    Taint,
+)
+
+DEFAULT_GRACE_PERIOD_SECONDS = 30
+"""Kubernetes' default when a pod spec does not set terminationGracePeriodSeconds."""
+
+DURABLE_VOLUME_SOURCES = frozenset({"persistentVolumeClaim", "nfs"})
+"""Volume sources that outlive the node: an emptyDir or hostPath dies with a preempted node."""
+
+SECRET_ENV = (contract.ENV_S3_ACCESS_KEY_ID, contract.ENV_S3_SECRET_ACCESS_KEY)
+
+_POD_TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
+    "Job": ("spec", "template"),
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule: which object and field, the value found, what is wrong and how to fix it."""
+
+    rule: str
+    subject: str
+    field: str
+    value: Any
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.subject} {self.field}={self.value!r}: {self.problem}. Fix: {self.fix}"
+
+
+class PlacementRefused(ValueError):
+    """Raised at construction (so at preview) when a workload breaks the platform's rules."""
+
+    def __init__(self, owner: str, violations: Sequence[Violation]) -> None:
+        self.owner = owner
+        self.violations = tuple(violations)
+        lines = "\n".join(f"  - {v}" for v in self.violations)
+        super().__init__(f"{owner} refused by the preemptible placement guard:\n{lines}")
+
+
+# --- reading placement ------------------------------------------------------------------------
+
+
+def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Taint) -> bool:
+    """Whether any toleration matches ``taint`` (Kubernetes' matching rules)."""
+    for t in tolerations:
+        operator = t.get("operator", "Equal")
+        key = t.get("key", "")
+        if key and key != taint.key:
+            continue
+        if not key and operator != "Exists":
+            continue
+        if operator == "Equal" and t.get("value", "") != taint.value:
+            continue
+        if t.get("effect") and t.get("effect") != taint.effect:
+            continue
+        return True
+    return False
+
+
+def _expression_admits_preemptible(expression: Mapping[str, Any]) -> bool:
+    if expression.get("key") != COMPUTE_CLASS_LABEL:
+        return True
+    operator = expression.get("operator")
+    values = expression.get("values") or []
+    if operator == "In":
+        return PREEMPTIBLE in values
+    if operator == "NotIn":
+        return PREEMPTIBLE not in values
+    return operator == "Exists"
+
+
+def may_run_on_preemptible(
+    pod_spec: Mapping[str, Any], taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+) -> bool:
+    """Whether the scheduler could place this pod on a preemptible node."""
+    if taint is not None and not tolerates(pod_spec.get("tolerations") or [], taint):
+        return False
+    node_selector = pod_spec.get("nodeSelector") or {}
+    if COMPUTE_CLASS_LABEL in node_selector and node_selector[COMPUTE_CLASS_LABEL] != PREEMPTIBLE:
+        return False
+    required = (
+        (pod_spec.get("affinity") or {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    return any(
+        all(_expression_admits_preemptible(e) for e in term.get("matchExpressions") or []) for term in terms
+    )
+
+
+def _env_of(container: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {e["name"]: e for e in container.get("env") or [] if "name" in e}
+
+
+def has_checkpoint_storage(pod_spec: Mapping[str, Any]) -> bool:
+    """Whether some container follows the checkpoint contract with storage that outlives the node."""
+    durable = {v["name"] for v in pod_spec.get("volumes") or [] if DURABLE_VOLUME_SOURCES.intersection(v)}
+    for c in pod_spec.get("containers") or []:
+        env = _env_of(c)
+        backend = env.get(contract.ENV_BACKEND, {}).get("value", contract.BACKEND_FILESYSTEM)
+        if backend == contract.BACKEND_S3 and contract.ENV_S3_BUCKET in env:
+            return True
+        directory = env.get(contract.ENV_DIR, {}).get("value")
+        if backend == contract.BACKEND_FILESYSTEM and directory:
+            for mount in c.get("volumeMounts") or []:
+                path = mount.get("mountPath", "").rstrip("/") + "/"
+                if mount.get("name") in durable and (directory.rstrip("/") + "/").startswith(path):
+                    return True
+    return False
+
+
+def first_rule_ignores_disruption(job_spec: Mapping[str, Any]) -> bool:
+    """Whether the Job's first pod failure policy rule ignores pods with the DisruptionTarget condition."""
+    rules = (job_spec.get("podFailurePolicy") or {}).get("rules") or []
+    if not rules:
+        return False
+    first = rules[0]
+    return first.get("action") == "Ignore" and any(
+        c.get("type") == DISRUPTION_CONDITION and c.get("status", "True") == "True"
+        for c in first.get("onPodConditions") or []
+    )
+
+
+# --- the checks -----------------------------------------------------------------------------
+
+
+def _dig(obj: Mapping[str, Any], path: Sequence[str]) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key) or {}
+    return obj
+
+
+def check_pod_spec(
+    pod_spec: Mapping[str, Any],
+    *,
+    subject: str,
+    field_prefix: str = "",
+    critical: bool = False,
+    job_spec: Mapping[str, Any] | None = None,
+    bare_pod: bool = False,
+    taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT,
+) -> list[Violation]:
+    """Check one pod spec; ``job_spec`` when the pod belongs to a Job, ``critical`` for critical pods."""
+    found: list[Violation] = []
+
+    def refuse(rule: str, field: str, value: Any, problem: str, fix: str) -> None:
+        found.append(Violation(rule, subject, f"{field_prefix}{field}", value, problem, fix))
+
+    for i, c in enumerate(pod_spec.get("containers") or []):
+        for name in SECRET_ENV:
+            entry = _env_of(c).get(name)
+            if entry is not None and "value" in entry:
+                refuse(
+                    "plain-secret",
+                    f"containers[{i}].env[{name}].value",
+                    "<redacted>",
+                    "S3 credentials are set as a plain value",
+                    "take them from a Secret with valueFrom.secretKeyRef (S3Bucket.credentials_secret)",
+                )
+
+    if not may_run_on_preemptible(pod_spec, taint):
+        return found
+    if critical:
+        refuse(
+            "critical-on-preemptible",
+            "affinity",
+            pod_spec.get("affinity"),
+            "a critical workload (coordinator, login pod, production replica) can be placed on preemptible nodes",
+            f"use standard placement: required node affinity {COMPUTE_CLASS_LABEL} NotIn [{PREEMPTIBLE}] "
+            "(compute_class=ComputeClass.STANDARD)",
+        )
+    grace = pod_spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_SECONDS)
+    if grace > GRACE_PERIOD_LIMIT_SECONDS:
+        refuse(
+            "grace-period",
+            "terminationGracePeriodSeconds",
+            grace,
+            f"a preempted node is deleted {GRACE_PERIOD_LIMIT_SECONDS} s after SIGTERM, so the pod is "
+            "killed before this grace period ends",
+            f"set it to {GRACE_PERIOD_LIMIT_SECONDS} or less (grace_period_seconds)",
+        )
+    if bare_pod:
+        refuse(
+            "bare-pod",
+            "kind",
+            "Pod",
+            "nothing recreates a bare Pod after its preemptible node is deleted",
+            "run it as a Job (BatchJob) or a Deployment (BatchInference)",
+        )
+    if job_spec is None:
+        return found
+    if not first_rule_ignores_disruption(job_spec):
+        refuse(
+            "disruption-rule",
+            "podFailurePolicy.rules[0]",
+            ((job_spec.get("podFailurePolicy") or {}).get("rules") or [None])[0],
+            "preemptions would count as failures and burn backoffLimit",
+            f"make the first podFailurePolicy rule {{action: Ignore, onPodConditions: "
+            f"[{{type: {DISRUPTION_CONDITION}, status: 'True'}}]}}",
+        )
+    restart = pod_spec.get("restartPolicy", "Always")
+    if restart != "Never":
+        refuse(
+            "restart-policy",
+            "restartPolicy",
+            restart,
+            "a pod failure policy needs restartPolicy Never",
+            "set restartPolicy: Never and let the Job create a replacement pod",
+        )
+    if not has_checkpoint_storage(pod_spec):
+        refuse(
+            "checkpoint-storage",
+            "volumes",
+            [v.get("name") for v in pod_spec.get("volumes") or []],
+            "no checkpoint storage: progress is lost at every preemption",
+            f"mount a CheckpointStore (shared volume at {contract.ENV_DIR}, or the S3 backend) via the "
+            "checkpoint argument",
+        )
+    for i, c in enumerate(pod_spec.get("containers") or []):
+        budget = _env_of(c).get(contract.ENV_SAVE_BUDGET, {}).get("value")
+        if budget is not None and float(budget) >= grace:
+            refuse(
+                "save-budget",
+                f"containers[{i}].env[{contract.ENV_SAVE_BUDGET}]",
+                budget,
+                f"the checkpoint save budget does not end before the grace period ({grace} s)",
+                "leave it to the component, or set it below terminationGracePeriodSeconds",
+            )
+    return found
+
+
+def check_manifest(
+    obj: Mapping[str, Any], taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+) -> list[Violation]:
+    """Check one Kubernetes object; kinds without pods pass."""
+    kind = obj.get("kind", "")
+    subject = f"{kind}/{(obj.get('metadata') or {}).get('name', '?')}"
+    if kind == "Pod":
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return check_pod_spec(
+            obj.get("spec") or {},
+            subject=subject,
+            field_prefix="spec.",
+            critical=labels.get(CRITICAL_LABEL) == "true",
+            bare_pod=True,
+            taint=taint,
+        )
+    template_path = _POD_TEMPLATE_PATHS.get(kind)
+    if template_path is None:
+        return []
+    template = _dig(obj, template_path)
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    job_spec: Mapping[str, Any] | None = None
+    if kind == "Job":
+        job_spec = obj.get("spec") or {}
+    elif kind == "CronJob":
+        job_spec = _dig(obj, ("spec", "jobTemplate", "spec"))
+    return check_pod_spec(
+        template.get("spec") or {},
+        subject=subject,
+        field_prefix=".".join(template_path) + ".spec.",
+        critical=labels.get(CRITICAL_LABEL) == "true",
+        job_spec=job_spec,
+        taint=taint,
+    )
+
+
+def check_manifests(
+    objects: Iterable[Mapping[str, Any]], taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+) -> list[Violation]:
+    """Check every object."""
+    return [v for obj in objects for v in check_manifest(obj, taint)]
+
+
+def enforce(
+    owner: str, objects: Iterable[Mapping[str, Any]], taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+) -> None:
+    """Raise :class:`PlacementRefused` naming ``owner`` if any object breaks a rule."""
+    violations = check_manifests(objects, taint)
+    if violations:
+        raise PlacementRefused(owner, violations)

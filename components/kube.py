@@ -1,0 +1,63 @@
+"""The Kubernetes side of the shells: which provider to use, and dicts to pulumi-kubernetes resources."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, cast
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+
+class HasKubeConfig(Protocol):
+    """Anything with a kubeconfig output, such as ``provider.Cluster``."""
+
+    @property
+    def kube_config(self) -> pulumi.Output[str]: ...
+
+
+def provider_for(
+    cluster_or_kubeconfig: HasKubeConfig | pulumi.Input[str],
+    render_dir: str | None = None,
+    name: str = "k8s",
+    opts: pulumi.ResourceOptions | None = None,
+) -> k8s.Provider:
+    """The Kubernetes provider for a cluster.
+
+    With ``render_dir`` the provider writes manifests there instead of talking to a cluster (used
+    against the emulator, whose kubeconfig points at no real API server).
+    """
+    if render_dir:
+        return k8s.Provider(name, render_yaml_to_directory=render_dir, opts=opts)
+    # Not isinstance(HasKubeConfig): an Output answers every attribute, kube_config included.
+    kubeconfig: pulumi.Input[str]
+    if isinstance(cluster_or_kubeconfig, str | pulumi.Output) or inspect.isawaitable(cluster_or_kubeconfig):
+        kubeconfig = cast(pulumi.Input[str], cluster_or_kubeconfig)
+    else:
+        kubeconfig = cast(HasKubeConfig, cluster_or_kubeconfig).kube_config
+    return k8s.Provider(name, kubeconfig=kubeconfig, opts=opts)
+
+
+def provider_from_stack_config(cluster: HasKubeConfig, name: str = "k8s") -> k8s.Provider:
+    """:func:`provider_for` with the render directory taken from stack config ``renderYamlTo``."""
+    return provider_for(cluster, pulumi.Config().get("renderYamlTo"), name)
+
+
+_RESOURCE_CLASSES: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("batch/v1", "Job"): k8s.batch.v1.Job,
+    ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
+}
+
+
+def create(
+    resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions
+) -> pulumi.CustomResource:
+    """Create the pulumi-kubernetes resource for a rendered object (fields pass through unchanged)."""
+    cls = _RESOURCE_CLASSES[(manifest["apiVersion"], manifest["kind"])]
+    fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    return cls(resource_name, opts=opts, **fields)

@@ -1,0 +1,546 @@
+"""Component arguments to Kubernetes objects, as plain dicts in the API's own field names (pure).
+
+Every function here is a plain function of plain data: the components feed the result to the
+guard and then to pulumi-kubernetes, and the tests read it directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .args import (
+    BatchInferenceArgs,
+    BatchJobArgs,
+    CheckpointStorage,
+    CheckpointStoreArgs,
+    ContainerSpec,
+    S3Bucket,
+    SharedVolume,
+    SweepArgs,
+    TrainingRunArgs,
+)
+from .checkpoint import contract
+from .placement import Placement, placement_for, standard_placement
+from .platform import CRITICAL_LABEL, DISRUPTION_CONDITION, ComputeClass
+
+Manifest = dict[str, Any]
+
+MAIN_CONTAINER = "main"
+CHECKPOINT_VOLUME = "checkpoints"
+TRIALS_VOLUME = "trials"
+TRIALS_MOUNT_PATH = "/etc/sweep"
+TRIALS_FILE = "trials.json"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+RESERVED_ENV = frozenset(
+    value for key, value in vars(contract).items() if key.startswith("ENV_") and isinstance(value, str)
+)
+
+DISRUPTION_RULE: Mapping[str, Any] = {
+    "action": "Ignore",
+    "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}],
+}
+"""First pod failure policy rule of every Job: a disrupted (e.g. preempted) pod is not a failure."""
+
+
+@dataclass(frozen=True)
+class CheckpointBinding:
+    """What a pod needs to reach its checkpoint storage: volumes, mounts and environment."""
+
+    volumes: tuple[Manifest, ...] = ()
+    mounts: tuple[Manifest, ...] = ()
+    env: tuple[Manifest, ...] = field(default=())
+
+
+def labels_for(name: str, component: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Recommended labels of one part of a workload; the first two also select its pods."""
+    return {
+        "app.kubernetes.io/name": name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "pulumi",
+        **(extra or {}),
+    }
+
+
+def selector_for(name: str, component: str) -> dict[str, str]:
+    """The labels that select the pods of one part of a workload."""
+    return {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component}
+
+
+def _pod_labels(labels: Mapping[str, str], critical: bool) -> dict[str, str]:
+    return {**labels, CRITICAL_LABEL: "true"} if critical else dict(labels)
+
+
+def _env(name: str, value: str) -> Manifest:
+    return {"name": name, "value": value}
+
+
+def _secret_env(name: str, secret: str, key: str) -> Manifest:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def _index_env(name: str) -> Manifest:
+    path = f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def checkpoint_binding(
+    storage: CheckpointStorage | None, subpath: str, keep: int, grace_period_seconds: int
+) -> CheckpointBinding:
+    """Mounts and environment that tell the checkpoint runtime where this workload's checkpoints live.
+
+    ``subpath`` separates workloads sharing one volume or bucket; it may reference earlier env vars.
+    """
+    if storage is None:
+        return CheckpointBinding()
+    common = (
+        _env(contract.ENV_KEEP, str(keep)),
+        _env(contract.ENV_RESUME, "true"),
+        _env(contract.ENV_SAVE_BUDGET, str(contract.save_budget_seconds(grace_period_seconds))),
+    )
+    if isinstance(storage, SharedVolume):
+        return CheckpointBinding(
+            volumes=(
+                {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": storage.claim_name}},
+            ),
+            mounts=({"name": CHECKPOINT_VOLUME, "mountPath": storage.mount_path},),
+            env=(
+                _env(contract.ENV_BACKEND, contract.BACKEND_FILESYSTEM),
+                _env(contract.ENV_DIR, f"{storage.mount_path.rstrip('/')}/{subpath}"),
+                *common,
+            ),
+        )
+    env = [
+        _env(contract.ENV_BACKEND, contract.BACKEND_S3),
+        _env(contract.ENV_S3_BUCKET, storage.bucket),
+        _env(contract.ENV_S3_PREFIX, "/".join(p for p in (storage.prefix.strip("/"), subpath) if p)),
+    ]
+    if storage.endpoint:
+        env.append(_env(contract.ENV_S3_ENDPOINT, storage.endpoint))
+    if storage.region:
+        env.append(_env(contract.ENV_S3_REGION, storage.region))
+    env += [
+        _secret_env(contract.ENV_S3_ACCESS_KEY_ID, storage.credentials_secret, storage.access_key_id_key),
+        _secret_env(
+            contract.ENV_S3_SECRET_ACCESS_KEY, storage.credentials_secret, storage.secret_access_key_key
+        ),
+    ]
+    return CheckpointBinding(env=(*env, *common))
+
+
+def _resources(spec: ContainerSpec) -> Manifest:
+    resources: Manifest = {}
+    requests = {k: v for k, v in (("cpu", spec.cpu), ("memory", spec.memory)) if v}
+    if requests:
+        resources["requests"] = requests
+    if spec.gpus:
+        resources["limits"] = {GPU_RESOURCE: str(spec.gpus)}
+    return resources
+
+
+def container(
+    spec: ContainerSpec,
+    env: Sequence[Manifest] = (),
+    mounts: Sequence[Manifest] = (),
+    name: str = MAIN_CONTAINER,
+    extra: Mapping[str, Any] | None = None,
+) -> Manifest:
+    """A container: the contract's env first (so the user's may reference it), then the user's."""
+    clashes = sorted(RESERVED_ENV.intersection(spec.env))
+    if clashes:
+        raise ValueError(
+            f"container env sets {', '.join(clashes)}, which the component sets itself; "
+            "use the component's arguments instead"
+        )
+    result: Manifest = {"name": name, "image": spec.image}
+    if spec.command:
+        result["command"] = list(spec.command)
+    if spec.args:
+        result["args"] = list(spec.args)
+    all_env = [*env, *(_env(k, v) for k, v in spec.env.items())]
+    if all_env:
+        result["env"] = all_env
+    if mounts:
+        result["volumeMounts"] = list(mounts)
+    resources = _resources(spec)
+    if resources:
+        result["resources"] = resources
+    if spec.image_pull_policy:
+        result["imagePullPolicy"] = spec.image_pull_policy
+    result.update(extra or {})
+    return result
+
+
+def pod_spec(
+    containers: Sequence[Manifest],
+    placement: Placement,
+    grace_period_seconds: int,
+    volumes: Sequence[Manifest] = (),
+    restart_policy: str | None = None,
+    service_account_name: str | None = None,
+) -> Manifest:
+    """A pod spec with its placement."""
+    spec: Manifest = {"containers": list(containers), "terminationGracePeriodSeconds": grace_period_seconds}
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    if volumes:
+        spec["volumes"] = list(volumes)
+    if service_account_name:
+        spec["serviceAccountName"] = service_account_name
+    spec.update(placement.pod_spec_fields())
+    return spec
+
+
+def _metadata(name: str, namespace: str, labels: Mapping[str, str]) -> Manifest:
+    return {"name": name, "namespace": namespace, "labels": dict(labels)}
+
+
+def pod_failure_policy(non_retriable_exit_codes: Sequence[int], action: str = "FailJob") -> Manifest:
+    """The disruption rule first, then (optionally) exit codes that mean "do not retry"."""
+    rules: list[Manifest] = [json.loads(json.dumps(DISRUPTION_RULE))]
+    if non_retriable_exit_codes:
+        if 0 in non_retriable_exit_codes or contract.PREEMPTED_EXIT_CODE in non_retriable_exit_codes:
+            raise ValueError(
+                f"non_retriable_exit_codes={tuple(non_retriable_exit_codes)}: 0 is success and "
+                f"{contract.PREEMPTED_EXIT_CODE} is a checkpointed SIGTERM; leave both out"
+            )
+        rules.append(
+            {
+                "action": action,
+                "onExitCodes": {
+                    "containerName": MAIN_CONTAINER,
+                    "operator": "In",
+                    "values": sorted(set(non_retriable_exit_codes)),
+                },
+            }
+        )
+    return {"rules": rules}
+
+
+def _job(
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    pod_labels: Mapping[str, str],
+    spec_of_pod: Manifest,
+    job_fields: Mapping[str, Any],
+    non_retriable_exit_codes: Sequence[int],
+    exit_code_action: str = "FailJob",
+) -> Manifest:
+    spec: Manifest = {
+        **job_fields,
+        "podFailurePolicy": pod_failure_policy(non_retriable_exit_codes, exit_code_action),
+        # Required with podFailurePolicy: a replacement starts only once the old pod is gone.
+        "podReplacementPolicy": "Failed",
+        "template": {"metadata": {"labels": dict(pod_labels)}, "spec": spec_of_pod},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, namespace, labels),
+        "spec": spec,
+    }
+
+
+def _positive(name: str, value: int) -> None:
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+# --- components ------------------------------------------------------------------------------
+
+
+def checkpoint_store(args: CheckpointStoreArgs) -> list[Manifest]:
+    """A PersistentVolumeClaim on the shared volume, or nothing for a bucket (its Secret is the user's)."""
+    storage = args.storage
+    if isinstance(storage, S3Bucket) or not storage.create:
+        return []
+    spec: Manifest = {
+        "accessModes": [storage.access_mode],
+        "resources": {"requests": {"storage": storage.size}},
+    }
+    if storage.storage_class:
+        spec["storageClassName"] = storage.storage_class
+    labels = labels_for(storage.claim_name, "checkpoints", args.labels)
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": _metadata(storage.claim_name, args.namespace, labels),
+            "spec": spec,
+        }
+    ]
+
+
+def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
+    """A Job that survives preemption: disruptions ignored, checkpoints mounted, resume on restart."""
+    job_name = args.job_name or name
+    for field_name in ("completions", "parallelism"):
+        _positive(field_name, getattr(args, field_name))
+    labels = labels_for(job_name, "batch", args.labels)
+    binding = checkpoint_binding(args.checkpoint, job_name, args.keep_checkpoints, args.grace_period_seconds)
+    placement = placement_for(args.compute_class, selector_for(job_name, "batch"), args.preemptible_taint)
+    main = container(args.container, binding.env, binding.mounts)
+    spec_of_pod = pod_spec(
+        [main], placement, args.grace_period_seconds, binding.volumes, "Never", args.service_account_name
+    )
+    job_fields: Manifest = {
+        "backoffLimit": args.backoff_limit,
+        "completions": args.completions,
+        "parallelism": args.parallelism,
+    }
+    if args.active_deadline_seconds is not None:
+        job_fields["activeDeadlineSeconds"] = args.active_deadline_seconds
+    if args.ttl_seconds_after_finished is not None:
+        job_fields["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
+    pod_labels = _pod_labels(labels, args.critical)
+    return [
+        _job(
+            job_name,
+            args.namespace,
+            labels,
+            pod_labels,
+            spec_of_pod,
+            job_fields,
+            args.non_retriable_exit_codes,
+        )
+    ]
+
+
+def trials_config_map_name(sweep_name: str, trials: Sequence[Mapping[str, Any]]) -> str:
+    """Named after its content, so new trials give a new ConfigMap and so a new Job."""
+    digest = hashlib.sha256(json.dumps(list(trials), sort_keys=True).encode()).hexdigest()[:8]
+    return f"{sweep_name}-trials-{digest}"
+
+
+def sweep(name: str, args: SweepArgs) -> list[Manifest]:
+    """A ConfigMap of trial parameters and an Indexed Job whose completion index selects the trial."""
+    sweep_name = args.sweep_name or name
+    if not args.trials:
+        raise ValueError("trials is empty: give at least one trial's parameters")
+    count = len(args.trials)
+    max_failed = args.max_failed_indexes if args.max_failed_indexes is not None else (count + 1) // 2
+    if not 0 <= max_failed <= count:
+        raise ValueError(
+            f"max_failed_indexes must be between 0 and the number of trials ({count}), got {max_failed}"
+        )
+    labels = labels_for(sweep_name, "trial", args.labels)
+    config_map_name = trials_config_map_name(sweep_name, args.trials)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(config_map_name, args.namespace, labels_for(sweep_name, "trials", args.labels)),
+        "data": {TRIALS_FILE: json.dumps([dict(t) for t in args.trials], indent=2, sort_keys=True)},
+    }
+    binding = checkpoint_binding(
+        args.checkpoint,
+        f"{sweep_name}/trial-$({contract.ENV_TRIAL_INDEX})",
+        args.keep_checkpoints,
+        args.grace_period_seconds,
+    )
+    env = [
+        _index_env(contract.ENV_TRIAL_INDEX),
+        _env(contract.ENV_TRIAL_PARAMETERS_FILE, f"{TRIALS_MOUNT_PATH}/{TRIALS_FILE}"),
+        *binding.env,
+    ]
+    mounts = [{"name": TRIALS_VOLUME, "mountPath": TRIALS_MOUNT_PATH, "readOnly": True}, *binding.mounts]
+    volumes = [{"name": TRIALS_VOLUME, "configMap": {"name": config_map_name}}, *binding.volumes]
+    placement = placement_for(args.compute_class, selector_for(sweep_name, "trial"), args.preemptible_taint)
+    spec_of_pod = pod_spec(
+        [container(args.container, env, mounts)],
+        placement,
+        args.grace_period_seconds,
+        volumes,
+        "Never",
+        args.service_account_name,
+    )
+    job_fields: Manifest = {
+        "completionMode": "Indexed",
+        "completions": count,
+        "parallelism": args.parallelism or count,
+        "backoffLimitPerIndex": args.backoff_limit_per_index,
+        "maxFailedIndexes": max_failed,
+    }
+    job = _job(
+        sweep_name,
+        args.namespace,
+        labels,
+        _pod_labels(labels, args.critical),
+        spec_of_pod,
+        job_fields,
+        args.non_retriable_exit_codes,
+        exit_code_action="FailIndex",
+    )
+    return [config_map, job]
+
+
+def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
+    """Request workers (Deployment) with a preStop pause, a drain budget and a PodDisruptionBudget."""
+    deployment_name = args.deployment_name or name
+    _positive("replicas", args.replicas)
+    if not 0 <= args.pre_stop_seconds < args.grace_period_seconds:
+        raise ValueError(
+            f"pre_stop_seconds={args.pre_stop_seconds} must be >= 0 and below "
+            f"grace_period_seconds={args.grace_period_seconds}: the preStop hook spends the grace period"
+        )
+    labels = labels_for(deployment_name, "inference-worker", args.labels)
+    selector = selector_for(deployment_name, "inference-worker")
+    budget = contract.drain_budget_seconds(args.grace_period_seconds, args.pre_stop_seconds)
+    extra: Manifest = {}
+    if args.pre_stop_seconds:
+        extra["lifecycle"] = {"preStop": {"sleep": {"seconds": args.pre_stop_seconds}}}
+    main = container(args.container, [_env(contract.ENV_DRAIN_BUDGET, str(budget))], extra=extra)
+    placement = placement_for(args.compute_class, selector, args.preemptible_taint)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(deployment_name, args.namespace, labels),
+        "spec": {
+            "replicas": args.replicas,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": _pod_labels(labels, args.critical)},
+                "spec": pod_spec(
+                    [main],
+                    placement,
+                    args.grace_period_seconds,
+                    service_account_name=args.service_account_name,
+                ),
+            },
+        },
+    }
+    budget_object = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(deployment_name, args.namespace, labels),
+        "spec": {
+            "maxUnavailable": args.max_unavailable,
+            "selector": {"matchLabels": selector},
+            # A drain must not be blocked by workers that are not serving anyway.
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+    return [deployment, budget_object]
+
+
+def coordinator_host(service_name: str, namespace: str) -> str:
+    """The DNS name workers use to reach the coordinator through its headless Service."""
+    return f"{service_name}.{namespace}.svc.cluster.local"
+
+
+def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
+    """Headless Service, coordinator Job (standard nodes), worker Indexed Job (preemptible), optional login."""
+    run = args.run_name or name
+    _positive("num_workers", args.num_workers)
+    service_name = f"{run}-coordinator"
+    host = coordinator_host(service_name, args.namespace)
+    port = str(args.coordinator_port)
+    rendezvous = [_env(contract.ENV_COORDINATOR_HOST, host), _env(contract.ENV_COORDINATOR_PORT, port)]
+    world = _env(contract.ENV_WORLD_SIZE, str(args.num_workers))
+
+    def binding(part: str) -> CheckpointBinding:
+        return checkpoint_binding(
+            args.checkpoint, f"{run}/{part}", args.keep_checkpoints, args.grace_period_seconds
+        )
+
+    coordinator_labels = labels_for(run, "coordinator", args.labels)
+    coordinator_binding = binding("coordinator")
+    coordinator_container = container(
+        args.coordinator,
+        [*rendezvous, world, *coordinator_binding.env],
+        coordinator_binding.mounts,
+        extra={"ports": [{"name": "rendezvous", "containerPort": args.coordinator_port, "protocol": "TCP"}]},
+    )
+    coordinator = _job(
+        f"{run}-coordinator",
+        args.namespace,
+        coordinator_labels,
+        _pod_labels(coordinator_labels, critical=True),
+        pod_spec(
+            [coordinator_container],
+            standard_placement(),
+            args.grace_period_seconds,
+            coordinator_binding.volumes,
+            "Never",
+            args.service_account_name,
+        ),
+        {"backoffLimit": args.backoff_limit, "completions": 1, "parallelism": 1},
+        args.non_retriable_exit_codes,
+    )
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(service_name, args.namespace, coordinator_labels),
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_for(run, "coordinator"),
+            "ports": [
+                {"name": "rendezvous", "port": args.coordinator_port, "targetPort": args.coordinator_port}
+            ],
+            # Workers may look the coordinator up before it reports ready.
+            "publishNotReadyAddresses": True,
+        },
+    }
+    worker_labels = labels_for(run, "worker", args.labels)
+    worker_binding = binding(f"rank-$({contract.ENV_WORKER_RANK})")
+    worker_container = container(
+        args.worker,
+        [_index_env(contract.ENV_WORKER_RANK), world, *rendezvous, *worker_binding.env],
+        worker_binding.mounts,
+    )
+    workers = _job(
+        f"{run}-workers",
+        args.namespace,
+        worker_labels,
+        worker_labels,
+        pod_spec(
+            [worker_container],
+            placement_for(ComputeClass.PREEMPTIBLE, selector_for(run, "worker"), args.preemptible_taint),
+            args.grace_period_seconds,
+            worker_binding.volumes,
+            "Never",
+            args.service_account_name,
+        ),
+        {
+            "completionMode": "Indexed",
+            "completions": args.num_workers,
+            "parallelism": args.num_workers,
+            "backoffLimit": args.backoff_limit,
+        },
+        args.non_retriable_exit_codes,
+    )
+    objects = [service, coordinator, workers]
+    if args.login is not None:
+        objects.append(_login(run, args, rendezvous))
+    return objects
+
+
+def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest]) -> Manifest:
+    assert args.login is not None
+    labels = labels_for(run, "login", args.labels)
+    storage = checkpoint_binding(args.checkpoint, run, args.keep_checkpoints, args.grace_period_seconds)
+    mounts = storage.mounts
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(f"{run}-login", args.namespace, labels),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector_for(run, "login")},
+            "template": {
+                "metadata": {"labels": _pod_labels(labels, critical=True)},
+                "spec": pod_spec(
+                    [container(args.login, env, mounts)],
+                    standard_placement(),
+                    args.grace_period_seconds,
+                    storage.volumes,
+                    service_account_name=args.service_account_name,
+                ),
+            },
+        },
+    }

@@ -1,0 +1,90 @@
+"""The runtime in real processes: SIGTERM saves and exits 143, SIGKILL mid-write leaves the previous checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from components.checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, FilesystemBackend
+from components.checkpoint.checkpointer import MANIFEST
+
+from .conftest import Worker
+from .worker import state_for
+
+
+def contract_env(directory: Path, budget: int = 60) -> dict[str, str]:
+    return {
+        "CHECKPOINT_BACKEND": "filesystem",
+        "CHECKPOINT_DIR": str(directory),
+        "CHECKPOINT_RESUME": "true",
+        "CHECKPOINT_KEEP": "2",
+        "CHECKPOINT_SAVE_BUDGET_SECONDS": str(budget),
+    }
+
+
+def step_of(line: str) -> int:
+    return int(line.split()[1])
+
+
+def test_sigterm_saves_within_budget_and_a_new_process_resumes(tmp_path: Path, workers: list[Worker]) -> None:
+    env = contract_env(tmp_path / "ft")
+    first = Worker(["train", "100000"], env)
+    workers.append(first)
+    assert first.wait_for(lambda line: line.startswith("START")) == "START 0"
+    first.wait_for(lambda line: line.startswith("STEP") and step_of(line) >= 5)
+    first.process.send_signal(signal.SIGTERM)
+    assert first.finish() == PREEMPTED_EXIT_CODE
+    last_step = max(step_of(line) for line in first.seen if line.startswith("STEP"))
+    assert "saved checkpoint" in first.stderr() and "budget 60s" in first.stderr()
+    assert "overran" not in first.stderr()
+
+    saved = Checkpointer(FilesystemBackend(tmp_path / "ft")).latest()
+    assert saved is not None
+    assert 5 <= saved.step <= last_step
+    assert saved.files == state_for(saved.step)
+    assert not [p for p in (tmp_path / "ft").rglob(".*tmp*")], "temporary files left behind"
+
+    second = Worker(["train", str(saved.step + 3)], env)
+    workers.append(second)
+    assert second.wait_for(lambda line: line.startswith("START")) == f"START {saved.step}"
+    assert second.finish() == 0
+    assert second.seen[-1] == f"DONE {saved.step + 3}"
+
+
+def test_sigkill_mid_write_leaves_the_previous_checkpoint_in_use(
+    tmp_path: Path, workers: list[Worker]
+) -> None:
+    directory = tmp_path / "ft"
+    env = contract_env(directory)
+    writer = Worker(["slow-save"], env)
+    workers.append(writer)
+    writer.wait_for(lambda line: line == "MIDWRITE")
+    os.kill(writer.process.pid, signal.SIGKILL)
+    assert writer.finish() == -signal.SIGKILL
+
+    entries = sorted(p for p in directory.iterdir() if p.is_dir())
+    assert len(entries) == 2
+    torn = entries[1]
+    assert not (torn / MANIFEST).exists()
+    assert (torn / "state.json").exists()
+    assert [p.name for p in torn.iterdir() if p.name.startswith(".weights.bin.tmp-")], (
+        "expected a torn temp file"
+    )
+
+    checkpointer = Checkpointer(FilesystemBackend(directory), keep=2)
+    previous = checkpointer.latest()
+    assert previous is not None and previous.step == 1
+    assert previous.files == state_for(1)
+
+    resumed = Worker(["train", "3"], env)
+    workers.append(resumed)
+    assert resumed.wait_for(lambda line: line.startswith("START")) == "START 1"
+    assert resumed.finish() == 0
+
+    # The next save drops the abandoned write.
+    checkpointer.save(4, state_for(4))
+    assert not torn.exists()
+    latest = checkpointer.latest()
+    assert latest is not None and json.loads(latest.files["state.json"]) == {"step": 4}

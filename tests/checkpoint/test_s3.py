@@ -1,0 +1,103 @@
+"""The S3 backend against moto's server over real HTTP."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import uuid
+from typing import Any
+
+import pytest
+
+from components.checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, S3Backend
+from components.checkpoint.checkpointer import MANIFEST
+
+from .conftest import S3_CREDENTIALS, Worker
+from .worker import state_for
+
+
+@pytest.fixture
+def bucket(s3_client: Any) -> str:
+    name = f"ckpt-{uuid.uuid4().hex[:12]}"
+    s3_client.create_bucket(Bucket=name)
+    return name
+
+
+class RecordingClient:
+    """Passes calls through to a real client, remembering the keys of every PUT."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.put_keys: list[str] = []
+
+    def put_object(self, **kwargs: Any) -> Any:
+        self.put_keys.append(kwargs["Key"])
+        return self._client.put_object(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_save_and_resume_through_s3_with_the_manifest_last(
+    s3_client: Any, s3_endpoint: str, bucket: str
+) -> None:
+    recording = RecordingClient(s3_client)
+    ckpt = Checkpointer(S3Backend(bucket, "runs/ft", client=recording), keep=2)
+    name = ckpt.save(3, state_for(3))
+    assert recording.put_keys[-1] == f"runs/ft/{name}/{MANIFEST}"
+    assert sorted(recording.put_keys[:-1]) == [f"runs/ft/{name}/state.json", f"runs/ft/{name}/weights.bin"]
+
+    fresh = Checkpointer(S3Backend(bucket, "runs/ft", endpoint_url=s3_endpoint))
+    loaded = fresh.latest()
+    assert loaded is not None and loaded.step == 3 and loaded.files == state_for(3)
+
+
+def test_s3_entries_without_manifest_or_with_bad_checksums_are_skipped(
+    s3_client: Any, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ckpt = Checkpointer(S3Backend(bucket, "p", client=s3_client), keep=5)
+    ckpt.save(1, state_for(1))
+    corrupt = ckpt.save(2, state_for(2))
+    s3_client.put_object(Bucket=bucket, Key=f"p/{corrupt}/weights.bin", Body=b"tampered")
+    s3_client.put_object(Bucket=bucket, Key="p/ckpt-000000000009-00000000000000000000/state.json", Body=b"{}")
+    with caplog.at_level(logging.WARNING):
+        loaded = ckpt.latest()
+    assert loaded is not None and loaded.step == 1
+    assert any(f"skipping corrupt checkpoint {corrupt}" in r.getMessage() for r in caplog.records)
+
+
+def test_s3_keeps_the_last_n(s3_client: Any, bucket: str) -> None:
+    ckpt = Checkpointer(S3Backend(bucket, "", client=s3_client), keep=2)
+    for step in range(5):
+        ckpt.save(step, {"s": bytes([step])})
+    entries = sorted(ckpt.backend.entries())
+    assert len(entries) == 2 and entries[0].startswith("ckpt-000000000003")
+    keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert len(keys) == 4
+
+
+def test_sigterm_saves_to_s3_and_a_new_process_resumes(
+    s3_endpoint: str, bucket: str, workers: list[Worker]
+) -> None:
+    env = {
+        **S3_CREDENTIALS,
+        "CHECKPOINT_BACKEND": "s3",
+        "CHECKPOINT_S3_BUCKET": bucket,
+        "CHECKPOINT_S3_PREFIX": "runs/ft",
+        "CHECKPOINT_S3_ENDPOINT": s3_endpoint,
+        "CHECKPOINT_RESUME": "true",
+        "CHECKPOINT_SAVE_BUDGET_SECONDS": "60",
+    }
+    first = Worker(["train", "100000"], env)
+    workers.append(first)
+    first.wait_for(lambda line: line.startswith("STEP") and int(line.split()[1]) >= 3)
+    first.process.send_signal(signal.SIGTERM)
+    assert first.finish() == PREEMPTED_EXIT_CODE, first.stderr()
+
+    saved = Checkpointer(S3Backend(bucket, "runs/ft", endpoint_url=s3_endpoint)).latest()
+    assert saved is not None and saved.step >= 3 and saved.files == state_for(saved.step)
+
+    second = Worker(["train", str(saved.step + 1)], env)
+    workers.append(second)
+    assert second.wait_for(lambda line: line.startswith("START")) == f"START {saved.step}"
+    assert second.finish() == 0

@@ -1,0 +1,434 @@
+"""Each component's Kubernetes objects, field by field under Pulumi's mocks, and against the API schema."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+
+from components import (
+    BatchInference,
+    BatchInferenceArgs,
+    BatchJob,
+    BatchJobArgs,
+    CheckpointStore,
+    CheckpointStoreArgs,
+    ComputeClass,
+    ContainerSpec,
+    S3Bucket,
+    SharedVolume,
+    Sweep,
+    SweepArgs,
+    Taint,
+    TrainingRun,
+    TrainingRunArgs,
+)
+from components.platform import COMPUTE_CLASS_LABEL, CRITICAL_LABEL
+
+from .conftest import Program, assert_schema_valid
+from .helpers import env_names, env_of, env_values, main_container, pod_spec, pod_template, required_terms
+
+IMAGE = "ghcr.io/example/trainer:1.0"
+SHARED = SharedVolume(claim_name="ckpt", size="1Ti", storage_class="shared-fs")
+S3 = S3Bucket(
+    bucket="ckpts", credentials_secret="s3-creds", endpoint="https://s3.example.test", prefix="runs"
+)
+
+PREEMPTIBLE_TERMS = [
+    {"matchExpressions": [{"key": COMPUTE_CLASS_LABEL, "operator": "In", "values": ["preemptible"]}]}
+]
+STANDARD_TERMS = [
+    {"matchExpressions": [{"key": COMPUTE_CLASS_LABEL, "operator": "NotIn", "values": ["preemptible"]}]}
+]
+DEFAULT_TOLERATION = {
+    "key": COMPUTE_CLASS_LABEL,
+    "operator": "Equal",
+    "value": "preemptible",
+    "effect": "NoSchedule",
+}
+DISRUPTION_RULE = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+
+
+def provider() -> k8s.Provider:
+    return k8s.Provider("k8s", render_yaml_to_directory="/tmp/unused-in-mocks")
+
+
+def opts_with(p: k8s.Provider) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(provider=p)
+
+
+def assert_children_use_provider(program: Program) -> None:
+    children = program.by_type("kubernetes:")
+    assert children
+    for child in children:
+        assert child.provider is not None and "pulumi:providers:kubernetes::k8s::" in child.provider, child
+
+
+def assert_preemptible_placement(obj: dict, spread_component: str) -> None:
+    spec = pod_spec(obj)
+    assert required_terms(obj) == PREEMPTIBLE_TERMS
+    assert spec["tolerations"] == [DEFAULT_TOLERATION]
+    (spread,) = spec["topologySpreadConstraints"]
+    assert spread["nodeTaintsPolicy"] == "Honor"
+    assert spread["nodeAffinityPolicy"] == "Honor"
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == spread_component
+    for key, value in spread["labelSelector"]["matchLabels"].items():
+        assert pod_template(obj)["metadata"]["labels"][key] == value
+
+
+def assert_standard_placement(obj: dict) -> None:
+    assert required_terms(obj) == STANDARD_TERMS
+    assert "tolerations" not in pod_spec(obj)
+
+
+def assert_job_survives_preemption(job: dict) -> None:
+    spec = job["spec"]
+    assert spec["podFailurePolicy"]["rules"][0] == DISRUPTION_RULE
+    assert spec["podReplacementPolicy"] == "Failed"
+    assert pod_spec(job)["restartPolicy"] == "Never"
+
+
+# --- BatchJob --------------------------------------------------------------------------------
+
+
+def test_batch_job_renders_a_preemptible_job_with_checkpoints(program: Program) -> None:
+    args = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE, command=("python", "train.py"), env={"LR": "3e-4"}, gpus=8),
+        checkpoint=SHARED,
+        namespace="ml",
+        backoff_limit=4,
+        non_retriable_exit_codes=(2, 42),
+        ttl_seconds_after_finished=3600,
+    )
+    job_component = program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
+    objects = program.kubernetes_objects()
+    assert sorted(objects) == ["Job/ft"]
+    job = objects["Job/ft"]
+    assert_schema_valid(job)
+    assert job["metadata"]["namespace"] == "ml"
+    assert job["spec"]["backoffLimit"] == 4
+    assert job["spec"]["ttlSecondsAfterFinished"] == 3600
+    assert_job_survives_preemption(job)
+    assert job["spec"]["podFailurePolicy"]["rules"][1] == {
+        "action": "FailJob",
+        "onExitCodes": {"containerName": "main", "operator": "In", "values": [2, 42]},
+    }
+    assert pod_spec(job)["terminationGracePeriodSeconds"] == 300
+    assert_preemptible_placement(job, "batch")
+    assert pod_spec(job)["volumes"] == [
+        {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}}
+    ]
+    container = main_container(job)
+    assert container["image"] == IMAGE
+    assert container["command"] == ["python", "train.py"]
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": "8"}}
+    assert container["volumeMounts"] == [{"name": "checkpoints", "mountPath": "/checkpoints"}]
+    assert env_values(job) == {
+        "CHECKPOINT_BACKEND": "filesystem",
+        "CHECKPOINT_DIR": "/checkpoints/ft",
+        "CHECKPOINT_KEEP": "3",
+        "CHECKPOINT_RESUME": "true",
+        "CHECKPOINT_SAVE_BUDGET_SECONDS": "270",
+        "LR": "3e-4",
+    }
+    assert CRITICAL_LABEL not in pod_template(job)["metadata"]["labels"]
+    assert_children_use_provider(program)
+    assert program.by_type("together:components:BatchJob")[0].name == "ft"
+    assert job_component.manifests[0]["spec"]["podFailurePolicy"]["rules"][0] == DISRUPTION_RULE
+
+
+def test_batch_job_with_a_custom_taint_and_a_shorter_grace_period(program: Program) -> None:
+    args = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE),
+        checkpoint=SHARED,
+        job_name="eval-7",
+        preemptible_taint=Taint(key="spot", value="true", effect="NoExecute"),
+        grace_period_seconds=120,
+    )
+    program.run(lambda: BatchJob("eval", args, opts=opts_with(provider())))
+    job = program.kubernetes_objects()["Job/eval-7"]
+    assert_schema_valid(job)
+    assert pod_spec(job)["tolerations"] == [
+        {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoExecute"}
+    ]
+    assert pod_spec(job)["terminationGracePeriodSeconds"] == 120
+    assert env_values(job)["CHECKPOINT_SAVE_BUDGET_SECONDS"] == "108"
+
+
+def test_batch_job_on_untainted_preemptible_nodes_needs_no_toleration(program: Program) -> None:
+    args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, preemptible_taint=None)
+    program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
+    job = program.kubernetes_objects()["Job/ft"]
+    assert "tolerations" not in pod_spec(job)
+    assert required_terms(job) == PREEMPTIBLE_TERMS
+
+
+def test_batch_job_with_s3_checkpoints_reads_credentials_from_a_secret(program: Program) -> None:
+    args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=S3)
+    program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
+    job = program.kubernetes_objects()["Job/ft"]
+    assert_schema_valid(job)
+    env = env_of(job)
+    assert env["CHECKPOINT_BACKEND"]["value"] == "s3"
+    assert env["CHECKPOINT_S3_BUCKET"]["value"] == "ckpts"
+    assert env["CHECKPOINT_S3_PREFIX"]["value"] == "runs/ft"
+    assert env["CHECKPOINT_S3_ENDPOINT"]["value"] == "https://s3.example.test"
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert "value" not in env[name]
+        assert env[name]["valueFrom"] == {"secretKeyRef": {"name": "s3-creds", "key": name}}
+    assert "volumes" not in pod_spec(job)
+
+
+def test_batch_job_on_standard_nodes(program: Program) -> None:
+    args = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE),
+        checkpoint=None,
+        compute_class=ComputeClass.STANDARD,
+        critical=True,
+    )
+    program.run(lambda: BatchJob("prod-eval", args, opts=opts_with(provider())))
+    job = program.kubernetes_objects()["Job/prod-eval"]
+    assert_schema_valid(job)
+    assert_standard_placement(job)
+    assert pod_template(job)["metadata"]["labels"][CRITICAL_LABEL] == "true"
+
+
+def test_container_env_may_not_override_the_contract() -> None:
+    args = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE, env={"CHECKPOINT_DIR": "/tmp"}), checkpoint=SHARED
+    )
+    with pytest.raises(ValueError, match="CHECKPOINT_DIR, which the component sets itself"):
+        BatchJob("ft", args)
+
+
+# --- Sweep -----------------------------------------------------------------------------------
+
+TRIALS = ({"lr": 1e-4, "warmup": 100}, {"lr": 3e-4, "warmup": 100}, {"lr": 1e-3, "warmup": 0})
+
+
+def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
+    args = SweepArgs(
+        container=ContainerSpec(image=IMAGE, gpus=1),
+        trials=TRIALS,
+        checkpoint=SHARED,
+        parallelism=2,
+        backoff_limit_per_index=3,
+        non_retriable_exit_codes=(3,),
+    )
+    sweep = program.run(lambda: Sweep("lr-sweep", args, opts=opts_with(provider())))
+    objects = program.kubernetes_objects()
+    (config_map_key,) = [k for k in objects if k.startswith("ConfigMap/")]
+    config_map = objects[config_map_key]
+    job = objects["Job/lr-sweep"]
+    for obj in (config_map, job):
+        assert_schema_valid(obj)
+    assert config_map_key.startswith("ConfigMap/lr-sweep-trials-")
+    assert json.loads(config_map["data"]["trials.json"]) == [dict(t) for t in TRIALS]
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == 3
+    assert spec["parallelism"] == 2
+    assert spec["backoffLimitPerIndex"] == 3
+    assert spec["maxFailedIndexes"] == 2
+    assert_job_survives_preemption(job)
+    assert spec["podFailurePolicy"]["rules"][1]["action"] == "FailIndex"
+    assert_preemptible_placement(job, "trial")
+    env = env_of(job)
+    assert env["TRIAL_INDEX"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+    }
+    assert env["TRIAL_PARAMETERS_FILE"]["value"] == "/etc/sweep/trials.json"
+    assert env["CHECKPOINT_DIR"]["value"] == "/checkpoints/lr-sweep/trial-$(TRIAL_INDEX)"
+    # Kubernetes expands $(VAR) only from variables defined earlier in the list.
+    assert env_names(job).index("TRIAL_INDEX") < env_names(job).index("CHECKPOINT_DIR")
+    volumes = {v["name"]: v for v in pod_spec(job)["volumes"]}
+    assert volumes["trials"]["configMap"]["name"] == config_map["metadata"]["name"]
+    assert volumes["checkpoints"]["persistentVolumeClaim"]["claimName"] == "ckpt"
+    assert_children_use_provider(program)
+    assert sweep.manifests[0]["metadata"]["name"] == config_map["metadata"]["name"]
+
+
+def test_sweep_config_map_name_follows_the_trials() -> None:
+    from components.manifests import trials_config_map_name
+
+    assert trials_config_map_name("s", TRIALS) == trials_config_map_name("s", tuple(dict(t) for t in TRIALS))
+    assert trials_config_map_name("s", TRIALS) != trials_config_map_name("s", TRIALS[:2])
+
+
+def test_sweep_rejects_impossible_failure_limits() -> None:
+    args = SweepArgs(
+        container=ContainerSpec(image=IMAGE), trials=TRIALS, checkpoint=SHARED, max_failed_indexes=4
+    )
+    with pytest.raises(ValueError, match="max_failed_indexes must be between 0 and the number of trials"):
+        Sweep("s", args)
+
+
+# --- BatchInference --------------------------------------------------------------------------
+
+
+def test_batch_inference_renders_draining_workers_and_a_budget(program: Program) -> None:
+    args = BatchInferenceArgs(
+        container=ContainerSpec(image=IMAGE, gpus=1),
+        replicas=6,
+        grace_period_seconds=180,
+        pre_stop_seconds=10,
+    )
+    program.run(lambda: BatchInference("infer", args, opts=opts_with(provider())))
+    objects = program.kubernetes_objects()
+    assert sorted(objects) == ["Deployment/infer", "PodDisruptionBudget/infer"]
+    deployment, pdb = objects["Deployment/infer"], objects["PodDisruptionBudget/infer"]
+    for obj in (deployment, pdb):
+        assert_schema_valid(obj)
+    assert deployment["spec"]["replicas"] == 6
+    assert pod_spec(deployment)["terminationGracePeriodSeconds"] == 180
+    assert main_container(deployment)["lifecycle"] == {"preStop": {"sleep": {"seconds": 10}}}
+    assert env_values(deployment) == {"DRAIN_BUDGET_SECONDS": "153"}
+    assert_preemptible_placement(deployment, "inference-worker")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["selector"]["matchLabels"] == selector
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    for key, value in selector.items():
+        assert pod_template(deployment)["metadata"]["labels"][key] == value
+    assert_children_use_provider(program)
+
+
+def test_production_replicas_are_critical_and_standard(program: Program) -> None:
+    args = BatchInferenceArgs(
+        container=ContainerSpec(image=IMAGE),
+        compute_class=ComputeClass.STANDARD,
+        critical=True,
+        max_unavailable="25%",
+    )
+    program.run(lambda: BatchInference("prod", args, opts=opts_with(provider())))
+    deployment = program.kubernetes_objects()["Deployment/prod"]
+    assert_schema_valid(program.kubernetes_objects()["PodDisruptionBudget/prod"])
+    assert_standard_placement(deployment)
+    assert pod_template(deployment)["metadata"]["labels"][CRITICAL_LABEL] == "true"
+
+
+def test_batch_inference_pre_stop_must_fit_the_grace_period() -> None:
+    args = BatchInferenceArgs(
+        container=ContainerSpec(image=IMAGE), grace_period_seconds=30, pre_stop_seconds=30
+    )
+    with pytest.raises(
+        ValueError, match="pre_stop_seconds=30 must be >= 0 and below grace_period_seconds=30"
+    ):
+        BatchInference("infer", args)
+
+
+# --- TrainingRun -----------------------------------------------------------------------------
+
+
+def test_training_run_renders_coordinator_service_and_workers(program: Program) -> None:
+    args = TrainingRunArgs(
+        coordinator=ContainerSpec(image=IMAGE, command=("coordinator",)),
+        worker=ContainerSpec(image=IMAGE, command=("worker",), gpus=8),
+        num_workers=4,
+        checkpoint=SHARED,
+        namespace="ml",
+        login=ContainerSpec(image="ghcr.io/example/login:1", command=("sleep", "infinity")),
+    )
+    run = program.run(lambda: TrainingRun("llm", args, opts=opts_with(provider())))
+    objects = program.kubernetes_objects()
+    assert sorted(objects) == [
+        "Deployment/llm-login",
+        "Job/llm-coordinator",
+        "Job/llm-workers",
+        "Service/llm-coordinator",
+    ]
+    for obj in objects.values():
+        assert_schema_valid(obj)
+    service, coordinator = objects["Service/llm-coordinator"], objects["Job/llm-coordinator"]
+    workers, login = objects["Job/llm-workers"], objects["Deployment/llm-login"]
+
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["ports"] == [{"name": "rendezvous", "port": 29500, "targetPort": 29500}]
+    coordinator_labels = pod_template(coordinator)["metadata"]["labels"]
+    for key, value in service["spec"]["selector"].items():
+        assert coordinator_labels[key] == value
+    for other in (workers, login):
+        assert any(
+            pod_template(other)["metadata"]["labels"].get(k) != v
+            for k, v in service["spec"]["selector"].items()
+        )
+
+    assert_standard_placement(coordinator)
+    assert coordinator_labels[CRITICAL_LABEL] == "true"
+    assert_job_survives_preemption(coordinator)
+    assert main_container(coordinator)["ports"] == [
+        {"name": "rendezvous", "containerPort": 29500, "protocol": "TCP"}
+    ]
+
+    assert_preemptible_placement(workers, "worker")
+    assert_job_survives_preemption(workers)
+    assert CRITICAL_LABEL not in pod_template(workers)["metadata"]["labels"]
+    assert workers["spec"]["completionMode"] == "Indexed"
+    assert workers["spec"]["completions"] == workers["spec"]["parallelism"] == 4
+    host = "llm-coordinator.ml.svc.cluster.local"
+    worker_env = env_of(workers)
+    assert worker_env["COORDINATOR_HOST"]["value"] == host
+    assert worker_env["COORDINATOR_PORT"]["value"] == "29500"
+    assert worker_env["WORLD_SIZE"]["value"] == "4"
+    assert "fieldRef" in worker_env["WORKER_RANK"]["valueFrom"]
+    assert worker_env["CHECKPOINT_DIR"]["value"] == "/checkpoints/llm/rank-$(WORKER_RANK)"
+    assert env_names(workers).index("WORKER_RANK") < env_names(workers).index("CHECKPOINT_DIR")
+    assert env_values(coordinator)["CHECKPOINT_DIR"] == "/checkpoints/llm/coordinator"
+    for obj in (coordinator, workers, login):
+        assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}} in pod_spec(obj)[
+            "volumes"
+        ]
+
+    assert_standard_placement(login)
+    assert pod_template(login)["metadata"]["labels"][CRITICAL_LABEL] == "true"
+    assert_children_use_provider(program)
+
+    hosts: list[str] = []
+    program.run(lambda: run.coordinator_host.apply(hosts.append))
+    assert hosts == [host]
+
+
+# --- CheckpointStore -------------------------------------------------------------------------
+
+
+def test_checkpoint_store_creates_a_shared_claim(program: Program) -> None:
+    store = program.run(
+        lambda: CheckpointStore(
+            "ckpt", CheckpointStoreArgs(storage=SHARED, namespace="ml"), opts=opts_with(provider())
+        )
+    )
+    objects = program.kubernetes_objects()
+    claim = objects["PersistentVolumeClaim/ckpt"]
+    assert_schema_valid(claim)
+    assert claim["metadata"]["namespace"] == "ml"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "1Ti"}},
+        "storageClassName": "shared-fs",
+    }
+    assert store.storage is SHARED
+    assert_children_use_provider(program)
+
+
+def test_checkpoint_store_with_an_existing_claim_or_a_bucket_creates_nothing(program: Program) -> None:
+    existing = SharedVolume(claim_name="team-fs", create=False)
+    program.run(
+        lambda: CheckpointStore("a", CheckpointStoreArgs(storage=existing), opts=opts_with(provider()))
+    )
+    program.run(lambda: CheckpointStore("b", CheckpointStoreArgs(storage=S3), opts=opts_with(provider())))
+    assert program.kubernetes_objects() == {}
+    assert len(program.by_type("together:components:CheckpointStore")) == 2
+
+
+def test_checkpoint_store_registers_its_outputs(program: Program) -> None:
+    claims: list[object] = []
+    program.run(
+        lambda: CheckpointStore(
+            "c", CheckpointStoreArgs(storage=SHARED), opts=opts_with(provider())
+        ).claim_name.apply(claims.append)
+    )
+    assert claims == ["ckpt"]

@@ -1,0 +1,170 @@
+"""The components through the real Pulumi engine: a Cluster on the emulator, manifests rendered to YAML.
+
+The program builds a ``Cluster`` against the emulator and every component, with the Kubernetes provider
+chosen by ``provider_from_stack_config`` (stack config ``renderYamlTo``), and exports what each component
+rendered. ``up`` must write exactly those objects; a second preview must be clean. Each example under
+``examples/`` must also preview cleanly against the emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components import guard
+from tests import _engine
+
+pytestmark = pytest.mark.engine
+
+API_KEY = "tgp_v1_components-e2e-key-0123456789abcdef"
+EXAMPLES = _engine.ROOT / "examples"
+
+PROGRAM = """\
+import json
+
+import pulumi
+
+from components import (
+    BatchInference, BatchInferenceArgs, BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs,
+    ComputeClass, ContainerSpec, SharedVolume, Sweep, SweepArgs, TrainingRun, TrainingRunArgs,
+    provider_from_stack_config,
+)
+from provider import Cluster, ClusterArgs
+
+cluster = Cluster("gpu", ClusterArgs(cluster_name="components-e2e", region="us-central-8",
+                                     gpu_type="RTX_6000_PCI", num_gpus=8, num_preemptible_gpus=16))
+kubernetes = pulumi.ResourceOptions(provider=provider_from_stack_config(cluster))
+image = "ghcr.io/example/trainer:1"
+
+store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_name="e2e-ckpt"), namespace="ml"),
+                        opts=kubernetes)
+after_store = pulumi.ResourceOptions.merge(kubernetes, pulumi.ResourceOptions(depends_on=[store]))
+job = BatchJob("ft", BatchJobArgs(container=ContainerSpec(image=image, gpus=8), checkpoint=store.storage,
+                                  namespace="ml"), opts=after_store)
+sweep = Sweep("sweep", SweepArgs(container=ContainerSpec(image=image, gpus=1), trials=({"lr": 1e-4}, {"lr": 3e-4}),
+                                 checkpoint=store.storage, namespace="ml"), opts=after_store)
+infer = BatchInference("infer", BatchInferenceArgs(container=ContainerSpec(image=image, gpus=1), namespace="ml"),
+                       opts=kubernetes)
+prod = BatchInference("prod", BatchInferenceArgs(container=ContainerSpec(image=image), namespace="ml",
+                                                 compute_class=ComputeClass.STANDARD, critical=True),
+                      opts=kubernetes)
+run = TrainingRun("run", TrainingRunArgs(coordinator=ContainerSpec(image=image), worker=ContainerSpec(image=image),
+                                         num_workers=2, checkpoint=store.storage, namespace="ml",
+                                         login=ContainerSpec(image=image)), opts=after_store)
+
+pulumi.export("cluster_id", cluster.cluster_id)
+pulumi.export("coordinator_host", run.coordinator_host)
+pulumi.export("manifests", json.dumps([m for c in (store, job, sweep, infer, prod, run) for m in c.manifests]))
+"""
+
+
+def rendered_objects(directory: Path) -> dict[str, dict[str, Any]]:
+    objects = {}
+    for path in sorted(directory.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                objects[f"{doc['kind']}/{doc['metadata']['name']}"] = doc
+    return objects
+
+
+def assert_contains(expected: Any, actual: Any, where: str = "") -> None:
+    """Every field of ``expected`` is in ``actual`` with the same value (the provider may add annotations)."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), where
+        for key, value in expected.items():
+            assert key in actual, f"{where}.{key} missing"
+            assert_contains(value, actual[key], f"{where}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected), where
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            assert_contains(e, a, f"{where}[{i}]")
+    else:
+        assert expected == actual, f"{where}: {expected!r} != {actual!r}"
+
+
+@pytest.fixture(scope="module")
+def emulator_url() -> Iterator[str]:
+    _engine.require_engine()
+    from emulator.server import start_emulator
+
+    with start_emulator(speed=600) as running:
+        yield running.base_url
+
+
+def stack_env(workdir: Path, base_url: str) -> dict[str, str]:
+    return _engine.engine_env(workdir, extra={"TOGETHER_BASE_URL": base_url, "TOGETHER_API_KEY": API_KEY})
+
+
+def test_up_renders_exactly_the_component_manifests(tmp_path: Path, emulator_url: str) -> None:
+    project = _engine.write_project(tmp_path / "program", "components-e2e", PROGRAM)
+    env = stack_env(tmp_path, emulator_url)
+    render_dir = tmp_path / "rendered"
+
+    def pulumi(*args: str, check: bool = True):  # type: ignore[no-untyped-def]
+        return _engine.run_pulumi(list(args), cwd=project, env=env, check=check)
+
+    pulumi("stack", "init", "e2e")
+    pulumi("config", "set", "renderYamlTo", str(render_dir))
+    try:
+        up = pulumi("up", *_engine.UP_FLAGS, check=False)
+        assert up.returncode == 0, _engine.output(up)
+        outputs = _engine.stack_outputs(project, env)
+        assert outputs["coordinator_host"] == "run-coordinator.ml.svc.cluster.local"
+        assert outputs["cluster_id"]
+
+        expected = {f"{m['kind']}/{m['metadata']['name']}": m for m in json.loads(outputs["manifests"])}
+        rendered = rendered_objects(render_dir)
+        assert sorted(rendered) == sorted(expected)
+        for key, manifest in expected.items():
+            assert_contains(manifest, rendered[key], key)
+        assert guard.check_manifests(rendered.values()) == []
+
+        preview = pulumi("preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes", check=False)
+        assert preview.returncode == 0, _engine.output(preview)
+    finally:
+        pulumi("destroy", *_engine.UP_FLAGS, check=False)
+
+
+def test_a_refused_layout_fails_the_preview_with_the_guard_message(tmp_path: Path, emulator_url: str) -> None:
+    program = PROGRAM.replace(
+        'namespace="ml"), opts=after_store)\nsweep',
+        'namespace="ml", grace_period_seconds=600), opts=after_store)\nsweep',
+    )
+    assert program != PROGRAM
+    project = _engine.write_project(tmp_path / "program", "components-e2e-refused", program)
+    env = stack_env(tmp_path, emulator_url)
+    _engine.run_pulumi(["stack", "init", "e2e"], cwd=project, env=env, check=True)
+    _engine.run_pulumi(
+        ["config", "set", "renderYamlTo", str(tmp_path / "r")], cwd=project, env=env, check=True
+    )
+    preview = _engine.run_pulumi(["preview", *_engine.PREVIEW_FLAGS], cwd=project, env=env)
+    assert preview.returncode != 0
+    text = preview.stdout + preview.stderr
+    assert "BatchJob 'ft' refused by the preemptible placement guard" in text
+    assert "terminationGracePeriodSeconds=600" in text
+
+
+@pytest.mark.parametrize("example", ["finetune", "sweep", "batch_inference", "training_run"])
+def test_example_previews(tmp_path: Path, emulator_url: str, example: str) -> None:
+    project = tmp_path / example
+    shutil.copytree(EXAMPLES / example, project)
+    pulumi_yaml = project / "Pulumi.yaml"
+    # The copy lives elsewhere, so its relative virtualenv path must become absolute.
+    pulumi_yaml.write_text(
+        pulumi_yaml.read_text().replace(
+            "virtualenv: ../../.venv", f"virtualenv: {json.dumps(str(_engine.VENV))}"
+        )
+    )
+    env = stack_env(tmp_path, emulator_url)
+    _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+    _engine.run_pulumi(
+        ["config", "set", "renderYamlTo", str(tmp_path / "r")], cwd=project, env=env, check=True
+    )
+    preview = _engine.run_pulumi(["preview", *_engine.PREVIEW_FLAGS], cwd=project, env=env)
+    assert preview.returncode == 0, _engine.output(preview)

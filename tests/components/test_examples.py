@@ -1,0 +1,67 @@
+"""Each example program runs under Pulumi's mocks: the Cluster, the provider choice and the components."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from components import guard
+
+from .conftest import Program, assert_schema_valid
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+EXPECTED = {
+    "finetune": {"PersistentVolumeClaim/finetune-checkpoints", "Job/finetune"},
+    "sweep": {"PersistentVolumeClaim/sweep-checkpoints", "Job/lr-sweep"},
+    "batch_inference": {
+        "Deployment/batch-infer",
+        "PodDisruptionBudget/batch-infer",
+        "Deployment/serving",
+        "PodDisruptionBudget/serving",
+    },
+    "training_run": {
+        "PersistentVolumeClaim/pretrain-checkpoints",
+        "Service/pretrain-coordinator",
+        "Job/pretrain-coordinator",
+        "Job/pretrain-workers",
+        "Deployment/pretrain-login",
+    },
+}
+
+
+def run_example(program: Program, example: str, config: dict[str, str]) -> None:
+    project = f"together-{example.replace('_', '-')}"
+    pulumi.runtime.set_mocks(program.mocks, project=project, stack="test", preview=False)
+    for key, value in config.items():
+        pulumi.runtime.set_config(f"{project}:{key}", value)
+    try:
+        program.run(lambda: runpy.run_path(str(EXAMPLES / example / "__main__.py"), run_name="__main__"))
+    finally:
+        for key in config:
+            pulumi.runtime.config.CONFIG.get().pop(f"{project}:{key}", None)
+
+
+@pytest.mark.parametrize("example", sorted(EXPECTED))
+def test_example_renders_to_a_directory_when_asked(program: Program, example: str, tmp_path: Path) -> None:
+    run_example(program, example, {"renderYamlTo": str(tmp_path)})
+    (cluster,) = [r for r in program.mocks.registered if r.typ.startswith("pulumi-python:dynamic")]
+    assert cluster.inputs["num_gpus"] == 8
+    (k8s_provider,) = program.by_type("pulumi:providers:kubernetes")
+    assert k8s_provider.inputs.get("renderYamlToDirectory") == str(tmp_path)
+    objects = program.kubernetes_objects()
+    assert {k for k in objects if not k.startswith("ConfigMap/")} == EXPECTED[example]
+    for obj in objects.values():
+        assert_schema_valid(obj)
+    assert guard.check_manifests(objects.values()) == []
+    for child in program.by_type("kubernetes:"):
+        assert child.provider is not None and "::k8s::" in child.provider
+
+
+def test_example_uses_the_cluster_kubeconfig_otherwise(program: Program) -> None:
+    run_example(program, "finetune", {})
+    (k8s_provider,) = program.by_type("pulumi:providers:kubernetes")
+    assert "renderYamlToDirectory" not in k8s_provider.inputs

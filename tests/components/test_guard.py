@@ -1,0 +1,298 @@
+"""The plan-time guard refuses each bad layout, in components and in raw specs, with a message that helps."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components import (
+    BatchInference,
+    BatchInferenceArgs,
+    BatchJob,
+    BatchJobArgs,
+    ComputeClass,
+    ContainerSpec,
+    PlacementRefused,
+    SharedVolume,
+    Sweep,
+    SweepArgs,
+    Taint,
+    guard,
+    manifests,
+)
+from components.platform import COMPUTE_CLASS_LABEL, CRITICAL_LABEL
+
+from .conftest import Program
+
+IMAGE = "ghcr.io/example/trainer:1.0"
+SHARED = SharedVolume(claim_name="ckpt")
+
+
+def good_job() -> dict[str, Any]:
+    return manifests.batch_job("ft", BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED))[0]
+
+
+def pod_spec_of(obj: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = obj["spec"]["template"]["spec"]
+    return spec
+
+
+def rules_violated(obj: dict[str, Any], **kwargs: Any) -> list[str]:
+    return [v.rule for v in guard.check_manifest(obj, **kwargs)]
+
+
+# --- through the components (the error a user sees at preview) -------------------------------
+
+
+def test_grace_period_over_the_limit_is_refused(program: Program) -> None:
+    args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, grace_period_seconds=600)
+    with pytest.raises(PlacementRefused) as refused:
+        program.run(lambda: BatchJob("ft", args))
+    message = str(refused.value)
+    assert message.startswith("BatchJob 'ft' refused by the preemptible placement guard:")
+    assert "Job/ft spec.template.spec.terminationGracePeriodSeconds=600" in message
+    assert "a preempted node is deleted 300 s after SIGTERM" in message
+    assert "Fix: set it to 300 or less (grace_period_seconds)" in message
+    assert [v.rule for v in refused.value.violations] == ["grace-period"]
+    assert program.mocks.registered == []
+
+
+def test_missing_checkpoint_storage_is_refused(program: Program) -> None:
+    args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=None)
+    with pytest.raises(PlacementRefused) as refused:
+        program.run(lambda: BatchJob("ft", args))
+    (violation,) = refused.value.violations
+    assert violation.rule == "checkpoint-storage"
+    assert str(violation) == (
+        "Job/ft spec.template.spec.volumes=[]: no checkpoint storage: progress is lost at every preemption. "
+        "Fix: mount a CheckpointStore (shared volume at CHECKPOINT_DIR, or the S3 backend) via the checkpoint argument"
+    )
+
+
+def test_sweep_without_checkpoint_storage_is_refused() -> None:
+    args = SweepArgs(container=ContainerSpec(image=IMAGE), trials=({"lr": 1},), checkpoint=None)
+    with pytest.raises(PlacementRefused, match=r"Sweep 's'(.|\n)*no checkpoint storage"):
+        Sweep("s", args)
+
+
+def test_critical_workload_on_preemptible_nodes_is_refused() -> None:
+    args = BatchInferenceArgs(container=ContainerSpec(image=IMAGE), critical=True)
+    with pytest.raises(PlacementRefused) as refused:
+        BatchInference("prod", args)
+    (violation,) = refused.value.violations
+    assert violation.rule == "critical-on-preemptible"
+    assert "BatchInference 'prod' refused" in str(refused.value)
+    assert (
+        "a critical workload (coordinator, login pod, production replica) can be placed on preemptible nodes"
+        in str(violation)
+    )
+    assert (
+        f"Fix: use standard placement: required node affinity {COMPUTE_CLASS_LABEL} NotIn [preemptible]"
+        in str(violation)
+    )
+
+
+def test_inference_grace_period_over_the_limit_is_refused() -> None:
+    args = BatchInferenceArgs(container=ContainerSpec(image=IMAGE), grace_period_seconds=301)
+    with pytest.raises(PlacementRefused, match=r"terminationGracePeriodSeconds=301"):
+        BatchInference("infer", args)
+
+
+def test_the_same_layouts_pass_on_standard_nodes(program: Program) -> None:
+    program.run(
+        lambda: BatchJob(
+            "long",
+            BatchJobArgs(
+                container=ContainerSpec(image=IMAGE),
+                checkpoint=None,
+                compute_class=ComputeClass.STANDARD,
+                grace_period_seconds=900,
+                critical=True,
+            ),
+        )
+    )
+    assert any(r.typ == "kubernetes:batch/v1:Job" for r in program.mocks.registered)
+
+
+def test_everything_the_components_render_passes() -> None:
+    assert guard.check_manifest(good_job()) == []
+
+
+# --- raw specs -------------------------------------------------------------------------------
+
+
+def test_raw_job_without_a_pod_failure_policy_is_refused() -> None:
+    job = good_job()
+    del job["spec"]["podFailurePolicy"]
+    violations = guard.check_manifest(job)
+    assert [v.rule for v in violations] == ["disruption-rule"]
+    assert "preemptions would count as failures and burn backoffLimit" in str(violations[0])
+    assert "Job/ft spec.template.spec.podFailurePolicy.rules[0]=None" in str(violations[0])
+
+
+def test_raw_job_whose_disruption_rule_is_not_first_is_refused() -> None:
+    job = good_job()
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    rules.insert(0, {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [143]}})
+    assert rules_violated(job) == ["disruption-rule"]
+
+
+def test_raw_job_that_restarts_in_place_is_refused() -> None:
+    job = good_job()
+    pod_spec_of(job)["restartPolicy"] = "OnFailure"
+    assert rules_violated(job) == ["restart-policy"]
+
+
+def test_raw_job_checkpointing_to_an_empty_dir_is_refused() -> None:
+    job = good_job()
+    pod_spec_of(job)["volumes"] = [{"name": "checkpoints", "emptyDir": {}}]
+    assert rules_violated(job) == ["checkpoint-storage"]
+
+
+def test_raw_job_with_checkpoint_dir_outside_the_mount_is_refused() -> None:
+    job = good_job()
+    for env in pod_spec_of(job)["containers"][0]["env"]:
+        if env["name"] == "CHECKPOINT_DIR":
+            env["value"] = "/scratch/ft"
+    assert rules_violated(job) == ["checkpoint-storage"]
+
+
+def test_save_budget_not_below_the_grace_period_is_refused() -> None:
+    job = good_job()
+    pod_spec_of(job)["terminationGracePeriodSeconds"] = 200
+    assert rules_violated(job) == ["save-budget"]
+
+
+def test_plain_s3_credentials_are_refused_anywhere() -> None:
+    job = good_job()
+    pod_spec_of(job)["containers"][0]["env"].append({"name": "AWS_SECRET_ACCESS_KEY", "value": "hunter2"})
+    violations = guard.check_manifest(job)
+    assert [v.rule for v in violations] == ["plain-secret"]
+    assert "hunter2" not in str(violations[0])
+    assert "valueFrom.secretKeyRef" in str(violations[0])
+
+
+def test_bare_pod_on_preemptible_nodes_is_refused() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": copy.deepcopy(pod_spec_of(good_job())),
+    }
+    violations = guard.check_manifest(pod)
+    assert [v.rule for v in violations] == ["bare-pod"]
+    assert "Pod/p spec.kind='Pod'" in str(violations[0])
+
+
+def test_critical_raw_deployment_that_tolerates_everything_is_refused() -> None:
+    deployment: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "login"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "login"}},
+            "template": {
+                "metadata": {"labels": {"app": "login", CRITICAL_LABEL: "true"}},
+                "spec": {
+                    "containers": [{"name": "c", "image": IMAGE}],
+                    "tolerations": [{"operator": "Exists"}],
+                },
+            },
+        },
+    }
+    assert rules_violated(deployment) == ["critical-on-preemptible"]
+    deployment["spec"]["template"]["spec"]["nodeSelector"] = {COMPUTE_CLASS_LABEL: "standard"}
+    assert rules_violated(deployment) == []
+
+
+def test_raw_cron_job_is_checked_like_a_job() -> None:
+    job = good_job()
+    del job["spec"]["podFailurePolicy"]
+    cron = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly"},
+        "spec": {"jobTemplate": job},
+    }
+    assert rules_violated(cron) == ["disruption-rule"]
+
+
+def test_enforce_names_the_owner_and_lists_every_violation() -> None:
+    job = good_job()
+    del job["spec"]["podFailurePolicy"]
+    pod_spec_of(job)["terminationGracePeriodSeconds"] = 400
+    with pytest.raises(PlacementRefused) as refused:
+        guard.enforce("my raw job", [job, {"kind": "ConfigMap", "metadata": {"name": "x"}}])
+    assert str(refused.value).startswith("my raw job refused by the preemptible placement guard:\n  - ")
+    assert {v.rule for v in refused.value.violations} == {"grace-period", "disruption-rule"}
+
+
+# --- reading placement -----------------------------------------------------------------------
+
+
+UNTOLERATED: dict[str, Any] = {"containers": []}
+
+
+@pytest.mark.parametrize(
+    ("pod_spec", "taint", "expected"),
+    [
+        (UNTOLERATED, guard.DEFAULT_PREEMPTIBLE_TAINT, False),
+        (UNTOLERATED, None, True),
+        ({"tolerations": [{"operator": "Exists"}]}, guard.DEFAULT_PREEMPTIBLE_TAINT, True),
+        (
+            {"tolerations": [{"key": COMPUTE_CLASS_LABEL, "operator": "Exists"}]},
+            guard.DEFAULT_PREEMPTIBLE_TAINT,
+            True,
+        ),
+        (
+            {"tolerations": [{"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": "other"}]},
+            guard.DEFAULT_PREEMPTIBLE_TAINT,
+            False,
+        ),
+        (
+            {"tolerations": [{"key": COMPUTE_CLASS_LABEL, "value": "preemptible", "effect": "NoExecute"}]},
+            guard.DEFAULT_PREEMPTIBLE_TAINT,
+            False,
+        ),
+        ({"tolerations": [{"key": "spot", "operator": "Exists"}]}, Taint("spot", "true"), True),
+        ({"nodeSelector": {COMPUTE_CLASS_LABEL: "preemptible"}}, None, True),
+        ({"nodeSelector": {COMPUTE_CLASS_LABEL: "standard"}}, None, False),
+    ],
+)
+def test_may_run_on_preemptible(pod_spec: dict[str, Any], taint: Taint | None, expected: bool) -> None:
+    assert guard.may_run_on_preemptible(pod_spec, taint) is expected
+
+
+def affinity(*terms: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]
+                }
+            }
+        }
+    }
+
+
+def expr(operator: str, *values: str, key: str = COMPUTE_CLASS_LABEL) -> dict[str, Any]:
+    return {"key": key, "operator": operator, **({"values": list(values)} if values else {})}
+
+
+@pytest.mark.parametrize(
+    ("terms", "expected"),
+    [
+        ([[expr("In", "preemptible")]], True),
+        ([[expr("NotIn", "preemptible")]], False),
+        ([[expr("In", "standard")]], False),
+        ([[expr("DoesNotExist")]], False),
+        ([[expr("Exists")]], True),
+        ([[expr("In", "a100", key="gpu")]], True),
+        ([[expr("NotIn", "preemptible")], [expr("In", "a100", key="gpu")]], True),
+        ([[expr("NotIn", "preemptible"), expr("In", "a100", key="gpu")]], False),
+    ],
+)
+def test_required_affinity_decides_preemptible(terms: list[list[dict[str, Any]]], expected: bool) -> None:
+    assert guard.may_run_on_preemptible(affinity(*terms), None) is expected
