@@ -32,7 +32,6 @@ for output in (
     "standard_nodes",
     "preemptible_nodes",
     "recent_preemptions",
-    "last_preempted_at",
     "created_at",
     "kube_config",  # a secret: `pulumi stack output kube_config --show-secrets`
 ):

@@ -216,3 +216,11 @@ def test_adoption_is_one_off():
     assert diff(olds, BASE | {"adopt_cluster_id": "c-1"}).changes is False
     assert diff(olds, dict(BASE)).changes is False
     assert diff(olds, BASE | {"adopt_cluster_id": "c-2"}).replaces == ["adopt_cluster_id"]
+
+
+def test_whole_numbers_from_the_engine_wire_are_integers():
+    """The engine sends every number as a float: 8 arrives as 8.0 and must pass as 8."""
+    result = ClusterProvider().check({}, BASE | {"num_gpus": 8.0, "num_preemptible_gpus": 16.0})
+    assert result.failures == []
+    assert result.inputs["num_gpus"] == 8 and isinstance(result.inputs["num_gpus"], int)
+    assert check(BASE | {"num_gpus": 8.5})["num_gpus"] == "num_gpus must be a whole number; got 8.5."
