@@ -155,7 +155,9 @@ def test_lost_reply_does_not_adopt_an_older_cluster_of_the_same_name(client, adm
     # The emulator would refuse the duplicate name with 409 once the fault has passed.
     with pytest.raises(errors.ConflictError):
         client.create_cluster(request("same-name"))
-    assert [c["cluster_id"] for c in admin.clusters() if c["cluster_name"] == "same-name"] == [older.cluster_id]
+    assert [c["cluster_id"] for c in admin.clusters() if c["cluster_name"] == "same-name"] == [
+        older.cluster_id
+    ]
 
 
 def test_401_without_a_key(emu, monkeypatch):
@@ -175,9 +177,10 @@ def test_401_reply_maps_to_authentication_error(client, admin):
 
 
 def test_keys_are_separate_projects(emu, admin):
-    with TogetherClient(api_key="key-one", base_url=emu.base_url) as one, TogetherClient(
-        api_key="key-two", base_url=emu.base_url
-    ) as two:
+    with (
+        TogetherClient(api_key="key-one", base_url=emu.base_url) as one,
+        TogetherClient(api_key="key-two", base_url=emu.base_url) as two,
+    ):
         mine = one.create_cluster(request("mine"))
         assert two.list_clusters() == []
         with pytest.raises(errors.NotFoundError):

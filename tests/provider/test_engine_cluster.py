@@ -7,7 +7,6 @@ kept out of the state, failed creates cleaned up, destroy.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -34,10 +33,10 @@ class Stack:
         self.dir = workdir / "project"
         self.dir.mkdir(parents=True)
         pulumi_yaml = (ROOT / "Pulumi.yaml").read_text()
-        pulumi_yaml = pulumi_yaml.replace("virtualenv: .venv", f"virtualenv: {json.dumps(str(ROOT / '.venv'))}")
         pulumi_yaml = re.sub(r"(?m)^main: .*\n", "", pulumi_yaml)
         (self.dir / "Pulumi.yaml").write_text(pulumi_yaml)
         shutil.copy(ROOT / "examples" / "quickstart" / "__main__.py", self.dir / "__main__.py")
+        # The program runs in the project's .venv through PULUMI_RUNTIME_VIRTUALENV, as with scripts/pulumi.
         self.env = _engine.engine_env(
             workdir, extra={"TOGETHER_BASE_URL": base_url, "TOGETHER_API_KEY": API_KEY}
         )
@@ -138,7 +137,10 @@ def test_refused_changes_fail_at_preview_and_touch_nothing(stack, api, emu):
     assert "num_gpus is 0: a cluster needs at least one standard node" in proc.stdout + proc.stderr
 
     after = api.get_cluster(cluster_id)
-    assert (after.num_gpus, after.desired_preemptible_gpus) == (before.num_gpus, before.desired_preemptible_gpus)
+    assert (after.num_gpus, after.desired_preemptible_gpus) == (
+        before.num_gpus,
+        before.desired_preemptible_gpus,
+    )
     stack.config("numGpus", 8)
     stack.config("numPreemptibleGpus", 16)
     assert stack.run(*PREVIEW, "--expect-no-changes").returncode == 0
@@ -228,7 +230,8 @@ def test_create_that_never_gets_ready_leaves_no_cluster(emu, tmp_path):
     emu.admin.advance(3600)
     assert [c for c in emu.admin.clusters() if c["cluster_name"] == "never-ready"] == []
     assert _engine.stack_resources(doomed.dir, doomed.env) == [] or all(
-        r["type"] != "pulumi-python:dynamic/together:Cluster" for r in _engine.stack_resources(doomed.dir, doomed.env)
+        r["type"] != "pulumi-python:dynamic/together:Cluster"
+        for r in _engine.stack_resources(doomed.dir, doomed.env)
     )
 
 

@@ -143,7 +143,9 @@ def test_adopt_an_existing_cluster_and_converge_it(admin, emu):
     from provider.mapping import create_request
 
     with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
-        existing = client.create_cluster(create_request(inputs(cluster_name="adoptee", num_preemptible_gpus=0)))
+        existing = client.create_cluster(
+            create_request(inputs(cluster_name="adoptee", num_preemptible_gpus=0))
+        )
     admin.advance(3600)
     adopted = ClusterProvider().create(inputs(cluster_name="adoptee", adopt_cluster_id=existing.cluster_id))
     assert adopted.id == existing.cluster_id

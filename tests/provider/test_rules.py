@@ -51,8 +51,16 @@ def test_zero_standard_gpus_refused_on_update_too():
 @pytest.mark.parametrize(
     ("field", "value", "expected"),
     [
-        ("num_gpus", 12, "num_gpus is 12: GPUs come in whole nodes of 8, so it must be a multiple of 8 (use 8 or 16)."),
-        ("num_preemptible_gpus", 4, "num_preemptible_gpus is 4: GPUs come in whole nodes of 8, so it must be a multiple of 8 (use 8)."),
+        (
+            "num_gpus",
+            12,
+            "num_gpus is 12: GPUs come in whole nodes of 8, so it must be a multiple of 8 (use 8 or 16).",
+        ),
+        (
+            "num_preemptible_gpus",
+            4,
+            "num_preemptible_gpus is 4: GPUs come in whole nodes of 8, so it must be a multiple of 8 (use 8).",
+        ),
         ("num_preemptible_gpus", -8, "num_preemptible_gpus must be a whole number, 0 or more; got -8."),
         ("num_gpus", "8", "num_gpus must be a whole number; got '8'."),
     ],
@@ -63,12 +71,16 @@ def test_gpu_counts(field, value, expected):
 
 def test_enums_name_the_allowed_values():
     failures = check(BASE | {"gpu_type": "H100", "billing_type": "SPOT"})
-    assert failures["gpu_type"].startswith("gpu_type 'H100' is not one the API accepts; use one of H100_SXM, H200_SXM")
+    assert failures["gpu_type"].startswith(
+        "gpu_type 'H100' is not one the API accepts; use one of H100_SXM, H200_SXM"
+    )
     assert "use one of RESERVED, ON_DEMAND, SCHEDULED_CAPACITY" in failures["billing_type"]
 
 
 def test_scheduled_capacity_needs_both_times():
-    failures = check(BASE | {"billing_type": "SCHEDULED_CAPACITY", "reservation_start_time": "2027-01-01T00:00:00Z"})
+    failures = check(
+        BASE | {"billing_type": "SCHEDULED_CAPACITY", "reservation_start_time": "2027-01-01T00:00:00Z"}
+    )
     assert failures == {
         "reservation_end_time": "billing_type SCHEDULED_CAPACITY needs reservation_end_time: set both reservation times."
     }
@@ -95,14 +107,23 @@ def test_slurm_needs_shared_memory_size():
 
 
 def test_driver_pair_and_volume_choice():
-    failures = check(BASE | {"cuda_version": "12.4", "shared_volume": {"region": "r", "size_tib": 1, "volume_name": "v"}, "volume_id": "vol-1"})
+    failures = check(
+        BASE
+        | {
+            "cuda_version": "12.4",
+            "shared_volume": {"region": "r", "size_tib": 1, "volume_name": "v"},
+            "volume_id": "vol-1",
+        }
+    )
     assert "cuda_version is set without nvidia_driver_version" in failures["nvidia_driver_version"]
     assert "not both" in failures["volume_id"]
 
 
 def test_nested_shapes_are_checked_with_paths():
     failures = check(BASE | {"cluster_config": {"load_balancer": "HAPROXY"}})
-    assert failures["cluster_config"].startswith("cluster_config.load_balancer: Input should be 'NONE', 'TRAEFIK'")
+    assert failures["cluster_config"].startswith(
+        "cluster_config.load_balancer: Input should be 'NONE', 'TRAEFIK'"
+    )
     failures = check(BASE | {"shared_volume": {"region": "us-central-8"}})
     assert "shared_volume.size_tib: Field required" in failures["shared_volume"]
 
@@ -201,7 +222,13 @@ def test_conversion_preemptible_to_standard_is_refused():
 def test_one_class_at_a_time_is_fine():
     olds = BASE | {"num_gpus": 16}
     assert check(BASE | {"num_gpus": 16, "num_preemptible_gpus": 16}, olds=olds) == {}
-    assert check(BASE | {"num_gpus": 8, "num_preemptible_gpus": 16}, olds=BASE | {"num_gpus": 16, "num_preemptible_gpus": 16}) == {}
+    assert (
+        check(
+            BASE | {"num_gpus": 8, "num_preemptible_gpus": 16},
+            olds=BASE | {"num_gpus": 16, "num_preemptible_gpus": 16},
+        )
+        == {}
+    )
     # Growing both classes at once is no conversion either.
     assert check(BASE | {"num_gpus": 16, "num_preemptible_gpus": 16}, olds=BASE) == {}
 
