@@ -1,0 +1,10 @@
+"""Drift detection and capacity status for Pulumi stacks of Together GPU clusters.
+
+``together-clusters drift`` refreshes a throwaway copy of a stack's state and sorts every difference into
+spec drift (changed outside the code), missing (deleted outside the code) and information that is normal on
+preemptible capacity (shortfall, preemption churn). ``together-clusters status`` reports allocation, nodes,
+lifecycle events and savings per cluster. The classification (``drift.classify``), the capacity figures
+(``drift.capacity``, ``drift.timeline``) and the renderings are pure functions of plain data; the engine
+(``drift.engine``, ``drift.sandbox``), the API (``drift.live``) and matplotlib (``drift.plot``) are
+the shells.
+"""

@@ -1,0 +1,5 @@
+"""``python -m drift``: the same as the ``together-clusters`` command."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Read the resources out of a ``pulumi stack export`` document. Pure.
+
+An export is ``{"version": 3, "deployment": {"resources": [...]}}``; each resource carries its ``urn``,
+``type``, ``id``, ``inputs`` and ``outputs``. Secret values stay in their encrypted envelope: they are
+never decrypted here and never compared (their ciphertext changes on every write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+CLUSTER_TYPE = "pulumi-python:dynamic/together:Cluster"
+
+# The engine marks a secret with this key (and an unknown value in a preview with UNKNOWN).
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+SECRET_MARK = "1b47061264138c4ac30d75fd1eb44270"
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+# Resources that are the engine's bookkeeping rather than infrastructure.
+_BOOKKEEPING_TYPES = ("pulumi:pulumi:Stack",)
+_BOOKKEEPING_PREFIXES = ("pulumi:providers:",)
+
+
+@dataclass(frozen=True)
+class StateResource:
+    """One managed resource of a stack's state."""
+
+    urn: str
+    type: str
+    id: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The logical name given in code (the URN's last segment)."""
+        return self.urn.rsplit("::", 1)[-1]
+
+    @property
+    def is_cluster(self) -> bool:
+        return self.type == CLUSTER_TYPE
+
+
+def is_secret(value: Any) -> bool:
+    """Whether ``value`` is the engine's envelope of a secret (encrypted or shown)."""
+    return isinstance(value, Mapping) and value.get(SECRET_SIG) == SECRET_MARK
+
+
+def is_bookkeeping(resource_type: str) -> bool:
+    """The stack itself and provider instances: not infrastructure anyone could change by hand."""
+    return resource_type in _BOOKKEEPING_TYPES or resource_type.startswith(_BOOKKEEPING_PREFIXES)
+
+
+def managed_resources(export: Mapping[str, Any]) -> list[StateResource]:
+    """The custom resources of an export (or of its ``deployment``), in state order.
+
+    Component resources (no ``custom``) and bookkeeping are left out, and so are resources pending
+    deletion: they are on their way out and say nothing about what the code manages.
+    """
+    deployment = export.get("deployment", export)
+    found = []
+    for raw in deployment.get("resources") or []:
+        if not raw.get("custom") or is_bookkeeping(raw.get("type", "")) or raw.get("delete"):
+            continue
+        found.append(
+            StateResource(
+                urn=raw["urn"],
+                type=raw["type"],
+                id=str(raw.get("id") or ""),
+                inputs=dict(raw.get("inputs") or {}),
+                outputs=dict(raw.get("outputs") or {}),
+            )
+        )
+    return found
+
+
+def clusters(export: Mapping[str, Any]) -> list[StateResource]:
+    """The Together ``Cluster`` resources of an export."""
+    return [r for r in managed_resources(export) if r.is_cluster]
+
+
+def short_type(resource_type: str) -> str:
+    """A type token as people read it: ``pulumi-python:dynamic/together:Cluster`` -> ``together:Cluster``."""
+    return (
+        resource_type.rsplit("/", 1)[-1]
+        if resource_type.startswith("pulumi-python:dynamic/")
+        else resource_type
+    )
