@@ -4,9 +4,9 @@ until gone, clean up after a failed create. Each wait has its own deadline."""
 from __future__ import annotations
 
 from .client import TogetherClient
-from .errors import NotFoundError, ProvisioningFailedError, TogetherError
+from .errors import ConflictError, NotFoundError, ProvisioningFailedError, TogetherError
 from .mapping import PREEMPTIBLE, compute_class
-from .models import FAILED_PHASES, Cluster
+from .models import FAILED_PHASES, Cluster, ClusterCreateRequest
 from .rules import GPUS_PER_NODE
 from .waiting import report, wait_until
 
@@ -21,6 +21,26 @@ def describe(cluster: Cluster | None) -> str:
         f"{len(cluster.gpu_worker_nodes)} GPU nodes, preemptible GPUs "
         f"{cluster.allocated_preemptible_gpus}/{cluster.desired_preemptible_gpus}"
     )
+
+
+def create_or_explain_conflict(client: TogetherClient, request: ClusterCreateRequest) -> Cluster:
+    """POST the cluster. When its name is taken, say by which cluster and how to take it over.
+
+    The usual cause is a cluster this stack made in an ``up`` that was interrupted before the
+    state was written: it is running outside the state, and adopting it puts it back.
+    """
+    try:
+        return client.create_cluster(request)
+    except ConflictError as exc:
+        holders = [c.cluster_id for c in client.list_clusters() if c.cluster_name == request.cluster_name]
+        if not holders:
+            raise
+        raise TogetherError(
+            f"{exc.message} (HTTP {exc.status_code}): cluster {holders[0]} already has the name "
+            f"{request.cluster_name!r}. If it is this stack's (e.g. from an interrupted `pulumi up`), adopt it "
+            f"by setting adopt_cluster_id='{holders[0]}' on the Cluster; otherwise choose another cluster_name "
+            f"or delete it (`tg beta clusters delete {holders[0]}`)."
+        ) from exc
 
 
 def wait_ready(client: TogetherClient, cluster_id: str, timeout_s: float) -> Cluster:

@@ -88,7 +88,7 @@ class ClusterProvider(ResourceProvider):
             if inputs.get("adopt_cluster_id"):
                 cluster = self._adopt(client, inputs)
             else:
-                cluster = client.create_cluster(create_request(inputs))
+                cluster = lifecycle.create_or_explain_conflict(client, create_request(inputs))
                 lifecycle.report(
                     f"cluster {cluster.cluster_id} ({cluster.cluster_name}) accepted; provisioning"
                 )

@@ -162,3 +162,18 @@ def test_adoption_refuses_a_cluster_that_does_not_match(admin, emu):
     with pytest.raises(InputError) as caught:
         ClusterProvider().create(inputs(cluster_name="other", adopt_cluster_id=existing.cluster_id))
     assert "region: live 'us-east-2', code 'us-central-8'" in str(caught.value)
+
+
+def test_name_taken_by_a_cluster_outside_the_state_says_how_to_adopt_it(admin, emu):
+    """An `up` interrupted after the POST leaves a running cluster the state does not know."""
+    from provider.client import TogetherClient
+    from provider.mapping import create_request
+
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
+        stray = client.create_cluster(create_request(inputs(cluster_name="interrupted")))
+    with pytest.raises(TogetherError) as caught:
+        ClusterProvider().create(inputs(cluster_name="interrupted"))
+    message = str(caught.value)
+    assert "HTTP 409" in message
+    assert f"adopt_cluster_id='{stray.cluster_id}'" in message
+    assert len(admin.clusters()) == 1
