@@ -100,7 +100,7 @@ class Checkpointer:
         }
         self.backend.write(name, MANIFEST, [json.dumps(manifest, sort_keys=True).encode()])
         log.info("saved checkpoint %s (step %d, %d files)", name, step, len(recorded))
-        self.prune()
+        self.prune(just_saved=name)
         return name
 
     def _entries_newest_first(self) -> list[str]:
@@ -112,9 +112,11 @@ class Checkpointer:
         except FileNotFoundError:
             return None
         try:
-            manifest: dict[str, Any] = json.loads(raw)
+            manifest = json.loads(raw)
         except ValueError as e:
             raise CorruptCheckpoint(f"unreadable manifest: {e}") from e
+        if not isinstance(manifest, dict):
+            raise CorruptCheckpoint(f"manifest is a JSON {type(manifest).__name__}, not an object")
         return manifest
 
     def load(self, name: str) -> Checkpoint | None:
@@ -122,21 +124,33 @@ class Checkpointer:
         manifest = self._manifest(name)
         if manifest is None:
             return None
+        if manifest.get("format") != FORMAT_VERSION:
+            raise CorruptCheckpoint(f"manifest format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
+        try:
+            step = int(manifest["step"])
+            expected_files = manifest["files"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptCheckpoint(f"malformed manifest: {e!r}") from e
+        metadata = manifest.get("metadata") or {}
+        if not isinstance(expected_files, Mapping) or not isinstance(metadata, Mapping):
+            raise CorruptCheckpoint("malformed manifest: files and metadata must be JSON objects")
         files: dict[str, bytes] = {}
-        for file_name, expected in manifest.get("files", {}).items():
+        for file_name, expected in expected_files.items():
             try:
                 data = self.backend.read(name, file_name)
             except FileNotFoundError as e:
                 raise CorruptCheckpoint(f"file {file_name!r} is missing") from e
+            except ValueError as e:  # a name the backend refuses, e.g. "../x"
+                raise CorruptCheckpoint(f"manifest lists an invalid file name {file_name!r}") from e
+            if not isinstance(expected, Mapping):
+                raise CorruptCheckpoint(f"manifest entry of file {file_name!r} is not an object")
             digest = hashlib.sha256(data).hexdigest()
             if len(data) != expected.get("size") or digest != expected.get("sha256"):
                 raise CorruptCheckpoint(
                     f"file {file_name!r} has sha256 {digest}, manifest says {expected.get('sha256')}"
                 )
             files[file_name] = data
-        return Checkpoint(
-            name=name, step=int(manifest["step"]), files=files, metadata=manifest.get("metadata", {})
-        )
+        return Checkpoint(name=name, step=step, files=files, metadata=metadata)
 
     def latest(self) -> Checkpoint | None:
         """The newest complete checkpoint whose files match their checksums, or None."""
@@ -161,16 +175,29 @@ class Checkpointer:
             log.info("resuming from checkpoint %s (step %d)", checkpoint.name, checkpoint.step)
         return checkpoint
 
-    def prune(self) -> None:
-        """Keep the newest ``keep`` checkpoints that have a manifest; drop older ones and abandoned writes."""
-        kept = 0
+    def prune(self, just_saved: str | None = None) -> None:
+        """Keep the newest ``keep`` checkpoints that have a manifest; drop older ones and abandoned writes.
+
+        ``just_saved`` is always kept and counts towards ``keep``, even when older entries sort after it
+        (a run restarted at a lower step, or a newer entry that is corrupt): otherwise a save could
+        delete the very checkpoint it wrote.
+        """
+        kept = 0 if just_saved is None else 1
+        seen_complete = False
         for name in self._entries_newest_first():
-            complete = self._has_manifest(name)
-            if complete and kept < self.keep:
-                kept += 1
+            if name == just_saved:
+                seen_complete = True
                 continue
-            # An entry without a manifest that is older than a complete one is a write that died.
-            if complete or kept > 0:
+            complete = self._has_manifest(name)
+            if complete:
+                seen_complete = True
+                if kept < self.keep:
+                    kept += 1
+                    continue
+                self.backend.delete(name)
+            elif seen_complete:
+                # Without a manifest and older than a complete checkpoint: a write that died. A newer one
+                # may still be in progress, so it stays.
                 self.backend.delete(name)
 
     def _has_manifest(self, name: str) -> bool:

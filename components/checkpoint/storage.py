@@ -100,7 +100,14 @@ class FilesystemBackend:
         return (self.root / _check_name(entry) / _check_name(name)).read_bytes()
 
     def delete(self, entry: str) -> None:
-        shutil.rmtree(self.root / _check_name(entry), ignore_errors=True)
+        directory = self.root / _check_name(entry)
+        # Renamed out of sight first, so a reader never finds a manifest whose files are half removed.
+        doomed = self.root / f".deleting-{entry}-{os.getpid()}"
+        try:
+            os.replace(directory, doomed)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 class S3Backend:

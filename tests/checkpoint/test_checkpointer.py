@@ -153,3 +153,60 @@ def test_the_runtime_imports_without_pulumi() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "lazy"
+
+
+def test_a_save_never_deletes_the_checkpoint_it_wrote(tmp_path: Path) -> None:
+    # A run restarted from scratch next to the checkpoints of an earlier, longer run.
+    ckpt = Checkpointer(FilesystemBackend(tmp_path), keep=1)
+    ckpt.save(300, {"s": b"earlier run"})
+    name = ckpt.save(1, {"s": b"this run"})
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    loaded = ckpt.latest()
+    assert loaded is not None and loaded.files == {"s": b"this run"}
+
+
+def test_a_corrupt_newer_checkpoint_does_not_cost_the_one_just_saved(tmp_path: Path) -> None:
+    ckpt = Checkpointer(FilesystemBackend(tmp_path), keep=1)
+    corrupt = ckpt.save(10, {"s": b"ten"})
+    (tmp_path / corrupt / "s").write_bytes(b"bit rot")
+    assert ckpt.latest() is None
+    ckpt.save(3, {"s": b"three"})
+    loaded = ckpt.latest()
+    assert loaded is not None and loaded.step == 3
+
+
+def test_an_unfinished_entry_newer_than_every_checkpoint_is_left_alone(tmp_path: Path) -> None:
+    ckpt = Checkpointer(FilesystemBackend(tmp_path), keep=1)
+    ckpt.backend.write("ckpt-000000000009-00000000000000000000", "s", [b"in progress"])
+    older_torn = "ckpt-000000000001-00000000000000000000"
+    ckpt.backend.write(older_torn, "s", [b"died"])
+    name = ckpt.save(5, {"s": b"five"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name, "ckpt-000000000009-00000000000000000000"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "deleted entries left behind"
+
+
+@pytest.mark.parametrize(
+    ("manifest", "reason"),
+    [
+        ("[1, 2]", "not an object"),
+        ('{"format": 1, "files": {}}', "malformed manifest"),
+        ('{"format": 1, "step": 1, "files": []}', "malformed manifest"),
+        ('{"format": 1, "step": "x", "files": {}}', "malformed manifest"),
+        ('{"format": 1, "step": 1, "files": {"s": "sha"}}', "not an object"),
+        ('{"format": 1, "step": 1, "files": {"../s": {"size": 1, "sha256": "x"}}}', "invalid file name"),
+        ('{"format": 99, "step": 1, "files": {}}', "manifest format 99"),
+    ],
+)
+def test_a_malformed_manifest_is_corrupt_not_a_crash(
+    tmp_path: Path, manifest: str, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ckpt = Checkpointer(FilesystemBackend(tmp_path), keep=5)
+    ckpt.save(1, {"s": b"good"})
+    bad = ckpt.save(2, {"s": b"x"})
+    (tmp_path / bad / MANIFEST).write_text(manifest)
+    with pytest.raises(CorruptCheckpoint, match=reason):
+        ckpt.load(bad)
+    with caplog.at_level(logging.WARNING):
+        loaded = ckpt.latest()
+    assert loaded is not None and loaded.step == 1
+    assert any(f"skipping corrupt checkpoint {bad}" in r.getMessage() for r in caplog.records)
