@@ -36,7 +36,10 @@ class Snapshot:
 
 
 class PreemptionHandler:
-    """A SIGTERM handler that checkpoints ``snapshot()`` within ``budget_seconds`` and exits."""
+    """A SIGTERM handler that checkpoints ``snapshot()`` within ``budget_seconds`` and exits.
+
+    Only the first SIGTERM counts: a second one while saving is ignored, so the budget runs from the first.
+    """
 
     def __init__(
         self,
@@ -54,6 +57,7 @@ class PreemptionHandler:
         self.exit_code = exit_code
         self._exit = exit
         self.stopping = threading.Event()
+        self._saving = threading.Lock()
 
     def install(self) -> PreemptionHandler:
         """Route SIGTERM to this handler; call from the main thread."""
@@ -65,40 +69,50 @@ class PreemptionHandler:
         self.save_and_exit()
 
     def save_and_exit(self) -> None:
-        """Save the latest state within the budget, then exit with ``exit_code``."""
+        """Save the latest state within the budget, then exit with ``exit_code`` (once, however often called).
+
+        A repeated call, such as a second SIGTERM whose handler runs on top of the first, returns at once.
+        """
+        # Non-blocking: a nested handler runs in the thread that holds the lock and must not wait on it.
+        if not self._saving.acquire(blocking=False):
+            return
         started = time.monotonic()
-        log.warning("SIGTERM: saving the latest state within %.0fs", self.budget_seconds)
-        snapshot = self.snapshot()
-        if snapshot is None:
-            log.warning("nothing to save yet; exiting")
-        else:
+        try:
+            log.warning("SIGTERM: saving the latest state within %.0fs", self.budget_seconds)
             outcome: dict[str, Any] = {}
-
-            def save() -> None:
-                try:
-                    outcome["name"] = self.checkpointer.save(snapshot.step, snapshot.files, snapshot.metadata)
-                except BaseException as e:  # reported below; the process exits either way
-                    outcome["error"] = e
-
-            # A thread, so that a save stuck on storage cannot hold the process past its budget.
-            saver = threading.Thread(target=save, name="checkpoint-on-sigterm", daemon=True)
+            # A thread, so that neither taking the snapshot nor a save stuck on storage can hold the
+            # process past its budget.
+            saver = threading.Thread(
+                target=self._save, args=(outcome,), name="checkpoint-on-sigterm", daemon=True
+            )
             saver.start()
             saver.join(max(0.0, self.budget_seconds - (time.monotonic() - started)))
-            elapsed = time.monotonic() - started
             if saver.is_alive():
                 log.error("checkpoint save overran its %.0fs budget; abandoning it", self.budget_seconds)
             elif "error" in outcome:
                 log.error("checkpoint save failed: %r", outcome["error"])
+            elif "name" not in outcome:
+                log.warning("nothing to save yet; exiting")
             else:
                 log.warning(
                     "saved checkpoint %s at step %d in %.1fs (budget %.0fs)",
                     outcome["name"],
-                    snapshot.step,
-                    elapsed,
+                    outcome["step"],
+                    time.monotonic() - started,
                     self.budget_seconds,
                 )
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self._exit(self.exit_code)
+        finally:
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self._exit(self.exit_code)
+
+    def _save(self, outcome: dict[str, Any]) -> None:
+        try:
+            snapshot = self.snapshot()
+            if snapshot is not None:
+                outcome["step"] = snapshot.step
+                outcome["name"] = self.checkpointer.save(snapshot.step, snapshot.files, snapshot.metadata)
+        except BaseException as e:  # reported by save_and_exit; the process exits either way
+            outcome["error"] = e
