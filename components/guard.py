@@ -3,7 +3,7 @@
 The checks read Kubernetes objects as plain dicts, so they apply equally to what the components
 render and to raw specs a user writes. A pod "may run on preemptible nodes" when its required node
 affinity and node selector admit the preemptible compute class and it tolerates the preemptible
-taint (or preemptible nodes are not tainted). For such a pod:
+taint (or preemptible nodes are not tainted, or only with PreferNoSchedule). For such a pod:
 
 * every pod: ``terminationGracePeriodSeconds`` at most the platform's limit;
 * Job pods: ``restartPolicy: Never``, a first pod failure policy rule ignoring ``DisruptionTarget``,
@@ -111,7 +111,12 @@ def may_run_on_preemptible(
     pod_spec: Mapping[str, Any], taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
 ) -> bool:
     """Whether the scheduler could place this pod on a preemptible node."""
-    if taint is not None and not tolerates(pod_spec.get("tolerations") or [], taint):
+    # A PreferNoSchedule taint only discourages: the scheduler still uses the node when others are full.
+    if (
+        taint is not None
+        and taint.effect != "PreferNoSchedule"
+        and not tolerates(pod_spec.get("tolerations") or [], taint)
+    ):
         return False
     node_selector = pod_spec.get("nodeSelector") or {}
     if COMPUTE_CLASS_LABEL in node_selector and node_selector[COMPUTE_CLASS_LABEL] != PREEMPTIBLE:
@@ -212,7 +217,9 @@ def check_pod_spec(
             f"use standard placement: required node affinity {COMPUTE_CLASS_LABEL} NotIn [{PREEMPTIBLE}] "
             "(compute_class=ComputeClass.STANDARD)",
         )
-    grace = pod_spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_SECONDS)
+    grace = pod_spec.get("terminationGracePeriodSeconds")
+    if grace is None:
+        grace = DEFAULT_GRACE_PERIOD_SECONDS
     if grace > GRACE_PERIOD_LIMIT_SECONDS:
         refuse(
             "grace-period",
@@ -261,15 +268,23 @@ def check_pod_spec(
         )
     for i, c in enumerate(pod_spec.get("containers") or []):
         budget = _env_of(c).get(contract.ENV_SAVE_BUDGET, {}).get("value")
-        if budget is not None and float(budget) >= grace:
+        if budget is not None and not _ends_before(budget, grace):
             refuse(
                 "save-budget",
                 f"containers[{i}].env[{contract.ENV_SAVE_BUDGET}]",
                 budget,
-                f"the checkpoint save budget does not end before the grace period ({grace} s)",
+                f"the checkpoint save budget is not a number of seconds that ends before the grace "
+                f"period ({grace} s)",
                 "leave it to the component, or set it below terminationGracePeriodSeconds",
             )
     return found
+
+
+def _ends_before(budget: str, grace_period_seconds: int) -> bool:
+    try:
+        return float(budget) < grace_period_seconds
+    except ValueError:
+        return False
 
 
 def check_manifest(

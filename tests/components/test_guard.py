@@ -19,6 +19,7 @@ from components import (
     Sweep,
     SweepArgs,
     Taint,
+    TrainingRunArgs,
     guard,
     manifests,
 )
@@ -296,3 +297,60 @@ def expr(operator: str, *values: str, key: str = COMPUTE_CLASS_LABEL) -> dict[st
 )
 def test_required_affinity_decides_preemptible(terms: list[list[dict[str, Any]]], expected: bool) -> None:
     assert guard.may_run_on_preemptible(affinity(*terms), None) is expected
+
+
+def test_a_prefer_no_schedule_taint_does_not_keep_critical_pods_off() -> None:
+    soft = Taint(COMPUTE_CLASS_LABEL, "preemptible", "PreferNoSchedule")
+    assert guard.may_run_on_preemptible(UNTOLERATED, soft)
+    unplaced = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "serving"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {CRITICAL_LABEL: "true"}},
+                "spec": {"containers": [{"name": "c", "image": IMAGE}]},
+            }
+        },
+    }
+    assert rules_violated(unplaced, taint=soft) == ["critical-on-preemptible"]
+    standard = BatchInferenceArgs(
+        container=ContainerSpec(image=IMAGE),
+        critical=True,
+        compute_class=ComputeClass.STANDARD,
+        preemptible_taint=soft,
+    )
+    assert guard.check_manifests(manifests.batch_inference("prod", standard), soft) == []
+
+
+def test_a_save_budget_that_is_not_a_number_is_refused_not_a_crash() -> None:
+    job = good_job()
+    for env in pod_spec_of(job)["containers"][0]["env"]:
+        if env["name"] == "CHECKPOINT_SAVE_BUDGET_SECONDS":
+            env["value"] = "$(BUDGET)"
+    (violation,) = guard.check_manifest(job)
+    assert violation.rule == "save-budget"
+    assert "CHECKPOINT_SAVE_BUDGET_SECONDS]='$(BUDGET)'" in str(violation)
+
+
+def test_an_explicit_null_grace_period_is_the_kubernetes_default() -> None:
+    job = good_job()
+    pod_spec_of(job)["terminationGracePeriodSeconds"] = None
+    # Kubernetes' default of 30 s is within the limit, but the component's 270 s save budget is not.
+    assert rules_violated(job) == ["save-budget"]
+
+
+def test_every_component_layout_passes_the_guard() -> None:
+    container = ContainerSpec(image=IMAGE, gpus=1)
+    layouts = [
+        *manifests.batch_job("ft", BatchJobArgs(container=container, checkpoint=SHARED)),
+        *manifests.sweep("s", SweepArgs(container=container, trials=({"lr": 1},), checkpoint=SHARED)),
+        *manifests.batch_inference("i", BatchInferenceArgs(container=container)),
+        *manifests.training_run(
+            "r",
+            TrainingRunArgs(
+                coordinator=container, worker=container, num_workers=2, checkpoint=SHARED, login=container
+            ),
+        ),
+    ]
+    assert guard.check_manifests(layouts) == []
