@@ -77,6 +77,9 @@ class BatchJobArgs:
     once (a bug, not bad luck). ``backoff_limit`` counts real failures only: preemptions are ignored.
     All pods of the Job share one checkpoint directory, so with ``parallelism`` above 1 only one of them
     should save; for per-pod checkpoints use a :class:`SweepArgs` (Indexed Job) instead.
+    ``ttl_seconds_after_finished`` lets Kubernetes delete the finished Job behind Pulumi's back: after a
+    ``pulumi refresh`` the next ``pulumi up`` creates it again, and the run starts over from its last
+    checkpoint.
     """
 
     container: ContainerSpec

@@ -41,6 +41,14 @@ RESERVED_ENV = frozenset(
     value for key, value in vars(contract).items() if key.startswith("ENV_") and isinstance(value, str)
 )
 
+JOB_READY_ANNOTATIONS: Mapping[str, str] = {"pulumi.com/waitFor": "jsonpath={.status.startTime}"}
+"""On every Job: ready once the Job controller has started it.
+
+pulumi-kubernetes otherwise waits for a Job to complete, which fails ``pulumi up`` after 10 minutes
+for a run that takes days. Not ``skipAwait``: that also skips waiting for deletion, so replacing a
+Job under the same name would race the old one's removal.
+"""
+
 DISRUPTION_RULE: Mapping[str, Any] = {
     "action": "Ignore",
     "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}],
@@ -242,14 +250,18 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(name, namespace, labels),
+        "metadata": {**_metadata(name, namespace, labels), "annotations": dict(JOB_READY_ANNOTATIONS)},
         "spec": spec,
     }
 
 
+def _at_least(name: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
 def _positive(name: str, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
+    _at_least(name, value, 1)
 
 
 # --- components ------------------------------------------------------------------------------
@@ -280,8 +292,9 @@ def checkpoint_store(args: CheckpointStoreArgs) -> list[Manifest]:
 def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
     """A Job that survives preemption: disruptions ignored, checkpoints mounted, resume on restart."""
     job_name = args.job_name or name
-    for field_name in ("completions", "parallelism"):
+    for field_name in ("completions", "parallelism", "grace_period_seconds"):
         _positive(field_name, getattr(args, field_name))
+    _at_least("backoff_limit", args.backoff_limit, 0)
     labels = labels_for(job_name, "batch", args.labels)
     binding = checkpoint_binding(args.checkpoint, job_name, args.keep_checkpoints, args.grace_period_seconds)
     placement = placement_for(args.compute_class, selector_for(job_name, "batch"), args.preemptible_taint)
@@ -323,6 +336,10 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
     sweep_name = args.sweep_name or name
     if not args.trials:
         raise ValueError("trials is empty: give at least one trial's parameters")
+    if args.parallelism is not None:
+        _positive("parallelism", args.parallelism)
+    _positive("grace_period_seconds", args.grace_period_seconds)
+    _at_least("backoff_limit_per_index", args.backoff_limit_per_index, 0)
     count = len(args.trials)
     max_failed = args.max_failed_indexes if args.max_failed_indexes is not None else (count + 1) // 2
     if not 0 <= max_failed <= count:
@@ -362,7 +379,7 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
     job_fields: Manifest = {
         "completionMode": "Indexed",
         "completions": count,
-        "parallelism": args.parallelism or count,
+        "parallelism": count if args.parallelism is None else args.parallelism,
         "backoffLimitPerIndex": args.backoff_limit_per_index,
         "maxFailedIndexes": max_failed,
     }
@@ -437,6 +454,8 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
     """Headless Service, coordinator Job (standard nodes), worker Indexed Job (preemptible), optional login."""
     run = args.run_name or name
     _positive("num_workers", args.num_workers)
+    _positive("grace_period_seconds", args.grace_period_seconds)
+    _at_least("backoff_limit", args.backoff_limit, 0)
     service_name = f"{run}-coordinator"
     host = coordinator_host(service_name, args.namespace)
     port = str(args.coordinator_port)

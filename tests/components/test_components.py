@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -432,3 +433,75 @@ def test_checkpoint_store_registers_its_outputs(program: Program) -> None:
         ).claim_name.apply(claims.append)
     )
     assert claims == ["ckpt"]
+
+
+# --- every Job -------------------------------------------------------------------------------
+
+
+def test_pulumi_waits_for_jobs_to_start_not_to_finish() -> None:
+    from components import manifests
+
+    container = ContainerSpec(image=IMAGE)
+    jobs = [
+        m
+        for m in (
+            *manifests.batch_job("ft", BatchJobArgs(container=container, checkpoint=SHARED)),
+            *manifests.sweep("s", SweepArgs(container=container, trials=TRIALS, checkpoint=SHARED)),
+            *manifests.training_run(
+                "r",
+                TrainingRunArgs(coordinator=container, worker=container, num_workers=2, checkpoint=SHARED),
+            ),
+        )
+        if m["kind"] == "Job"
+    ]
+    assert len(jobs) == 4
+    for job in jobs:
+        assert job["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.status.startTime}"}
+        assert "pulumi.com/skipAwait" not in job["metadata"]["annotations"]
+        assert_schema_valid(job)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: BatchJob(
+                "ft", BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, backoff_limit=-1)
+            ),
+            "backoff_limit must be >= 0, got -1",
+        ),
+        (
+            lambda: BatchJob(
+                "ft",
+                BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, grace_period_seconds=0),
+            ),
+            "grace_period_seconds must be >= 1, got 0",
+        ),
+        (
+            lambda: Sweep(
+                "s",
+                SweepArgs(
+                    container=ContainerSpec(image=IMAGE), trials=TRIALS, checkpoint=SHARED, parallelism=0
+                ),
+            ),
+            "parallelism must be >= 1, got 0",
+        ),
+        (
+            lambda: Sweep(
+                "s",
+                SweepArgs(
+                    container=ContainerSpec(image=IMAGE),
+                    trials=TRIALS,
+                    checkpoint=SHARED,
+                    backoff_limit_per_index=-1,
+                ),
+            ),
+            "backoff_limit_per_index must be >= 0, got -1",
+        ),
+    ],
+)
+def test_values_the_api_server_would_reject_fail_at_preview(
+    build: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        build()
