@@ -5,7 +5,8 @@ in-process with :func:`emulator.server.start_emulator`. Tests steer it through t
 ``/_emulator`` (see :mod:`emulator.admin` and :class:`emulator.admin_client.AdminClient`).
 
 Modules: ``catalog`` (regions, GPU types, drivers), ``lifecycle`` (emulated durations and schedules),
-``records`` (stored state), ``validation`` (the service's request rules), ``state`` (the simulated
-platform), ``render`` (records as API models), ``store`` (SQLite), ``app``/``admin`` (HTTP), ``server``
-(background thread), ``__main__`` (CLI).
+``records`` (stored state), ``validation`` (the service's request rules), ``intake`` (requests into
+records), ``simulation`` (nodes, pools and timed actions), ``faults`` (injected faults), ``state`` (the
+platform's atomic operations), ``render`` (records as API models), ``store`` (SQLite), ``app``/``admin``
+(HTTP), ``server`` (background thread), ``__main__`` (CLI).
 """

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
+from .faults import FailedOutcome, FaultSpec
 from .state import Platform
 
 
@@ -25,19 +26,8 @@ class CapacityBody(_Body):
     preemptible_gpus: int
 
 
-class FaultBody(_Body):
-    status: int | None = Field(default=None, ge=400, le=599)
-    count: int = Field(default=1, ge=1)
-    path: str = "/v1/"
-    method: str | None = None
-    delay_s: float = Field(default=0.0, ge=0)
-    after_commit: bool = False
-    retry_after: float | None = Field(default=None, ge=0)
-    message: str | None = None
-
-
 class ProvisioningFaultBody(_Body):
-    outcome: Literal["acceptance_tests_failed", "nccl_tests_failed", "stuck"]
+    outcome: FailedOutcome
     count: int = 1
 
 
@@ -51,6 +41,7 @@ class SettingsBody(_Body):
 
 
 def router(platform: Platform) -> APIRouter:
+    """The admin routes, steering ``platform``."""
     r = APIRouter(prefix="/_emulator", include_in_schema=False)
 
     @r.post("/preempt")
@@ -66,8 +57,8 @@ def router(platform: Platform) -> APIRouter:
         return {"pools": platform.capacity()}
 
     @r.post("/faults")
-    def add_fault(body: FaultBody) -> dict[str, Any]:
-        return platform.add_fault(**body.model_dump()).model_dump()
+    def add_fault(body: FaultSpec) -> dict[str, Any]:
+        return platform.add_fault(body).model_dump()
 
     @r.get("/faults")
     def list_faults() -> dict[str, Any]:

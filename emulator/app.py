@@ -27,8 +27,8 @@ from provider.models import (
 from . import admin
 from .auth import Caller, caller_for_key
 from .errors import EmulatorError
+from .faults import FaultRule
 from .http_errors import ErrorResponse, describe_validation_error, error_response, from_emulator_error
-from .records import FaultRule
 from .state import Platform
 
 _log = logging.getLogger("emulator")

@@ -6,7 +6,8 @@ default speed of 60 turns into about ten seconds of wall time.
 
 from __future__ import annotations
 
-from .records import ProvisioningOutcome, Timed
+from .faults import ProvisioningOutcome
+from .records import Timed
 
 # Offsets from cluster creation at which each bring-up phase starts.
 CLUSTER_PHASE_OFFSETS: tuple[tuple[str, float], ...] = (
@@ -90,12 +91,18 @@ def node_schedule(appears_at: float, boots: bool = True) -> list[Timed]:
 
 
 def control_plane_schedule(created_at: float) -> list[Timed]:
+    """The control plane node appears shortly after creation and is running before the data plane."""
     start = created_at + CONTROL_PLANE_START_S
     return [
         Timed(phase="NODE_PHASE_PENDING", at=start),
         Timed(phase="NODE_PHASE_BOOTING", at=start + NODE_BOOTING_AFTER_S),
         Timed(phase="NODE_PHASE_RUNNING", at=start + CONTROL_PLANE_RUNNING_AFTER_S),
     ]
+
+
+def deleting_phase(at: float) -> Timed:
+    """The phase a cluster enters when its deletion is requested."""
+    return Timed(phase="CLUSTER_PHASE_DELETING", at=at)
 
 
 def visible(schedule: list[Timed], now: float) -> list[Timed]:

@@ -10,10 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from provider.models import BillingType, ClusterType, GpuType
+
 from .catalog import GPUS_PER_NODE
+from .faults import ProvisioningOutcome
 
 ComputeClass = Literal["standard", "preemptible"]
-ProvisioningOutcome = Literal["ready", "acceptance_tests_failed", "nccl_tests_failed", "stuck"]
 
 
 class Timed(BaseModel):
@@ -24,6 +26,8 @@ class Timed(BaseModel):
 
 
 class NodeRecord(BaseModel):
+    """A node: its phase schedule, and when it was cordoned, is due for removal, or was deleted."""
+
     node_id: str
     instance_id: str
     compute_class: ComputeClass
@@ -34,10 +38,13 @@ class NodeRecord(BaseModel):
 
     @property
     def appears_at(self) -> float:
+        """When the node shows up in the cluster (its first phase)."""
         return self.schedule[0].at
 
 
 class EventRecord(BaseModel):
+    """A node lifecycle event (``TogetherScaledUp``, ...); ``at`` may lie ahead of the clock."""
+
     node_id: str
     reason: str
     message: str
@@ -53,9 +60,9 @@ class ClusterRecord(BaseModel):
     project_id: str
     cluster_name: str
     region: str
-    gpu_type: str
-    billing_type: str
-    cluster_type: str
+    gpu_type: GpuType
+    billing_type: BillingType
+    cluster_type: ClusterType
     num_gpus: int
     desired_preemptible_gpus: int
     num_reserved_gpus: int
@@ -65,7 +72,8 @@ class ClusterRecord(BaseModel):
     kube_token: str
     outcome: ProvisioningOutcome = "ready"
     schedule: list[Timed]
-    control_plane: NodeRecord
+    # None once a deletion began before the control plane node appeared.
+    control_plane: NodeRecord | None
     nodes: list[NodeRecord] = Field(default_factory=list)
     deleted_nodes: list[NodeRecord] = Field(default_factory=list)
     events: list[EventRecord] = Field(default_factory=list)
@@ -80,28 +88,13 @@ class ClusterRecord(BaseModel):
 
     @property
     def deleting(self) -> bool:
+        """Whether a delete was requested (the cluster lingers as Deleting for a while)."""
         return self.deleting_since is not None
 
     def live(self, compute_class: ComputeClass) -> list[NodeRecord]:
+        """The cluster's nodes of one class, including ones not yet visible and cordoned ones."""
         return [n for n in self.nodes if n.compute_class == compute_class]
 
     @property
     def allocated_preemptible_gpus(self) -> int:
         return GPUS_PER_NODE * len(self.live("preemptible"))
-
-
-class FaultRule(BaseModel):
-    """An HTTP fault for the next ``count`` requests matching ``method`` and the ``path`` prefix."""
-
-    id: str
-    count: int = Field(ge=1)
-    status: int | None = Field(default=None, ge=400, le=599)
-    path: str = "/v1/"
-    method: str | None = None
-    delay_s: float = Field(default=0.0, ge=0)
-    after_commit: bool = False
-    retry_after: float | None = Field(default=None, ge=0)
-    message: str | None = None
-
-    def matches(self, method: str, path: str) -> bool:
-        return path.startswith(self.path) and (self.method is None or self.method.upper() == method.upper())

@@ -90,17 +90,21 @@ def gpu_worker_node(node: NodeRecord, now: float) -> GPUWorkerNode:
     )
 
 
-def _control_plane_node(record: ClusterRecord, now: float) -> ControlPlaneNode:
+def _control_plane_nodes(record: ClusterRecord, now: float) -> list[ControlPlaneNode]:
     node = record.control_plane
-    return ControlPlaneNode(
-        host_name=node.node_id,
-        memory_gib=64.0,
-        network="10.0.0.0/24",
-        node_id=node.node_id,
-        num_cpu_cores=16,
-        phase_transitions=_node_transitions(node, now),
-        status=_node_status(node, now),
-    )
+    if node is None or node.appears_at > now:
+        return []
+    return [
+        ControlPlaneNode(
+            host_name=node.node_id,
+            memory_gib=64.0,
+            network="10.0.0.0/24",
+            node_id=node.node_id,
+            num_cpu_cores=16,
+            phase_transitions=_node_transitions(node, now),
+            status=_node_status(node, now),
+        )
+    ]
 
 
 def _phase_at(record: ClusterRecord, now: float) -> str:
@@ -122,9 +126,7 @@ def cluster(record: ClusterRecord, now: float) -> Cluster:
         "cluster_id": record.cluster_id,
         "cluster_name": record.cluster_name,
         "cluster_type": record.cluster_type,
-        "control_plane_nodes": [_control_plane_node(record, now)]
-        if record.control_plane.appears_at <= now
-        else [],
+        "control_plane_nodes": _control_plane_nodes(record, now),
         "cuda_version": record.driver["cuda_version"],
         "desired_preemptible_gpus": record.desired_preemptible_gpus,
         "gpu_type": record.gpu_type,
@@ -151,7 +153,7 @@ def cluster(record: ClusterRecord, now: float) -> Cluster:
             NodeLifecycleEvent(
                 node_id=e.node_id, reason=e.reason, message=e.message, timestamp=to_datetime(e.at)
             )
-            for e in record.events
+            for e in sorted(record.events, key=lambda e: e.at)
             if e.at <= now
         ],
         "nvidia_driver_version_id": record.driver["id"],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +25,22 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        # Each cluster's JSON as last written, so a save only writes the clusters that changed.
+        self._written: dict[str, str] = {}
 
     def load(self) -> tuple[dict[str, Any] | None, list[str]]:
         """The saved platform document (``None`` for a new file) and every cluster's JSON."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'platform'").fetchone()
-        clusters = [data for (data,) in self._db.execute("SELECT data FROM clusters")]
-        return (json.loads(row[0]) if row else None), clusters
+        self._written = dict(self._db.execute("SELECT cluster_id, data FROM clusters").fetchall())
+        return (json.loads(row[0]) if row else None), list(self._written.values())
 
-    def save(self, meta: dict[str, Any], changed: dict[str, str], removed: set[str]) -> None:
-        """Write the platform document and the changed clusters in one transaction."""
+    def save(self, meta: dict[str, Any], clusters: dict[str, str]) -> None:
+        """Write the platform document and every cluster (by id) in one transaction.
+
+        Clusters unchanged since the last save are not written again; clusters missing are deleted.
+        """
+        changed = {cid: data for cid, data in clusters.items() if self._written.get(cid) != data}
+        removed = set(self._written) - set(clusters)
         with self._transaction():
             self._db.execute(
                 "INSERT INTO meta (key, value) VALUES ('platform', ?) "
@@ -44,20 +53,18 @@ class Store:
                 list(changed.items()),
             )
             self._db.executemany("DELETE FROM clusters WHERE cluster_id = ?", [(cid,) for cid in removed])
+        self._written = dict(clusters)
 
     def close(self) -> None:
+        """Close the file; the store is unusable afterwards."""
         self._db.close()
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
-
-
-class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
         self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")

@@ -5,11 +5,14 @@ Shape and types are already checked by the request models; these are the platfor
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from provider.models import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
 
 from . import catalog
 from .catalog import GPUS_PER_NODE
 from .errors import invalid
+from .records import ClusterRecord
 
 
 def check_gpu_count(field: str, value: int, minimum: int) -> None:
@@ -75,42 +78,38 @@ def check_create(req: ClusterCreateRequest) -> RegionDriverVersion:
                 f"shared_volume.size_tib must be at least 1; got {req.shared_volume.size_tib}",
                 "shared_volume.size_tib",
             )
+    if req.duration_days is not None and req.duration_days < 1:
+        raise invalid(f"duration_days must be at least 1; got {req.duration_days}", "duration_days")
     for i, add_on in enumerate(req.add_ons or []):
         if not add_on.name.strip():
             raise invalid(f"add_ons[{i}].name must not be empty; got {add_on.name!r}", f"add_ons.{i}.name")
     return driver
 
 
-def check_update(
-    req: ClusterUpdateRequest,
-    billing_type: str,
-    current_num_gpus: int,
-    has_capacity_pool: bool,
-    add_on_names: set[str],
-) -> None:
+def check_update(req: ClusterUpdateRequest, record: ClusterRecord) -> None:
     """Refuse an update the platform would refuse, given the cluster's current settings."""
-    num_gpus = current_num_gpus if req.num_gpus is None else req.num_gpus
+    num_gpus = record.num_gpus if req.num_gpus is None else req.num_gpus
     if req.num_gpus is not None:
         check_gpu_count("num_gpus", req.num_gpus, GPUS_PER_NODE)
     if req.num_preemptible_gpus is not None:
         check_gpu_count("num_preemptible_gpus", req.num_preemptible_gpus, 0)
-    if req.num_reserved_gpus is not None and billing_type != "RESERVED":
+    if req.num_reserved_gpus is not None and record.billing_type != "RESERVED":
         raise invalid(
-            f"num_reserved_gpus applies to RESERVED clusters only; this cluster is {billing_type}",
+            f"num_reserved_gpus applies to RESERVED clusters only; this cluster is {record.billing_type}",
             "num_reserved_gpus",
         )
-    _check_split(billing_type, num_gpus, req.num_reserved_gpus, req.num_capacity_pool_gpus)
-    if req.num_capacity_pool_gpus and not has_capacity_pool:
+    _check_split(record.billing_type, num_gpus, req.num_reserved_gpus, req.num_capacity_pool_gpus)
+    if req.num_capacity_pool_gpus and "capacity_pool_id" not in record.echoed:
         raise invalid(
             "num_capacity_pool_gpus is only valid for clusters created with a capacity_pool_id; "
             f"got {req.num_capacity_pool_gpus}",
             "num_capacity_pool_gpus",
         )
-    if req.reservation_end_time is not None and billing_type == "ON_DEMAND":
-        raise invalid(
-            "reservation_end_time is only accepted for prepaid clusters; this cluster is ON_DEMAND",
-            "reservation_end_time",
-        )
+    if req.cluster_type == "SLURM" and not record.echoed.get("slurm_shm_size_gib"):
+        raise invalid("cluster_type SLURM needs slurm_shm_size_gib, which this cluster lacks", "cluster_type")
+    if req.reservation_end_time is not None:
+        _check_new_reservation_end(req.reservation_end_time, record)
+    add_on_names = {a["name"] for a in record.add_ons}
     for i, add_on in enumerate(req.add_ons or []):
         if add_on.name not in add_on_names:
             raise invalid(
@@ -118,23 +117,30 @@ def check_update(
             )
 
 
+def _check_new_reservation_end(end: datetime, record: ClusterRecord) -> None:
+    if record.billing_type == "ON_DEMAND":
+        raise invalid(
+            "reservation_end_time is only accepted for prepaid clusters; this cluster is ON_DEMAND",
+            "reservation_end_time",
+        )
+    start = record.echoed.get("reservation_start_time")
+    if start is not None and end <= datetime.fromisoformat(start):
+        raise invalid(
+            f"reservation_end_time must be after reservation_start_time ({start}); got {end.isoformat()}",
+            "reservation_end_time",
+        )
+
+
 def _check_split(billing_type: str, num_gpus: int, reserved: int | None, capacity_pool: int | None) -> None:
-    if reserved is not None:
-        check_gpu_count("num_reserved_gpus", reserved, 0)
-        if reserved > num_gpus:
-            raise invalid(
-                f"num_reserved_gpus must not exceed num_gpus ({num_gpus}); got {reserved}",
-                "num_reserved_gpus",
-            )
-        if reserved and billing_type != "RESERVED":
-            raise invalid(
-                f"num_reserved_gpus applies to RESERVED clusters only; got {reserved} with billing_type {billing_type}",
-                "num_reserved_gpus",
-            )
-    if capacity_pool is not None:
-        check_gpu_count("num_capacity_pool_gpus", capacity_pool, 0)
-        if capacity_pool > num_gpus:
-            raise invalid(
-                f"num_capacity_pool_gpus must not exceed num_gpus ({num_gpus}); got {capacity_pool}",
-                "num_capacity_pool_gpus",
-            )
+    """The reserved and capacity-pool shares are whole nodes and each at most ``num_gpus``."""
+    for field, share in (("num_reserved_gpus", reserved), ("num_capacity_pool_gpus", capacity_pool)):
+        if share is None:
+            continue
+        check_gpu_count(field, share, 0)
+        if share > num_gpus:
+            raise invalid(f"{field} must not exceed num_gpus ({num_gpus}); got {share}", field)
+    if reserved and billing_type != "RESERVED":
+        raise invalid(
+            f"num_reserved_gpus applies to RESERVED clusters only; got {reserved} with billing_type {billing_type}",
+            "num_reserved_gpus",
+        )

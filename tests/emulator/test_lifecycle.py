@@ -146,3 +146,66 @@ def test_clock_runs_at_speed(http: Any, admin: Any) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.1)
     admin.set_speed(0)
+
+
+def test_scaling_down_a_node_that_never_appeared_leaves_no_trace(sdk: Any, admin: Any) -> None:
+    client = sdk()
+    cluster = client.clusters.create(**create_body())
+    admin.advance(30)
+    client.clusters.update(cluster.cluster_id, num_gpus=16)
+    client.clusters.update(cluster.cluster_id, num_gpus=8)
+    admin.advance(600)
+    done = client.clusters.retrieve(cluster.cluster_id)
+    assert len(done.gpu_worker_nodes) == 1 and not done.deleted_gpu_worker_nodes
+    assert done.node_lifecycle_events == []
+
+
+def test_deletion_stops_provisioning_where_it_is(http: Any, admin: Any) -> None:
+    client = http()
+    late = client.post("/v1/compute/clusters", json=create_body(cluster_name="late")).json()["cluster_id"]
+    admin.advance(120)
+    early = client.post("/v1/compute/clusters", json=create_body(cluster_name="early")).json()["cluster_id"]
+    admin.advance(5)
+    for cluster_id in (early, late):
+        client.delete(f"/v1/compute/clusters/{cluster_id}")
+    admin.advance(50)
+    # Deleted before its control plane appeared: none ever shows up.
+    assert _get(client, early).control_plane_nodes == []
+    deleting = _get(client, late)
+    assert deleting.status == "Deleting"
+    assert [n.status for n in deleting.gpu_worker_nodes] == ["Pending"]
+    assert [t.phase for t in deleting.phase_transitions][-2:] == [
+        "CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES",
+        "CLUSTER_PHASE_DELETING",
+    ]
+    assert deleting.control_plane_ready is False
+
+
+def test_stuck_cluster_gets_no_running_node_of_any_class(http: Any, admin: Any) -> None:
+    admin.add_provisioning_fault("stuck")
+    client = http()
+    body = create_body(num_preemptible_gpus=8)
+    cluster_id = client.post("/v1/compute/clusters", json=body).json()["cluster_id"]
+    admin.advance(3600)
+    cluster = _get(client, cluster_id)
+    assert cluster.allocated_preemptible_gpus == 8
+    assert [n.status for n in cluster.gpu_worker_nodes] == ["Pending", "Pending"]
+
+
+def test_events_are_in_time_order(sdk: Any, admin: Any) -> None:
+    client = sdk()
+    cluster = client.clusters.create(**create_body(num_preemptible_gpus=8))
+    admin.advance(30)
+    # Scheduled to appear with the data plane at 120 s, after the preemption below.
+    client.clusters.update(cluster.cluster_id, num_gpus=16)
+    admin.advance(10)
+    admin.preempt(cluster.cluster_id)
+    admin.advance(200)
+    events = client.clusters.retrieve(cluster.cluster_id).node_lifecycle_events or []
+    assert [e.reason for e in events] == ["TogetherScaledUp", "TogetherPreempted", "TogetherScaledUp"]
+    assert [e.timestamp for e in events] == sorted(e.timestamp for e in events)
+
+
+def test_duration_days_shows_as_duration_hours(sdk: Any) -> None:
+    body = create_body(billing_type="RESERVED", duration_days=3)
+    assert sdk().clusters.create(**body).duration_hours == 72

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from emulator.clock import EmulatedClock
 from emulator.errors import EmulatorError
+from emulator.faults import FaultSpec
 from emulator.state import Platform
 from emulator.store import Store
 from provider.models import ClusterCreateRequest, ClusterUpdateRequest
@@ -87,3 +90,68 @@ def test_store_round_trip(tmp_path: Path) -> None:
         == 32
     )
     store.close()
+
+
+def test_set_clock_checks_everything_before_changing_anything() -> None:
+    platform = _platform()
+    for speed, advance_s, param in [
+        (5.0, -1.0, "advance_s"),
+        (5.0, math.inf, "advance_s"),
+        (5.0, 1e300, "advance_s"),
+        (math.nan, 10.0, "speed"),
+        (1e12, 10.0, "speed"),
+    ]:
+        with pytest.raises(EmulatorError) as err:
+            platform.set_clock(speed=speed, advance_s=advance_s)
+        assert err.value.param == param
+        assert (platform.clock.speed, platform.clock.now()) == (0, START)
+    assert platform.set_clock(speed=0, advance_s=60)["now_s"] == START + 60
+    with pytest.raises(EmulatorError):
+        platform.settings(grace_seconds=math.inf)
+
+
+def test_restart_resumes_pending_fills_deletions_preemptions_and_faults(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.sqlite")
+    platform = _platform(store)
+    platform.set_capacity(REGION, GPU, 16)
+    waiting = _create(platform, cluster_name="waiting", num_preemptible_gpus=8)
+    preempted = _create(platform, cluster_name="preempted", num_preemptible_gpus=8)
+    platform.clock.advance(30)
+    platform.preempt(preempted)
+    going = _create(platform, cluster_name="going")
+    platform.delete_cluster("owner", going)
+    platform.add_fault(FaultSpec(status=503, count=2))
+    platform.add_provisioning_faults("stuck")
+    # Both clusters got their 8 GPUs; "waiting" now wants 8 more, which the refilled pool grants 30 s later.
+    platform.update_cluster("owner", waiting, ClusterUpdateRequest(num_preemptible_gpus=16))
+    platform.set_capacity(REGION, GPU, 8)
+    platform.flush()
+    store.close()
+
+    store = Store(tmp_path / "state.sqlite")
+    restored = Platform(store=store, speed=0, grace_seconds=None)
+    assert [f.count for f in restored.list_faults()] == [2]
+    assert restored.pending_provisioning_faults() == ["stuck"]
+    restored.clock.advance(300)
+    assert restored.get_cluster("owner", waiting).allocated_preemptible_gpus == 16
+    assert restored.get_cluster("owner", preempted).allocated_preemptible_gpus == 0
+    with pytest.raises(EmulatorError):
+        restored.get_cluster("owner", going)
+    store.close()
+
+
+def test_parallel_preemptions_never_pick_the_same_node() -> None:
+    platform = _platform()
+    platform.set_capacity(REGION, GPU, 64)
+    cluster_id = _create(platform, num_preemptible_gpus=64)
+    platform.clock.advance(30)
+
+    def preempt(_: int) -> list[str]:
+        return list(platform.preempt(cluster_id)["preempted"])
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        victims = [v for batch in pool.map(preempt, range(8)) for v in batch]
+    assert len(victims) == len(set(victims)) == 8
+    with pytest.raises(EmulatorError) as err:
+        platform.preempt(cluster_id)
+    assert err.value.status == 409

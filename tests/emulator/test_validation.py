@@ -45,6 +45,8 @@ CREATE_CASES = [
         "shared_volume.region",
         "us-east-2",
     ),
+    ({"billing_type": "RESERVED", "duration_days": 0}, "duration_days", "got 0"),
+    ({"billing_type": "RESERVED", "num_reserved_gpus": 16}, "num_reserved_gpus", "got 16"),
 ]
 
 
@@ -108,6 +110,39 @@ def test_update_rules(http: Any, body: dict[str, Any], param: str, in_message: s
     assert reply.json()["error"]["param"] == param
     assert in_message in reply.json()["error"]["message"]
     assert client.get(f"/v1/compute/clusters/{cluster['cluster_id']}").json()["num_gpus"] == 8
+
+
+def test_update_rules_that_depend_on_the_cluster(http: Any) -> None:
+    client = http()
+    scheduled = create_body(
+        billing_type="SCHEDULED_CAPACITY",
+        reservation_start_time="2030-01-01T00:00:00Z",
+        reservation_end_time="2030-01-08T00:00:00Z",
+    )
+    cluster_id = client.post("/v1/compute/clusters", json=scheduled).json()["cluster_id"]
+    url = f"/v1/compute/clusters/{cluster_id}"
+    early = client.put(url, json={"reservation_end_time": "2029-12-31T00:00:00Z"})
+    assert early.status_code == 400 and early.json()["error"]["param"] == "reservation_end_time"
+    assert "2029-12-31" in early.json()["error"]["message"]
+    later = client.put(url, json={"reservation_end_time": "2030-02-01T00:00:00Z"})
+    assert later.status_code == 200 and later.json()["reservation_end_time"].startswith("2030-02-01")
+
+
+def test_shares_follow_a_smaller_num_gpus(http: Any) -> None:
+    client = http()
+    reserved = client.post(
+        "/v1/compute/clusters", json=create_body(cluster_name="r", billing_type="RESERVED", num_gpus=16)
+    ).json()
+    pooled = client.post(
+        "/v1/compute/clusters",
+        json=create_body(cluster_name="p", num_gpus=16, capacity_pool_id="cp-1", num_capacity_pool_gpus=16),
+    ).json()
+    assert reserved["num_reserved_gpus"] == 16 and pooled["num_capacity_pool_gpus"] == 16
+    shrunk = [
+        client.put(f"/v1/compute/clusters/{c['cluster_id']}", json={"num_gpus": 8}).json()
+        for c in (reserved, pooled)
+    ]
+    assert shrunk[0]["num_reserved_gpus"] == 8 and shrunk[1]["num_capacity_pool_gpus"] == 8
 
 
 def test_sdk_raises_bad_request(sdk: Any) -> None:

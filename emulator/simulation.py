@@ -1,0 +1,252 @@
+"""Clusters, their nodes and the preemptible pools, moved along by timed actions.
+
+Three kinds of action are due at a given emulated time: removing a preempted node once its grace period is
+over, finishing a deletion, and handing free preemptible capacity to a cluster short of its target.
+:meth:`Simulation.advance_to` applies every due action in time order, so whether the clock is read often or
+rarely, the outcome is the same. Nothing here locks, stores or speaks HTTP; the platform does that.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Literal
+
+from provider.models import REASON_PREEMPTED, REASON_SCALED_DOWN, REASON_SCALED_UP
+
+from . import catalog
+from .catalog import DEFAULT_PREEMPTIBLE_POOL_GPUS, GPUS_PER_NODE
+from .errors import conflict
+from .lifecycle import (
+    DATA_PLANE_START_S,
+    DELETE_DURATION_S,
+    PREEMPTIBLE_FILL_DELAY_S,
+    deleting_phase,
+    node_schedule,
+    visible,
+)
+from .records import ClusterRecord, ComputeClass, EventRecord, NodeRecord
+
+ActionKind = Literal["remove", "delete", "fill"]
+# When actions fall due at the same moment: removals free nodes before deletions and fills look at them.
+_ACTION_ORDER: dict[ActionKind, int] = {"remove": 0, "delete": 1, "fill": 2}
+
+
+def pool_key(region: str, gpu_type: str) -> str:
+    """The key of the preemptible pool shared by clusters of one region and GPU type."""
+    return f"{region}/{gpu_type}"
+
+
+def default_pools() -> dict[str, int]:
+    """Free preemptible GPUs of every pool after start or reset."""
+    return {pool_key(r, g): DEFAULT_PREEMPTIBLE_POOL_GPUS for r, g in catalog.pool_keys()}
+
+
+class Simulation:
+    """Every cluster (of every owner) and the free GPUs of every preemptible pool."""
+
+    def __init__(self) -> None:
+        self.clusters: dict[str, ClusterRecord] = {}
+        self.pools: dict[str, int] = default_pools()
+        self.seq = 0
+
+    def ordered(self) -> list[ClusterRecord]:
+        """Clusters in creation order."""
+        return sorted(self.clusters.values(), key=lambda c: c.seq)
+
+    # --- time -----------------------------------------------------------------------------------
+
+    def advance_to(self, now: float) -> None:
+        """Apply every timed action due by ``now``, earliest first."""
+        while (due := self._next_action(now)) is not None:
+            at, kind, record, node = due
+            if kind == "remove" and node is not None:
+                self._remove_preempted(record, node, at)
+            elif kind == "delete":
+                self._finish_delete(record, at)
+            else:
+                self._fill(record, at)
+
+    def _next_action(self, now: float) -> tuple[float, ActionKind, ClusterRecord, NodeRecord | None] | None:
+        best: tuple[tuple[float, int, int], ActionKind, ClusterRecord, NodeRecord | None] | None = None
+        for record in self.clusters.values():
+            due: list[tuple[float, ActionKind, NodeRecord | None]] = [
+                (n.remove_at, "remove", n) for n in record.nodes if n.remove_at is not None
+            ]
+            if record.delete_done_at is not None:
+                due.append((record.delete_done_at, "delete", None))
+            if record.fill_at is not None:
+                due.append((record.fill_at, "fill", None))
+            for at, kind, node in due:
+                rank = (at, _ACTION_ORDER[kind], record.seq)
+                if at <= now and (best is None or rank < best[0]):
+                    best = (rank, kind, record, node)
+        return None if best is None else (best[0][0], best[1], best[2], best[3])
+
+    def _remove_preempted(self, record: ClusterRecord, node: NodeRecord, at: float) -> None:
+        # The reclaimed GPUs went to whoever preempted them, so the pool does not get them back.
+        record.nodes.remove(node)
+        node.remove_at = None
+        node.deleted_at = at
+        record.deleted_nodes.append(node)
+        self._want_fill(record, at)
+
+    def _finish_delete(self, record: ClusterRecord, at: float) -> None:
+        returned = GPUS_PER_NODE * len([n for n in record.live("preemptible") if n.cordoned_at is None])
+        del self.clusters[record.cluster_id]
+        if returned:
+            self._release(pool_key(record.region, record.gpu_type), returned, at)
+
+    def _fill(self, record: ClusterRecord, at: float) -> None:
+        record.fill_at = None
+        key = pool_key(record.region, record.gpu_type)
+        missing = (record.desired_preemptible_gpus - record.allocated_preemptible_gpus) // GPUS_PER_NODE
+        granted = max(0, min(missing, self.pools.get(key, 0) // GPUS_PER_NODE))
+        for _ in range(granted):
+            self.pools[key] -= GPUS_PER_NODE
+            self._add_node(record, "preemptible", at, event=True)
+
+    def _want_fill(self, record: ClusterRecord, at: float) -> None:
+        """Have the fulfillment worker look at the cluster soon, if it is short and its pool is not empty."""
+        short = record.desired_preemptible_gpus > record.allocated_preemptible_gpus
+        has_free = self.pools.get(pool_key(record.region, record.gpu_type), 0) >= GPUS_PER_NODE
+        if record.deleting or not short or not has_free:
+            return
+        due = at + PREEMPTIBLE_FILL_DELAY_S
+        record.fill_at = due if record.fill_at is None else min(record.fill_at, due)
+
+    def _release(self, key: str, gpus: int, at: float) -> None:
+        """Return GPUs to a pool; clusters of that pool short of their target get a look."""
+        self.pools[key] = self.pools.get(key, 0) + gpus
+        self._want_fill_pool(key, at)
+
+    def _want_fill_pool(self, key: str, at: float) -> None:
+        for record in self.ordered():
+            if pool_key(record.region, record.gpu_type) == key:
+                self._want_fill(record, at)
+
+    # --- clusters -------------------------------------------------------------------------------
+
+    def add_cluster(self, record: ClusterRecord, now: float) -> None:
+        """A new cluster: its standard nodes appear with the data plane, preemptible ones when granted."""
+        for _ in range(record.num_gpus // GPUS_PER_NODE):
+            self._add_node(record, "standard", record.created_at + DATA_PLANE_START_S, event=False)
+        self.clusters[record.cluster_id] = record
+        self._want_fill(record, now)
+
+    def start_delete(self, record: ClusterRecord, now: float) -> None:
+        """Begin deleting: provisioning stops where it is, and the cluster is gone after a while."""
+        if record.deleting:
+            return
+        record.schedule = visible(record.schedule, now) + [deleting_phase(now)]
+        for node in [n for n in record.nodes if n.appears_at > now]:
+            record.nodes.remove(node)
+        for node in record.nodes:
+            node.schedule = visible(node.schedule, now)
+        if record.control_plane is not None:
+            record.control_plane.schedule = visible(record.control_plane.schedule, now)
+            if not record.control_plane.schedule:
+                record.control_plane = None
+        # Events still ahead belong to nodes that will now never appear.
+        record.events = [e for e in record.events if e.at <= now]
+        record.deleting_since = now
+        record.delete_done_at = now + DELETE_DURATION_S
+        record.fill_at = None
+
+    def scale_standard(self, record: ClusterRecord, num_gpus: int, now: float) -> None:
+        """Add or remove standard nodes (newest first) to match ``num_gpus``."""
+        target = num_gpus // GPUS_PER_NODE
+        current = record.live("standard")
+        for node in reversed(current[target:]):
+            self._drop_node(record, node, now)
+        appears_at = max(now, record.created_at + DATA_PLANE_START_S)
+        for _ in range(target - len(current)):
+            self._add_node(record, "standard", appears_at, event=True)
+        record.num_gpus = num_gpus
+
+    def set_desired_preemptible(self, record: ClusterRecord, desired: int, now: float) -> None:
+        """Change the target; surplus healthy nodes go back to the pool now, a shortfall is filled later."""
+        record.desired_preemptible_gpus = desired
+        released = 0
+        # Cordoned nodes are already on their way out; release healthy ones, newest first.
+        for node in reversed([n for n in record.live("preemptible") if n.cordoned_at is None]):
+            if record.allocated_preemptible_gpus <= desired:
+                break
+            self._drop_node(record, node, now)
+            released += GPUS_PER_NODE
+        if released:
+            self._release(pool_key(record.region, record.gpu_type), released, now)
+        self._want_fill(record, now)
+
+    def preempt(
+        self, record: ClusterRecord, count: int, grace_seconds: float, now: float
+    ) -> list[NodeRecord]:
+        """Cordon ``count`` healthy preemptible nodes now; each is removed ``grace_seconds`` later."""
+        candidates = [n for n in record.live("preemptible") if n.cordoned_at is None and n.appears_at <= now]
+        if len(candidates) < count:
+            raise conflict(
+                f"count must not exceed the cluster's {len(candidates)} preemptible node(s) that can be "
+                f"preempted; got {count}",
+                "count",
+            )
+        for node in candidates[:count]:
+            node.cordoned_at = now
+            node.remove_at = now + grace_seconds
+            message = (
+                f"Node {node.node_id} is being preempted: cordoned, pods have "
+                f"{grace_seconds:g}s to terminate before the node is deleted"
+            )
+            record.events.append(
+                EventRecord(node_id=node.node_id, reason=REASON_PREEMPTED, message=message, at=now)
+            )
+        return candidates[:count]
+
+    def _add_node(
+        self, record: ClusterRecord, compute_class: ComputeClass, appears_at: float, event: bool
+    ) -> None:
+        record.node_seq += 1
+        node = NodeRecord(
+            node_id=f"{record.cluster_name}-{compute_class}-{record.node_seq}",
+            instance_id=f"i-{secrets.token_hex(8)}",
+            compute_class=compute_class,
+            # A cluster stuck waiting for its data plane never gets a node of any class running.
+            schedule=node_schedule(appears_at, boots=record.outcome != "stuck"),
+        )
+        record.nodes.append(node)
+        if event:
+            message = f"Added {compute_class} node {node.node_id} ({GPUS_PER_NODE} GPUs)"
+            record.events.append(
+                EventRecord(node_id=node.node_id, reason=REASON_SCALED_UP, message=message, at=appears_at)
+            )
+
+    def _drop_node(self, record: ClusterRecord, node: NodeRecord, at: float) -> None:
+        """Scale a node down: gone at once, recorded as TogetherScaledDown unless it never appeared."""
+        record.nodes.remove(node)
+        if node.appears_at > at:
+            # Never seen: its pending TogetherScaledUp must not show up later either.
+            record.events = [e for e in record.events if e.node_id != node.node_id]
+            return
+        node.deleted_at = at
+        record.deleted_nodes.append(node)
+        message = f"Removed {node.compute_class} node {node.node_id} ({GPUS_PER_NODE} GPUs)"
+        record.events.append(
+            EventRecord(node_id=node.node_id, reason=REASON_SCALED_DOWN, message=message, at=at)
+        )
+
+    # --- pools ----------------------------------------------------------------------------------
+
+    def set_pool(self, key: str, free_gpus: int, now: float) -> None:
+        """Set a pool's free GPUs; clusters of that pool short of their target get a look."""
+        self.pools[key] = free_gpus
+        self._want_fill_pool(key, now)
+
+    def pool_info(self, key: str) -> dict[str, Any]:
+        """A pool's free GPUs, and what its clusters hold and want."""
+        region, gpu_type = key.split("/", 1)
+        members = [c for c in self.clusters.values() if pool_key(c.region, c.gpu_type) == key]
+        return {
+            "region": region,
+            "gpu_type": gpu_type,
+            "preemptible_gpus": self.pools[key],
+            "allocated_preemptible_gpus": sum(c.allocated_preemptible_gpus for c in members),
+            "desired_preemptible_gpus": sum(c.desired_preemptible_gpus for c in members if not c.deleting),
+        }
