@@ -10,29 +10,11 @@ Stack config: ``renderYamlTo``, ``clusterName``, ``region``, ``gpuType``, ``imag
 
 import pulumi
 
-from components import (
-    BatchInference,
-    BatchInferenceArgs,
-    ComputeClass,
-    ContainerSpec,
-    provider_from_stack_config,
-)
-from provider import Cluster, ClusterArgs
+from components import BatchInference, BatchInferenceArgs, ComputeClass, ContainerSpec
+from components.demo import demo_cluster
 
-config = pulumi.Config()
-
-cluster = Cluster(
-    "gpu",
-    ClusterArgs(
-        cluster_name=config.get("clusterName") or f"infer-{pulumi.get_stack()}",
-        region=config.get("region") or "us-central-8",
-        gpu_type=config.get("gpuType") or "RTX_6000_PCI",
-        num_gpus=8,
-        num_preemptible_gpus=16,
-    ),
-)
-kubernetes = pulumi.ResourceOptions(provider=provider_from_stack_config(cluster))
-image = config.get("image") or "ghcr.io/example/batch-infer:latest"
+gpu = demo_cluster("infer", num_preemptible_gpus=16)
+image = pulumi.Config().get("image") or "ghcr.io/example/batch-infer:latest"
 
 workers = BatchInference(
     "batch-infer",
@@ -43,7 +25,7 @@ workers = BatchInference(
         pre_stop_seconds=5,
         max_unavailable="25%",
     ),
-    opts=kubernetes,
+    opts=gpu.opts(),
 )
 
 production = BatchInference(
@@ -56,9 +38,9 @@ production = BatchInference(
         compute_class=ComputeClass.STANDARD,
         critical=True,
     ),
-    opts=kubernetes,
+    opts=gpu.opts(),
 )
 
-pulumi.export("cluster_id", cluster.cluster_id)
+pulumi.export("cluster_id", gpu.cluster.cluster_id)
 pulumi.export("workers", workers.deployment_name)
 pulumi.export("production", production.deployment_name)

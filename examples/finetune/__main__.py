@@ -17,37 +17,24 @@ from components import (
     CheckpointStoreArgs,
     ContainerSpec,
     SharedVolume,
-    provider_from_stack_config,
 )
-from provider import Cluster, ClusterArgs
+from components.demo import demo_cluster
 
-config = pulumi.Config()
-
-cluster = Cluster(
-    "gpu",
-    ClusterArgs(
-        cluster_name=config.get("clusterName") or f"ft-{pulumi.get_stack()}",
-        region=config.get("region") or "us-central-8",
-        gpu_type=config.get("gpuType") or "RTX_6000_PCI",
-        num_gpus=8,
-        num_preemptible_gpus=16,
-    ),
-)
-kubernetes = pulumi.ResourceOptions(provider=provider_from_stack_config(cluster))
+gpu = demo_cluster("ft", num_preemptible_gpus=16)
 
 store = CheckpointStore(
     "checkpoints",
     CheckpointStoreArgs(
         storage=SharedVolume(claim_name="finetune-checkpoints", size="500Gi"), namespace="default"
     ),
-    opts=kubernetes,
+    opts=gpu.opts(),
 )
 
 finetune = BatchJob(
     "finetune",
     BatchJobArgs(
         container=ContainerSpec(
-            image=config.get("image") or "ghcr.io/example/finetune:latest",
+            image=pulumi.Config().get("image") or "ghcr.io/example/finetune:latest",
             command=("python", "-m", "finetune", "--base-model", "llama-3-8b", "--dataset", "/data/chat"),
             gpus=8,
         ),
@@ -56,9 +43,9 @@ finetune = BatchJob(
         non_retriable_exit_codes=(2,),
         ttl_seconds_after_finished=24 * 3600,
     ),
-    opts=pulumi.ResourceOptions.merge(kubernetes, pulumi.ResourceOptions(depends_on=[store])),
+    opts=gpu.opts(store),
 )
 
-pulumi.export("cluster_id", cluster.cluster_id)
+pulumi.export("cluster_id", gpu.cluster.cluster_id)
 pulumi.export("job_name", finetune.job_name)
 pulumi.export("checkpoint_claim", store.claim_name)

@@ -12,35 +12,15 @@ import itertools
 
 import pulumi
 
-from components import (
-    CheckpointStore,
-    CheckpointStoreArgs,
-    ContainerSpec,
-    SharedVolume,
-    Sweep,
-    SweepArgs,
-    provider_from_stack_config,
-)
-from provider import Cluster, ClusterArgs
+from components import CheckpointStore, CheckpointStoreArgs, ContainerSpec, SharedVolume, Sweep, SweepArgs
+from components.demo import demo_cluster
 
-config = pulumi.Config()
-
-cluster = Cluster(
-    "gpu",
-    ClusterArgs(
-        cluster_name=config.get("clusterName") or f"sweep-{pulumi.get_stack()}",
-        region=config.get("region") or "us-central-8",
-        gpu_type=config.get("gpuType") or "RTX_6000_PCI",
-        num_gpus=8,
-        num_preemptible_gpus=16,
-    ),
-)
-kubernetes = pulumi.ResourceOptions(provider=provider_from_stack_config(cluster))
+gpu = demo_cluster("sweep", num_preemptible_gpus=16)
 
 store = CheckpointStore(
     "checkpoints",
     CheckpointStoreArgs(storage=SharedVolume(claim_name="sweep-checkpoints", size="200Gi")),
-    opts=kubernetes,
+    opts=gpu.opts(),
 )
 
 trials = tuple(
@@ -52,7 +32,7 @@ sweep = Sweep(
     "lr-sweep",
     SweepArgs(
         container=ContainerSpec(
-            image=config.get("image") or "ghcr.io/example/trainer:latest",
+            image=pulumi.Config().get("image") or "ghcr.io/example/trainer:latest",
             command=("python", "-m", "train", "--max-steps", "2000"),
             gpus=2,
         ),
@@ -62,9 +42,9 @@ sweep = Sweep(
         backoff_limit_per_index=2,
         max_failed_indexes=2,
     ),
-    opts=pulumi.ResourceOptions.merge(kubernetes, pulumi.ResourceOptions(depends_on=[store])),
+    opts=gpu.opts(store),
 )
 
-pulumi.export("cluster_id", cluster.cluster_id)
+pulumi.export("cluster_id", gpu.cluster.cluster_id)
 pulumi.export("job_name", sweep.job_name)
 pulumi.export("trials_config_map", sweep.trials_config_map)

@@ -16,29 +16,16 @@ from components import (
     SharedVolume,
     TrainingRun,
     TrainingRunArgs,
-    provider_from_stack_config,
 )
-from provider import Cluster, ClusterArgs
+from components.demo import demo_cluster
 
-config = pulumi.Config()
-
-cluster = Cluster(
-    "gpu",
-    ClusterArgs(
-        cluster_name=config.get("clusterName") or f"train-{pulumi.get_stack()}",
-        region=config.get("region") or "us-central-8",
-        gpu_type=config.get("gpuType") or "RTX_6000_PCI",
-        num_gpus=8,
-        num_preemptible_gpus=32,
-    ),
-)
-kubernetes = pulumi.ResourceOptions(provider=provider_from_stack_config(cluster))
-image = config.get("image") or "ghcr.io/example/trainer:latest"
+gpu = demo_cluster("train", num_preemptible_gpus=32)
+image = pulumi.Config().get("image") or "ghcr.io/example/trainer:latest"
 
 store = CheckpointStore(
     "checkpoints",
     CheckpointStoreArgs(storage=SharedVolume(claim_name="pretrain-checkpoints", size="2Ti")),
-    opts=kubernetes,
+    opts=gpu.opts(),
 )
 
 run = TrainingRun(
@@ -52,8 +39,8 @@ run = TrainingRun(
         checkpoint=store.storage,
         login=ContainerSpec(image="ghcr.io/example/login:latest", command=("sleep", "infinity")),
     ),
-    opts=pulumi.ResourceOptions.merge(kubernetes, pulumi.ResourceOptions(depends_on=[store])),
+    opts=gpu.opts(store),
 )
 
-pulumi.export("cluster_id", cluster.cluster_id)
+pulumi.export("cluster_id", gpu.cluster.cluster_id)
 pulumi.export("coordinator_host", run.coordinator_host)

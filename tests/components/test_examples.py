@@ -65,3 +65,20 @@ def test_example_uses_the_cluster_kubeconfig_otherwise(program: Program) -> None
     run_example(program, "finetune", {})
     (k8s_provider,) = program.by_type("pulumi:providers:kubernetes")
     assert "renderYamlToDirectory" not in k8s_provider.inputs
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({}, ("ft-test", "us-central-8")),
+        ({"clusterName": "mine", "region": "eu-west-1"}, ("mine", "eu-west-1")),
+    ],
+)
+def test_example_cluster_comes_from_stack_config(
+    program: Program, config: dict[str, str], expected: tuple[str, str]
+) -> None:
+    run_example(program, "finetune", config)
+    (cluster,) = [r for r in program.mocks.registered if r.typ.startswith("pulumi-python:dynamic")]
+    assert cluster.name == "gpu"
+    assert (cluster.inputs["cluster_name"], cluster.inputs["region"]) == expected
+    assert cluster.inputs["num_preemptible_gpus"] == 16
