@@ -43,7 +43,7 @@ def pool_keys() -> list[tuple[str, str]]:
 
 def check_offered(region: str, gpu_type: str) -> None:
     """Refuse a region the platform does not have, or a GPU type the region does not offer."""
-    check_region(region)
+    _check_region(region)
     offered = _GPU_TYPES_BY_REGION[region]
     if gpu_type not in offered:
         raise invalid(
@@ -56,7 +56,7 @@ def resolve_driver(
     region: str, nvidia_version_id: str | None, cuda_version: str | None, nvidia_driver_version: str | None
 ) -> RegionDriverVersion:
     """The region's driver entry the request selects; the region's newest one when it selects none."""
-    check_region(region)
+    _check_region(region)
     by_id = {d.id: d for d in _DRIVERS}
     if (cuda_version is None) != (nvidia_driver_version is None):
         missing = "nvidia_driver_version" if nvidia_driver_version is None else "cuda_version"
@@ -99,7 +99,8 @@ def resolve_driver(
     return max(_DRIVERS, key=lambda d: int(d.nvidia_driver_version)).model_copy()
 
 
-def check_region(region: str) -> None:
+def _check_region(region: str) -> None:
+    """Refuse a region the platform does not have."""
     if region not in _GPU_TYPES_BY_REGION:
         known = ", ".join(_GPU_TYPES_BY_REGION)
         raise invalid(f"region must be one of {known}; got {region!r}", "region")

@@ -8,7 +8,7 @@ ErrorKind = Literal[
     "invalid_request_error", "authentication_error", "not_found", "conflict", "rate_limit", "server_error"
 ]
 
-STATUS_BY_KIND: dict[str, int] = {
+STATUS_BY_KIND: dict[ErrorKind, int] = {
     "invalid_request_error": 400,
     "authentication_error": 401,
     "not_found": 404,
@@ -18,19 +18,14 @@ STATUS_BY_KIND: dict[str, int] = {
 }
 
 
+_KIND_BY_STATUS: dict[int, ErrorKind] = {status: kind for kind, status in STATUS_BY_KIND.items()}
+
+
 def kind_for_status(status: int) -> ErrorKind:
     """The error ``type`` reported for an HTTP status (used for injected faults too)."""
-    if status == 401:
-        return "authentication_error"
-    if status == 404:
-        return "not_found"
-    if status == 409:
-        return "conflict"
-    if status == 429:
-        return "rate_limit"
     if status >= 500:
         return "server_error"
-    return "invalid_request_error"
+    return _KIND_BY_STATUS.get(status, "invalid_request_error")
 
 
 class EmulatorError(Exception):
@@ -48,12 +43,15 @@ class EmulatorError(Exception):
 
 
 def invalid(message: str, param: str | None = None) -> EmulatorError:
+    """A 400: the request breaks one of the platform's rules."""
     return EmulatorError("invalid_request_error", message, param)
 
 
 def not_found(message: str, param: str | None = None) -> EmulatorError:
+    """A 404: no such cluster (for this caller)."""
     return EmulatorError("not_found", message, param)
 
 
 def conflict(message: str, param: str | None = None) -> EmulatorError:
+    """A 409: the request clashes with the current state; retrying will not help."""
     return EmulatorError("conflict", message, param)

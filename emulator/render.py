@@ -23,7 +23,7 @@ from .records import ClusterRecord, NodeRecord
 COMPUTE_CLASS_LABEL = "together.ai/compute-class"
 
 
-def kubeconfig(record: ClusterRecord) -> str:
+def _kubeconfig(record: ClusterRecord) -> str:
     """A kubeconfig for the cluster; the server name never resolves, the token is per cluster."""
     name = record.cluster_name
     return (
@@ -63,7 +63,7 @@ def _node_status(node: NodeRecord, now: float) -> str:
     return NODE_STATUS_BY_PHASE.get(seen[-1].phase, "Pending") if seen else "Pending"
 
 
-def gpu_worker_node(node: NodeRecord, now: float) -> GPUWorkerNode:
+def _gpu_worker_node(node: NodeRecord, now: float) -> GPUWorkerNode:
     extra: dict[str, Any] = {
         "compute_class": node.compute_class,
         "labels": {COMPUTE_CLASS_LABEL: node.compute_class},
@@ -107,16 +107,13 @@ def _control_plane_nodes(record: ClusterRecord, now: float) -> list[ControlPlane
     ]
 
 
-def _phase_at(record: ClusterRecord, now: float) -> str:
-    seen = visible(record.schedule, now)
-    return seen[-1].phase if seen else record.schedule[0].phase
-
-
 def cluster(record: ClusterRecord, now: float) -> Cluster:
     """The cluster as ``GET /v1/compute/clusters/{id}`` shows it at emulated time ``now``."""
+    # The first phase starts at creation, so it is always visible.
     phases = visible(record.schedule, now)
-    phase = _phase_at(record, now)
+    phase = phases[-1].phase
     ready_at = next((t.at for t in phases if t.phase == "CLUSTER_PHASE_READY"), None)
+    # The control plane is up once provisioning has moved on to the data plane.
     data_plane_reached = any(t.phase == "CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES" for t in phases)
     add_ons = [AddOn.model_validate(a) for a in record.add_ons if _enabled(a.get("config"))]
     body: dict[str, Any] = {
@@ -130,8 +127,8 @@ def cluster(record: ClusterRecord, now: float) -> Cluster:
         "cuda_version": record.driver["cuda_version"],
         "desired_preemptible_gpus": record.desired_preemptible_gpus,
         "gpu_type": record.gpu_type,
-        "gpu_worker_nodes": [gpu_worker_node(n, now) for n in record.nodes if n.appears_at <= now],
-        "kube_config": kubeconfig(record),
+        "gpu_worker_nodes": [_gpu_worker_node(n, now) for n in record.nodes if n.appears_at <= now],
+        "kube_config": _kubeconfig(record),
         "num_capacity_pool_gpus": record.num_capacity_pool_gpus,
         "num_cpu_workers": 0,
         "num_gpus": record.num_gpus,
@@ -147,7 +144,7 @@ def cluster(record: ClusterRecord, now: float) -> Cluster:
         "volumes": [Volume.model_validate(v) for v in record.volumes],
         "control_plane_ready": data_plane_reached and not record.deleting,
         "created_at": to_datetime(record.created_at),
-        "deleted_gpu_worker_nodes": [gpu_worker_node(n, now) for n in record.deleted_nodes],
+        "deleted_gpu_worker_nodes": [_gpu_worker_node(n, now) for n in record.deleted_nodes],
         "first_ready_at": to_datetime(ready_at) if ready_at is not None else None,
         "node_lifecycle_events": [
             NodeLifecycleEvent(

@@ -49,6 +49,11 @@ class Simulation:
         self.pools: dict[str, int] = default_pools()
         self.seq = 0
 
+    def next_seq(self) -> int:
+        """A number ordering a new cluster after every earlier one."""
+        self.seq += 1
+        return self.seq
+
     def ordered(self) -> list[ClusterRecord]:
         """Clusters in creation order."""
         return sorted(self.clusters.values(), key=lambda c: c.seq)

@@ -83,10 +83,9 @@ class Platform:
                 raise conflict(
                     f"cluster_name {req.cluster_name!r} is already used by another cluster", "cluster_name"
                 )
-            self._sim.seq += 1
             record = intake.new_record(
                 req,
-                seq=self._sim.seq,
+                seq=self._sim.next_seq(),
                 owner=owner,
                 default_project_id=default_project_id,
                 driver=driver,
