@@ -185,14 +185,20 @@ def check_pod_spec(
     field_prefix: str = "",
     critical: bool = False,
     job_spec: Mapping[str, Any] | None = None,
+    job_field_prefix: str = "spec.",
     bare_pod: bool = False,
     taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT,
 ) -> list[Violation]:
-    """Check one pod spec; ``job_spec`` when the pod belongs to a Job, ``critical`` for critical pods."""
+    """Check one pod spec; ``job_spec`` when the pod belongs to a Job, ``critical`` for critical pods.
+
+    ``field_prefix`` is the pod spec's path in its object, ``job_field_prefix`` the Job spec's, so each
+    refusal names the field where the object has it.
+    """
     found: list[Violation] = []
 
-    def refuse(rule: str, field: str, value: Any, problem: str, fix: str) -> None:
-        found.append(Violation(rule, subject, f"{field_prefix}{field}", value, problem, fix))
+    def refuse(rule: str, field: str, value: Any, problem: str, fix: str, prefix: str | None = None) -> None:
+        path = f"{field_prefix if prefix is None else prefix}{field}"
+        found.append(Violation(rule, subject, path, value, problem, fix))
 
     for i, c in enumerate(pod_spec.get("containers") or []):
         for name in SECRET_ENV:
@@ -236,6 +242,7 @@ def check_pod_spec(
             "Pod",
             "nothing recreates a bare Pod after its preemptible node is deleted",
             "run it as a Job (BatchJob) or a Deployment (BatchInference)",
+            prefix="",
         )
     if job_spec is None:
         return found
@@ -247,6 +254,7 @@ def check_pod_spec(
             "preemptions would count as failures and burn backoffLimit",
             f"make the first podFailurePolicy rule {{action: Ignore, onPodConditions: "
             f"[{{type: {DISRUPTION_CONDITION}, status: 'True'}}]}}",
+            prefix=job_field_prefix,
         )
     restart = pod_spec.get("restartPolicy", "Always")
     if restart != "Never":
@@ -309,16 +317,19 @@ def check_manifest(
     template = _dig(obj, template_path)
     labels = (template.get("metadata") or {}).get("labels") or {}
     job_spec: Mapping[str, Any] | None = None
+    job_field_prefix = "spec."
     if kind == "Job":
         job_spec = obj.get("spec") or {}
     elif kind == "CronJob":
         job_spec = _dig(obj, ("spec", "jobTemplate", "spec"))
+        job_field_prefix = "spec.jobTemplate.spec."
     return check_pod_spec(
         template.get("spec") or {},
         subject=subject,
         field_prefix=".".join(template_path) + ".spec.",
         critical=labels.get(CRITICAL_LABEL) == "true",
         job_spec=job_spec,
+        job_field_prefix=job_field_prefix,
         taint=taint,
     )
 

@@ -130,7 +130,7 @@ def test_raw_job_without_a_pod_failure_policy_is_refused() -> None:
     violations = guard.check_manifest(job)
     assert [v.rule for v in violations] == ["disruption-rule"]
     assert "preemptions would count as failures and burn backoffLimit" in str(violations[0])
-    assert "Job/ft spec.template.spec.podFailurePolicy.rules[0]=None" in str(violations[0])
+    assert "Job/ft spec.podFailurePolicy.rules[0]=None" in str(violations[0])
 
 
 def test_raw_job_whose_disruption_rule_is_not_first_is_refused() -> None:
@@ -184,7 +184,7 @@ def test_bare_pod_on_preemptible_nodes_is_refused() -> None:
     }
     violations = guard.check_manifest(pod)
     assert [v.rule for v in violations] == ["bare-pod"]
-    assert "Pod/p spec.kind='Pod'" in str(violations[0])
+    assert "Pod/p kind='Pod'" in str(violations[0])
 
 
 def test_critical_raw_deployment_that_tolerates_everything_is_refused() -> None:
@@ -218,6 +218,8 @@ def test_raw_cron_job_is_checked_like_a_job() -> None:
         "spec": {"jobTemplate": job},
     }
     assert rules_violated(cron) == ["disruption-rule"]
+    (violation,) = guard.check_manifest(cron)
+    assert violation.field == "spec.jobTemplate.spec.podFailurePolicy.rules[0]"
 
 
 def test_enforce_names_the_owner_and_lists_every_violation() -> None:
