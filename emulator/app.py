@@ -28,7 +28,13 @@ from . import admin
 from .auth import Caller, caller_for_key
 from .errors import EmulatorError
 from .faults import FaultRule
-from .http_errors import ErrorResponse, describe_validation_error, error_response, from_emulator_error
+from .http_errors import (
+    ErrorResponse,
+    describe_validation_error,
+    error_response,
+    from_emulator_error,
+    internal_error,
+)
 from .state import Platform
 
 _log = logging.getLogger("emulator")
@@ -147,7 +153,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, str(exc.detail), None, headers=dict(exc.headers or {}))
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
-        return error_response(500, f"internal emulator error: {type(exc).__name__}", None, "server_error")
+        return internal_error(exc)
 
     app.add_exception_handler(EmulatorError, on_emulator_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
@@ -169,9 +175,7 @@ def _install_middleware(app: FastAPI, platform: Platform) -> None:
             response = await _with_fault(request, call_next, fault)
         except Exception as exc:
             _log.exception("unhandled error in %s %s", request.method, request.url.path)
-            response = error_response(
-                500, f"internal emulator error: {type(exc).__name__}", None, "server_error"
-            )
+            response = internal_error(exc)
         response.headers["x-request-id"] = request_id
         return response
 

@@ -29,6 +29,7 @@ def error_response(
     kind: ErrorKind | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
+    """A JSON error reply; ``kind`` defaults to the one matching ``status``."""
     body = ErrorResponse(
         error=ErrorDetail(message=message, type=kind or kind_for_status(status), param=param)
     )
@@ -40,7 +41,13 @@ def error_response(
 
 
 def from_emulator_error(exc: EmulatorError) -> JSONResponse:
+    """The reply to a request the platform refused."""
     return error_response(exc.status, exc.message, exc.param, exc.kind)
+
+
+def internal_error(exc: Exception) -> JSONResponse:
+    """The reply to a request that hit a bug in the emulator (the details go to the log, not the client)."""
+    return error_response(500, f"internal emulator error: {type(exc).__name__}", None, "server_error")
 
 
 def describe_validation_error(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
