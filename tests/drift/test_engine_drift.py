@@ -73,10 +73,14 @@ def test_preemption_and_shortfall_alone_are_information_not_drift(deployed: Depl
 
 def test_status_reports_allocation_events_saving_and_draws_a_png(deployed: Deployed, tmp_path):
     deployed.restore()
+    # Earlier tests may have left deleted nodes already: wait for this preemption's own.
+    deleted_before = len(deployed.cluster().deleted_gpu_worker_nodes or [])
     deployed.emu.admin.preempt(deployed.cluster_id, 1)  # refilled from the pool after the grace period
     cluster = deployed.wait_for(
         "the refill after the preemption",
-        lambda c: c.allocated_preemptible_gpus == 8 and len(c.deleted_gpu_worker_nodes or []) >= 1,
+        lambda c: (
+            c.allocated_preemptible_gpus == 8 and len(c.deleted_gpu_worker_nodes or []) > deleted_before
+        ),
     )
     png = tmp_path / "capacity.png"  # look at it: pytest --basetemp=DIR keeps it
     before = deployed.files()
