@@ -27,10 +27,12 @@ from pulumi.dynamic import (
 
 from . import lifecycle, settings
 from .client import TogetherClient
-from .errors import InputError, NotFoundError
+from .errors import InputError, NotFoundError, TogetherError
 from .mapping import create_request, live_outputs, read_inputs, update_request
 from .models import Cluster as ApiCluster
-from .rules import plan_change, validate
+from .models import Region
+from .retry import RetryPolicy
+from .rules import plan_change, validate, validate_against_catalog
 from .schema import FIELDS, OUTPUT_NAMES, SECRET_OUTPUTS, with_defaults
 
 
@@ -58,6 +60,19 @@ def _timeout_s(inputs: dict[str, Any]) -> float:
     return float(with_defaults(inputs)["ready_timeout_minutes"]) * 60
 
 
+def _region_catalog() -> list[Region]:
+    """What the API offers, for checks at preview; empty (checks skipped) when it cannot be asked now.
+
+    One quick try only: the API validates the same choices again at create, so an unreachable API
+    must not slow every preview down or fail it.
+    """
+    try:
+        with settings.connect(retry=RetryPolicy(max_attempts=1)) as client:
+            return client.list_regions()
+    except TogetherError:
+        return []
+
+
 class ClusterProvider(ResourceProvider):
     """CRUD for Together GPU clusters. Holds no state of its own (it is pickled into the stack)."""
 
@@ -72,6 +87,8 @@ class ClusterProvider(ResourceProvider):
         old_inputs = _inputs_of(_olds)
         if old_inputs and not failures:
             failures += plan_change(old_inputs, inputs).refusals
+        if not failures:
+            failures += validate_against_catalog(inputs, _region_catalog())
         return CheckResult(inputs, [CheckFailure(f.field, f.message) for f in failures])
 
     def diff(self, _id: str, _olds: dict[str, Any], _news: dict[str, Any]) -> DiffResult:

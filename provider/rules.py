@@ -25,6 +25,7 @@ from .models import (
     GPU_TYPES,
     AddOnSpec,
     ClusterConfig,
+    Region,
     SharedVolumeSpec,
 )
 from .schema import FIELDS, OnChange
@@ -391,3 +392,48 @@ def conversion_refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[Fail
             f"{first}. Or replace the cluster (`pulumi up --replace <urn>`).",
         )
     ]
+
+
+# --- the region catalog -------------------------------------------------------------------------
+
+
+def validate_against_catalog(inputs: dict[str, Any], regions: list[Region]) -> list[Failure]:
+    """Region, GPU type and driver choices against what ``list_regions()`` offers.
+
+    Only known values are checked; a change of region is checked against the new region. An empty
+    catalog (the API could not be asked) checks nothing.
+    """
+    region_name, gpu_type = inputs.get("region"), inputs.get("gpu_type")
+    if not regions or not isinstance(region_name, str) or is_unknown(region_name):
+        return []
+    by_name = {r.name: r for r in regions}
+    region = by_name.get(region_name)
+    if region is None:
+        return [
+            Failure(
+                "region", f"region {region_name!r} is not offered; use one of {', '.join(sorted(by_name))}."
+            )
+        ]
+    failures = []
+    if (
+        isinstance(gpu_type, str)
+        and not is_unknown(gpu_type)
+        and gpu_type not in region.supported_instance_types
+    ):
+        failures.append(
+            Failure(
+                "gpu_type",
+                f"gpu_type {gpu_type!r} is not offered in region {region_name}; it offers "
+                f"{', '.join(region.supported_instance_types)}. Pick one of those or another region.",
+            )
+        )
+    version_id = inputs.get("nvidia_version_id")
+    ids = [v.id for v in region.driver_versions]
+    if isinstance(version_id, str) and not is_unknown(version_id) and version_id not in ids:
+        failures.append(
+            Failure(
+                "nvidia_version_id",
+                f"nvidia_version_id {version_id!r} is not offered in region {region_name}; use one of {', '.join(ids)}.",
+            )
+        )
+    return failures

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .client import TogetherClient
+from .retry import RetryPolicy
 
 _stack_config: dict[str, str] = {}
 
@@ -27,8 +28,8 @@ def take_stack_config(config: Any) -> None:
             _stack_config[key] = value.strip()
 
 
-def connect() -> TogetherClient:
+def connect(retry: RetryPolicy | None = None) -> TogetherClient:
     """A client for one provider operation; close it (``with connect() as client``) when done."""
     return TogetherClient(
-        api_key=_stack_config.get(API_KEY_CONFIG), base_url=_stack_config.get(BASE_URL_CONFIG)
+        api_key=_stack_config.get(API_KEY_CONFIG), base_url=_stack_config.get(BASE_URL_CONFIG), retry=retry
     )

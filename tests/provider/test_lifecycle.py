@@ -177,3 +177,26 @@ def test_name_taken_by_a_cluster_outside_the_state_says_how_to_adopt_it(admin, e
     assert "HTTP 409" in message
     assert f"adopt_cluster_id='{stray.cluster_id}'" in message
     assert len(admin.clusters()) == 1
+
+
+def test_preview_checks_region_gpu_type_and_driver_against_the_catalog(admin):
+    def failures(**overrides):
+        result = ClusterProvider().check({}, inputs(**overrides))
+        return {f.property: f.reason for f in result.failures}
+
+    assert failures() == {}
+    assert failures(region="mars-1")["region"].startswith("region 'mars-1' is not offered; use one of ")
+    assert failures(region="us-east-2", gpu_type="B200_SXM")["gpu_type"] == (
+        "gpu_type 'B200_SXM' is not offered in region us-east-2; it offers H100_SXM, L40_PCIE, RTX_6000_PCI. "
+        "Pick one of those or another region."
+    )
+    assert (
+        "is not offered in region us-central-8; use one of nv-"
+        in failures(nvidia_version_id="nv-1")["nvidia_version_id"]
+    )
+
+
+def test_preview_does_not_wait_on_an_unreachable_api(admin, monkeypatch):
+    """The API checks the same at create; an API that is down must not fail or stall a preview."""
+    monkeypatch.setenv("TOGETHER_BASE_URL", "http://127.0.0.1:9")
+    assert ClusterProvider().check({}, inputs(region="mars-1")).failures == []
