@@ -109,11 +109,8 @@ def node_counts(cluster: Cluster) -> tuple[int, int]:
     covering ``allocated_preemptible_gpus`` are taken as the preemptible ones."""
     nodes = cluster.gpu_worker_nodes
     unmarked = [n for n in nodes if "compute_class" not in (n.model_extra or {})]
-    guess = {
-        n.node_id for n in unmarked[len(unmarked) - cluster.allocated_preemptible_gpus // GPUS_PER_NODE :]
-    }
-    if cluster.allocated_preemptible_gpus == 0:
-        guess = set()
+    newest = min(cluster.allocated_preemptible_gpus // GPUS_PER_NODE, len(unmarked))
+    guess = {n.node_id for n in unmarked[len(unmarked) - newest :]}
     preemptible = sum(1 for n in nodes if compute_class(n, guess) == PREEMPTIBLE)
     return len(nodes) - preemptible, preemptible
 
