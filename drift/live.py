@@ -12,7 +12,7 @@ from typing import Any
 
 from provider.client import TogetherClient
 from provider.lifecycle import get_or_none
-from provider.mapping import compute_class, live_outputs
+from provider.mapping import live_outputs, marked_compute_class
 from provider.models import Cluster, GPUWorkerNode
 
 
@@ -24,7 +24,7 @@ def _node(node: GPUWorkerNode) -> dict[str, Any]:
     appeared = min((t.transition_time for t in node.phase_transitions), default=None)
     return {
         "node_id": node.node_id,
-        "compute_class": compute_class(node, set()) if "compute_class" in (node.model_extra or {}) else None,
+        "compute_class": marked_compute_class(node),
         "num_gpus": node.num_gpus,
         "appeared_at": _iso(appeared),
         "deleted_at": _iso(node.deleted_at),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .client import TogetherClient
 from .errors import ConflictError, NotFoundError, ProvisioningFailedError, TogetherError
-from .mapping import PREEMPTIBLE, compute_class
+from .mapping import standard_nodes
 from .models import FAILED_PHASES, Cluster, ClusterCreateRequest
 from .rules import GPUS_PER_NODE
 from .waiting import report, wait_until
@@ -64,18 +64,7 @@ def wait_ready(client: TogetherClient, cluster_id: str, timeout_s: float) -> Clu
 
 
 def _standard_nodes_running(cluster: Cluster) -> int:
-    running = 0
-    for node in cluster.gpu_worker_nodes:
-        if compute_class(node, set()) == PREEMPTIBLE or node.marked_for_deletion:
-            continue
-        latest = (
-            max(node.phase_transitions, key=lambda t: t.transition_time).phase
-            if node.phase_transitions
-            else None
-        )
-        if latest == "NODE_PHASE_RUNNING":
-            running += 1
-    return running
+    return sum(1 for n in standard_nodes(cluster) if n.latest_phase == "NODE_PHASE_RUNNING")
 
 
 def wait_standard_converged(
@@ -86,12 +75,7 @@ def wait_standard_converged(
     target = num_gpus // GPUS_PER_NODE
 
     def converged(cluster: Cluster) -> bool:
-        standard = [
-            n
-            for n in cluster.gpu_worker_nodes
-            if compute_class(n, set()) != PREEMPTIBLE and not n.marked_for_deletion
-        ]
-        return len(standard) == target and _standard_nodes_running(cluster) == target
+        return len(standard_nodes(cluster)) == target and _standard_nodes_running(cluster) == target
 
     return wait_until(
         lambda: client.get_cluster(cluster_id),

@@ -21,6 +21,7 @@ from .rules import GPUS_PER_NODE, normalize
 from .schema import FIELDS, OnChange
 
 PREEMPTIBLE = "preemptible"
+STANDARD = "standard"
 
 # Inputs sent on create; ours (LOCAL) and adoption are not.
 _CREATE_FIELDS = tuple(
@@ -96,23 +97,42 @@ def _iso(value: Any) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
-def compute_class(node: GPUWorkerNode, preemptible_ids: set[str]) -> str:
-    """``preemptible`` or ``standard``, from the node's own marking when the API gives one."""
+def marked_compute_class(node: GPUWorkerNode) -> str | None:
+    """The class the node itself reports (``compute_class``), or ``None`` when the API gives none."""
     marked = (node.model_extra or {}).get("compute_class")
-    if isinstance(marked, str):
-        return marked
-    return PREEMPTIBLE if node.node_id in preemptible_ids else "standard"
+    return marked if isinstance(marked, str) else None
+
+
+def _compute_classes(cluster: Cluster) -> dict[str, str]:
+    """``preemptible`` or ``standard`` per live node id.
+
+    A node's own ``compute_class`` marking wins. Without one, the newest unmarked nodes covering
+    ``allocated_preemptible_gpus`` are taken as the preemptible ones.
+    """
+    nodes = cluster.gpu_worker_nodes
+    unmarked = [n for n in nodes if marked_compute_class(n) is None]
+    newest = min(cluster.allocated_preemptible_gpus // GPUS_PER_NODE, len(unmarked))
+    guessed = {n.node_id for n in unmarked[len(unmarked) - newest :]}
+    classes: dict[str, str] = {}
+    for node in nodes:
+        guess = PREEMPTIBLE if node.node_id in guessed else STANDARD
+        classes[node.node_id] = marked_compute_class(node) or guess
+    return classes
 
 
 def node_counts(cluster: Cluster) -> tuple[int, int]:
-    """Live (standard, preemptible) node counts. Without a per-node marking, the newest nodes
-    covering ``allocated_preemptible_gpus`` are taken as the preemptible ones."""
-    nodes = cluster.gpu_worker_nodes
-    unmarked = [n for n in nodes if "compute_class" not in (n.model_extra or {})]
-    newest = min(cluster.allocated_preemptible_gpus // GPUS_PER_NODE, len(unmarked))
-    guess = {n.node_id for n in unmarked[len(unmarked) - newest :]}
-    preemptible = sum(1 for n in nodes if compute_class(n, guess) == PREEMPTIBLE)
-    return len(nodes) - preemptible, preemptible
+    """Live (standard, preemptible) node counts."""
+    classes = _compute_classes(cluster)
+    preemptible = sum(1 for c in classes.values() if c == PREEMPTIBLE)
+    return len(classes) - preemptible, preemptible
+
+
+def standard_nodes(cluster: Cluster) -> list[GPUWorkerNode]:
+    """The standard nodes that stay: live, of the standard class, not marked for deletion."""
+    classes = _compute_classes(cluster)
+    return [
+        n for n in cluster.gpu_worker_nodes if classes[n.node_id] != PREEMPTIBLE and not n.marked_for_deletion
+    ]
 
 
 def live_outputs(cluster: Cluster) -> dict[str, Any]:

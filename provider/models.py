@@ -281,6 +281,13 @@ class GPUWorkerNode(_Response):
     public_ipv4: str | None = None
     slurm_worker_hostname: str | None = None
 
+    @property
+    def latest_phase(self) -> str | None:
+        """The node's newest phase (``NODE_PHASE_RUNNING`` once it serves)."""
+        if not self.phase_transitions:
+            return None
+        return max(self.phase_transitions, key=lambda t: t.transition_time).phase
+
 
 DeletedGPUWorkerNode = GPUWorkerNode
 

@@ -93,3 +93,13 @@ def test_read_back_takes_server_desired_values_but_not_server_defaults():
     assert inputs["ready_timeout_minutes"] == 5
     # Left unset in code, so whatever the server chose is not read back as an input.
     assert "project_id" not in inputs and "cuda_version" not in inputs
+
+
+def test_standard_nodes_use_the_same_classes_as_the_counts():
+    """An update waits on these: guessed preemptible nodes and nodes on their way out are not standard."""
+    from provider.mapping import standard_nodes
+
+    nodes = [node("s1"), node("s2", marked_for_deletion=True), node("p1")]
+    assert [n.node_id for n in standard_nodes(cluster(nodes, allocated=8))] == ["s1"]
+    marked = [node("p1", compute_class="preemptible"), node("s1", compute_class="standard")]
+    assert [n.node_id for n in standard_nodes(cluster(marked, allocated=0))] == ["s1"]
