@@ -1,6 +1,6 @@
 """Pulumi components for workloads on Together GPU clusters with preemptible capacity.
 
-Names are loaded on first use so that ``components.checkpoint`` (the in-container runtime) and the pure
+Names are loaded on first use so that ``together_clusters.components.checkpoint`` (the in-container runtime) and the pure
 modules (``platform``, ``placement``, ``manifests``, ``guard``) import without Pulumi installed.
 """
 

@@ -62,7 +62,7 @@ CheckpointStorage = SharedVolume | S3Bucket
 
 @dataclass(frozen=True)
 class CheckpointStoreArgs:
-    """Arguments of :class:`components.CheckpointStore`."""
+    """Arguments of :class:`together_clusters.components.CheckpointStore`."""
 
     storage: CheckpointStorage
     namespace: str = "default"
@@ -71,7 +71,7 @@ class CheckpointStoreArgs:
 
 @dataclass(frozen=True)
 class BatchJobArgs:
-    """Arguments of :class:`components.BatchJob`: one run (experiment, fine-tune, eval, distillation).
+    """Arguments of :class:`together_clusters.components.BatchJob`: one run (experiment, fine-tune, eval, distillation).
 
     ``checkpoint`` is required on preemptible nodes. ``non_retriable_exit_codes`` fail the Job at
     once (a bug, not bad luck). ``backoff_limit`` counts real failures only: preemptions are ignored.
@@ -103,7 +103,7 @@ class BatchJobArgs:
 
 @dataclass(frozen=True)
 class SweepArgs:
-    """Arguments of :class:`components.Sweep`: a hyperparameter sweep or ablation, one index per trial.
+    """Arguments of :class:`together_clusters.components.Sweep`: a hyperparameter sweep or ablation, one index per trial.
 
     Each entry of ``trials`` is a JSON object of that trial's parameters. ``max_failed_indexes``
     defaults to half the trials (rounded up): past that, the sweep is more likely broken than unlucky.
@@ -129,7 +129,7 @@ class SweepArgs:
 
 @dataclass(frozen=True)
 class BatchInferenceArgs:
-    """Arguments of :class:`components.BatchInference`: request workers that drain on SIGTERM.
+    """Arguments of :class:`together_clusters.components.BatchInference`: request workers that drain on SIGTERM.
 
     The preStop hook sleeps ``pre_stop_seconds`` (so the worker stops being routed to) before
     SIGTERM; the rest of the grace period, less a margin, is the drain budget for the request in
@@ -152,7 +152,7 @@ class BatchInferenceArgs:
 
 @dataclass(frozen=True)
 class TrainingRunArgs:
-    """Arguments of :class:`components.TrainingRun`: a coordinator on standard nodes, workers on preemptible.
+    """Arguments of :class:`together_clusters.components.TrainingRun`: a coordinator on standard nodes, workers on preemptible.
 
     Workers reach the coordinator at COORDINATOR_HOST:COORDINATOR_PORT through a headless Service,
     and get WORKER_RANK (their completion index) and WORLD_SIZE. ``login``, when given, is a

@@ -12,7 +12,7 @@ from .args import BatchInferenceArgs
 class BatchInference(ManifestComponent):
     """A Deployment of workers plus a PodDisruptionBudget.
 
-    Contract with the worker (see ``components.checkpoint.RequestDrain``): on SIGTERM, which comes after
+    Contract with the worker (see ``together_clusters.components.checkpoint.RequestDrain``): on SIGTERM, which comes after
     the preStop pause, take no new request; finish the one in flight within DRAIN_BUDGET_SECONDS or
     hand it back to its queue so another worker retries it.
     """

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from provider import Cluster, ClusterArgs
+from together_clusters.provider import Cluster, ClusterArgs
 
 from .kube import provider_from_stack_config
 

@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 
 class HasKubeConfig(Protocol):
-    """Anything with a kubeconfig output, such as ``provider.Cluster``."""
+    """Anything with a kubeconfig output, such as ``together_clusters.provider.Cluster``."""
 
     @property
     def kube_config(self) -> pulumi.Output[str]: ...

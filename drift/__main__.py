@@ -1,4 +1,4 @@
-"""``python -m drift``: the same as the ``together-clusters`` command."""
+"""``python -m together_clusters.drift``: the same as the ``together-clusters`` command."""
 
 from .cli import main
 

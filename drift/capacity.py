@@ -1,6 +1,6 @@
 """The capacity status of a stack's clusters: allocation, nodes, recent events, savings. Pure.
 
-Works on *snapshots*: plain dicts made from the API's cluster by ``drift.live`` (see ``snapshot``
+Works on *snapshots*: plain dicts made from the API's cluster by ``together_clusters.drift.live`` (see ``snapshot``
 there for the shape), so everything here is tested with literal dicts.
 """
 

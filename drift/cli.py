@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from provider.errors import TogetherError
+from together_clusters.provider.errors import TogetherError
 
 from . import capacity, live, sandbox
 from .classify import EXIT_ERROR, classify

@@ -25,7 +25,7 @@ class EngineError(RuntimeError):
     """A pulumi command failed; the message says which and why."""
 
 
-# A Python exception's last traceback line ("provider.errors.TransportError: GET ... failed"): the cause.
+# A Python exception's last traceback line ("together_clusters.provider.errors.TransportError: GET ... failed"): the cause.
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failure|Timeout)\w*: .+")
 _ERROR_LINE = re.compile(r"\berror: (\S.*)")
 # Engine lines that only say that something failed, not what.

@@ -1,6 +1,6 @@
 """Fetch clusters from the Together API and turn them into plain snapshots (the shell of ``status``).
 
-A snapshot holds what ``drift.capacity`` and ``drift.timeline`` need and nothing secret: the kube
+A snapshot holds what ``together_clusters.drift.capacity`` and ``together_clusters.drift.timeline`` need and nothing secret: the kube
 config never leaves this module.
 """
 
@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from provider.client import TogetherClient
-from provider.lifecycle import get_or_none
-from provider.mapping import live_outputs, marked_compute_class
-from provider.models import Cluster, GPUWorkerNode
+from together_clusters.provider.client import TogetherClient
+from together_clusters.provider.lifecycle import get_or_none
+from together_clusters.provider.mapping import live_outputs, marked_compute_class
+from together_clusters.provider.models import Cluster, GPUWorkerNode
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -26,7 +26,7 @@ from .engine import EngineError, Pulumi
 
 @dataclass(frozen=True)
 class Observation:
-    """Everything ``drift.classify`` needs: the deployed state, the refreshed copy, the preview steps."""
+    """Everything ``together_clusters.drift.classify`` needs: the deployed state, the refreshed copy, the preview steps."""
 
     deployed: dict[str, Any]
     refreshed: dict[str, Any]

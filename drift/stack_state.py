@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-CLUSTER_TYPE = "pulumi-python:dynamic/together:Cluster"
+from together_clusters.provider.schema import CLUSTER_TYPE
 
 # The engine marks a secret with this key (and an unknown value in a preview with UNKNOWN).
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -82,7 +82,7 @@ def clusters(export: Mapping[str, Any]) -> list[StateResource]:
 
 
 def short_type(resource_type: str) -> str:
-    """A type token as people read it: ``pulumi-python:dynamic/together:Cluster`` -> ``together:Cluster``."""
+    """A type token as people read it: ``pulumi-python:dynamic/together_clusters:Cluster`` -> ``together_clusters:Cluster``."""
     return (
         resource_type.rsplit("/", 1)[-1]
         if resource_type.startswith("pulumi-python:dynamic/")

@@ -1,8 +1,8 @@
 """A local emulator of Together's GPU cluster compute API (``/v1/compute``), preemptible capacity included.
 
-Run it with ``python -m emulator --port 0`` (the first line printed is the base URL, without ``/v1``) or
-in-process with :func:`emulator.server.start_emulator`. Tests steer it through the admin API under
-``/_emulator`` (see :mod:`emulator.admin` and :class:`emulator.admin_client.AdminClient`).
+Run it with ``python -m together_clusters.emulator --port 0`` (the first line printed is the base URL, without ``/v1``) or
+in-process with :func:`together_clusters.emulator.server.start_emulator`. Tests steer it through the admin API under
+``/_emulator`` (see :mod:`together_clusters.emulator.admin` and :class:`together_clusters.emulator.admin_client.AdminClient`).
 
 Modules: ``catalog`` (regions, GPU types, drivers), ``lifecycle`` (emulated durations and schedules),
 ``records`` (stored state), ``validation`` (the service's request rules), ``intake`` (requests into

@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from provider.models import (
+from together_clusters.provider.models import (
     Cluster,
     ClusterCreateRequest,
     ClusterDeleteResponse,
@@ -37,7 +37,7 @@ from .http_errors import (
 )
 from .state import Platform
 
-_log = logging.getLogger("emulator")
+_log = logging.getLogger("together_clusters.emulator")
 _bearer = HTTPBearer(auto_error=False, description="A Together API key; each key is its own project.")
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 429, 500, 503)

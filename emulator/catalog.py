@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from provider.models import Region, RegionDriverVersion
+from together_clusters.provider.models import Region, RegionDriverVersion
 
 from .errors import invalid
 

@@ -1,6 +1,6 @@
 """How an accepted create request becomes a cluster record, and how an update's settings apply to one.
 
-Node counts are not handled here: the simulation adds and removes nodes (see :mod:`emulator.simulation`).
+Node counts are not handled here: the simulation adds and removes nodes (see :mod:`together_clusters.emulator.simulation`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import secrets
 import uuid
 from typing import Any
 
-from provider.models import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
+from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
 
 from .faults import ProvisioningOutcome
 from .lifecycle import cluster_schedule, control_plane_schedule

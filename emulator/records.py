@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from provider.models import BillingType, ClusterType, GpuType
+from together_clusters.provider.models import BillingType, ClusterType, GpuType
 
 from .catalog import GPUS_PER_NODE
 from .faults import ProvisioningOutcome

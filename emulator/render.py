@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from provider.models import (
+from together_clusters.provider.models import (
     AddOn,
     Cluster,
     ControlPlaneNode,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from typing import Any, Literal
 
-from provider.models import REASON_PREEMPTED, REASON_SCALED_DOWN, REASON_SCALED_UP
+from together_clusters.provider.models import REASON_PREEMPTED, REASON_SCALED_DOWN, REASON_SCALED_UP
 
 from . import catalog
 from .catalog import DEFAULT_PREEMPTIBLE_POOL_GPUS, GPUS_PER_NODE

@@ -1,7 +1,7 @@
 """The emulated platform: the compute API's operations and the admin API's, each one atomic.
 
 Nothing here knows about HTTP. Every operation runs under one lock: it first brings the simulation up to
-the clock's "now" (see :mod:`emulator.simulation`), then does its work, then persists. Nothing runs in the
+the clock's "now" (see :mod:`together_clusters.emulator.simulation`), then does its work, then persists. Nothing runs in the
 background, so the same calls at the same emulated times always give the same result.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from provider.models import (
+from together_clusters.provider.models import (
     Cluster,
     ClusterCreateRequest,
     ClusterDeleteResponse,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from provider.models import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
+from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
 
 from . import catalog
 from .catalog import GPUS_PER_NODE

@@ -1,6 +1,6 @@
 """Together AI GPU clusters with preemptible capacity, as a Pulumi resource.
 
-    from provider import Cluster, ClusterArgs
+    from together_clusters.provider import Cluster, ClusterArgs
 
     cluster = Cluster("gpu", ClusterArgs(cluster_name="demo", region="us-central-8",
                                          gpu_type="H100_SXM", num_gpus=8, num_preemptible_gpus=8))

@@ -2,9 +2,10 @@
 the client.
 
 Stability promise: the engine pickles ``ClusterProvider`` into the state by reference, as
-``provider.resource.ClusterProvider``, and records the type ``pulumi-python:dynamic/together:Cluster``.
-Both names stay as they are in every release, so state written today still refreshes and
-destroys later. The provider object carries no attributes: the API key is read per call.
+``together_clusters.provider.resource.ClusterProvider``, and records the type
+``pulumi-python:dynamic/together_clusters:Cluster``. Both names changed once, before the first release,
+when the distribution moved into one import namespace; from then on they stay as they are in every
+release, so state written today still refreshes and destroys later. The provider object carries no attributes: the API key is read per call.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from .models import Cluster as ApiCluster
 from .models import Region
 from .retry import RetryPolicy
 from .rules import plan_change, validate, validate_against_catalog
-from .schema import FIELDS, OUTPUT_NAMES, SECRET_OUTPUTS, with_defaults
+from .schema import FIELDS, OUTPUT_NAMES, RESOURCE_MODULE, RESOURCE_NAME, SECRET_OUTPUTS, with_defaults
 
 
 def _inputs_of(props: dict[str, Any]) -> dict[str, Any]:
@@ -206,7 +207,7 @@ class ClusterArgs:
     adopt_cluster_id: pulumi.Input[str] | None = None
 
 
-class Cluster(Resource, module="together", name="Cluster"):
+class Cluster(Resource, module=RESOURCE_MODULE, name=RESOURCE_NAME):
     """A Together GPU cluster with standard and preemptible capacity.
 
     Outputs: ``cluster_id`` (also the resource id), ``status``, ``phase``,

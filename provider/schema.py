@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+# The resource's type token, as the engine records it in the state: module and name are kept forever.
+RESOURCE_MODULE = "together_clusters"
+RESOURCE_NAME = "Cluster"
+CLUSTER_TYPE = f"pulumi-python:dynamic/{RESOURCE_MODULE}:{RESOURCE_NAME}"
+
 
 class OnChange(Enum):
     UPDATE = "update"

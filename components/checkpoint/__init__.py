@@ -2,7 +2,7 @@
 
 Typical use inside a training or fine-tuning container::
 
-    from components.checkpoint import Checkpointer, PreemptionHandler, Snapshot
+    from together_clusters.components.checkpoint import Checkpointer, PreemptionHandler, Snapshot
 
     ckpt = Checkpointer.from_env()              # CHECKPOINT_DIR or CHECKPOINT_S3_* from the component
     resumed = ckpt.restore()                    # newest complete checkpoint when CHECKPOINT_RESUME=true

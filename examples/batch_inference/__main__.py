@@ -2,7 +2,7 @@
 
 Workers pull requests from a queue. On preemption the preStop pause runs, then SIGTERM: the worker takes
 no new request and finishes the one in flight within DRAIN_BUDGET_SECONDS or hands it back to the queue
-(``components.checkpoint.RequestDrain``), so it is retried by another worker. The production replicas
+(``together_clusters.components.checkpoint.RequestDrain``), so it is retried by another worker. The production replicas
 are marked critical and placed on standard nodes; the guard refuses them anywhere else.
 
 Stack config: ``renderYamlTo``, ``clusterName``, ``region``, ``gpuType``, ``image``.
@@ -10,8 +10,8 @@ Stack config: ``renderYamlTo``, ``clusterName``, ``region``, ``gpuType``, ``imag
 
 import pulumi
 
-from components import BatchInference, BatchInferenceArgs, ComputeClass, ContainerSpec
-from components.demo import demo_cluster
+from together_clusters.components import BatchInference, BatchInferenceArgs, ComputeClass, ContainerSpec
+from together_clusters.components.demo import demo_cluster
 
 gpu = demo_cluster("infer", num_preemptible_gpus=16)
 image = pulumi.Config().get("image") or "ghcr.io/example/batch-infer:latest"

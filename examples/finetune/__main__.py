@@ -10,7 +10,7 @@ it against the emulator); ``clusterName``, ``region``, ``gpuType``, ``image`` ov
 
 import pulumi
 
-from components import (
+from together_clusters.components import (
     BatchJob,
     BatchJobArgs,
     CheckpointStore,
@@ -18,7 +18,7 @@ from components import (
     ContainerSpec,
     SharedVolume,
 )
-from components.demo import demo_cluster
+from together_clusters.components.demo import demo_cluster
 
 gpu = demo_cluster("ft", num_preemptible_gpus=16)
 

@@ -6,7 +6,7 @@ local emulator and points them there. Every value can be changed with `pulumi co
 
 import pulumi
 
-from provider import Cluster, ClusterArgs
+from together_clusters.provider import Cluster, ClusterArgs
 
 config = pulumi.Config()
 

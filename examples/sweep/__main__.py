@@ -1,7 +1,7 @@
 """A learning-rate x warmup sweep on preemptible GPUs.
 
 One Indexed Job, one index per trial: pod ``i`` reads trial ``i`` from the mounted ``trials.json``
-(``components.checkpoint.trial_parameters()``), checkpoints under ``<sweep>/trial-<i>`` and, when
+(``together_clusters.components.checkpoint.trial_parameters()``), checkpoints under ``<sweep>/trial-<i>`` and, when
 preempted, is replaced with the same index and resumes. A trial fails for good after
 ``backoff_limit_per_index`` real failures; the sweep stops after ``max_failed_indexes`` failed trials.
 
@@ -12,8 +12,15 @@ import itertools
 
 import pulumi
 
-from components import CheckpointStore, CheckpointStoreArgs, ContainerSpec, SharedVolume, Sweep, SweepArgs
-from components.demo import demo_cluster
+from together_clusters.components import (
+    CheckpointStore,
+    CheckpointStoreArgs,
+    ContainerSpec,
+    SharedVolume,
+    Sweep,
+    SweepArgs,
+)
+from together_clusters.components.demo import demo_cluster
 
 gpu = demo_cluster("sweep", num_preemptible_gpus=16)
 

@@ -9,7 +9,7 @@ Stack config: ``renderYamlTo``, ``clusterName``, ``region``, ``gpuType``, ``imag
 
 import pulumi
 
-from components import (
+from together_clusters.components import (
     CheckpointStore,
     CheckpointStoreArgs,
     ContainerSpec,
@@ -17,7 +17,7 @@ from components import (
     TrainingRun,
     TrainingRunArgs,
 )
-from components.demo import demo_cluster
+from together_clusters.components.demo import demo_cluster
 
 gpu = demo_cluster("train", num_preemptible_gpus=32)
 image = pulumi.Config().get("image") or "ghcr.io/example/trainer:latest"

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from components.checkpoint import (
+from together_clusters.components.checkpoint import (
     Checkpointer,
     CorruptCheckpoint,
     FilesystemBackend,
     RuntimeConfig,
     trial_parameters,
 )
-from components.checkpoint.checkpointer import MANIFEST
-from components.checkpoint.contract import drain_budget_seconds, save_budget_seconds
+from together_clusters.components.checkpoint.checkpointer import MANIFEST
+from together_clusters.components.checkpoint.contract import drain_budget_seconds, save_budget_seconds
 
 from .conftest import ROOT
 from .worker import state_for
@@ -53,7 +53,7 @@ def test_a_corrupt_checkpoint_is_skipped_with_a_warning(
     data = bytearray(weights.read_bytes())
     data[100] ^= 0xFF
     weights.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING, logger="components.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="together_clusters.components.checkpoint"):
         loaded = ckpt.latest()
     assert loaded is not None and loaded.step == 1 and loaded.files == state_for(1)
     (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]

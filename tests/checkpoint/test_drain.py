@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from components.checkpoint import RequestDrain
+from together_clusters.components.checkpoint import RequestDrain
 
 from .conftest import Worker
 

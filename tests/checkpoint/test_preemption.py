@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.checkpoint import (
+from together_clusters.components.checkpoint import (
     PREEMPTED_EXIT_CODE,
     Checkpointer,
     FilesystemBackend,

@@ -7,8 +7,8 @@ import os
 import signal
 from pathlib import Path
 
-from components.checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, FilesystemBackend
-from components.checkpoint.checkpointer import MANIFEST
+from together_clusters.components.checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, FilesystemBackend
+from together_clusters.components.checkpoint.checkpointer import MANIFEST
 
 from .conftest import Worker
 from .worker import state_for

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from components.checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, S3Backend
-from components.checkpoint.checkpointer import MANIFEST
+from together_clusters.components.checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, S3Backend
+from together_clusters.components.checkpoint.checkpointer import MANIFEST
 
 from .conftest import S3_CREDENTIALS, Worker
 from .worker import state_for

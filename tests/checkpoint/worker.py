@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 
-from components.checkpoint import Checkpointer, PreemptionHandler, RequestDrain, Snapshot
+from together_clusters.components.checkpoint import Checkpointer, PreemptionHandler, RequestDrain, Snapshot
 
 
 def state_for(step: int) -> dict[str, bytes]:

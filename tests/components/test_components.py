@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import (
+from together_clusters.components import (
     BatchInference,
     BatchInferenceArgs,
     BatchJob,
@@ -26,7 +26,7 @@ from components import (
     TrainingRun,
     TrainingRunArgs,
 )
-from components.platform import COMPUTE_CLASS_LABEL, CRITICAL_LABEL
+from together_clusters.components.platform import COMPUTE_CLASS_LABEL, CRITICAL_LABEL
 
 from .conftest import Program, assert_schema_valid
 from .helpers import env_names, env_of, env_values, main_container, pod_spec, pod_template, required_terms
@@ -253,7 +253,7 @@ def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
 
 
 def test_sweep_config_map_name_follows_the_trials() -> None:
-    from components.manifests import trials_config_map_name
+    from together_clusters.components.manifests import trials_config_map_name
 
     assert trials_config_map_name("s", TRIALS) == trials_config_map_name("s", tuple(dict(t) for t in TRIALS))
     assert trials_config_map_name("s", TRIALS) != trials_config_map_name("s", TRIALS[:2])
@@ -439,7 +439,7 @@ def test_checkpoint_store_registers_its_outputs(program: Program) -> None:
 
 
 def test_pulumi_waits_for_jobs_to_start_not_to_finish() -> None:
-    from components import manifests
+    from together_clusters.components import manifests
 
     container = ContainerSpec(image=IMAGE)
     jobs = [

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components import guard
 from tests import _engine
+from together_clusters.components import guard
 
 pytestmark = pytest.mark.engine
 
@@ -30,12 +30,12 @@ import json
 
 import pulumi
 
-from components import (
+from together_clusters.components import (
     BatchInference, BatchInferenceArgs, BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs,
     ComputeClass, ContainerSpec, SharedVolume, Sweep, SweepArgs, TrainingRun, TrainingRunArgs,
     provider_from_stack_config,
 )
-from provider import Cluster, ClusterArgs
+from together_clusters.provider import Cluster, ClusterArgs
 
 cluster = Cluster("gpu", ClusterArgs(cluster_name="components-e2e", region="us-central-8",
                                      gpu_type="RTX_6000_PCI", num_gpus=8, num_preemptible_gpus=16))
@@ -91,7 +91,7 @@ def assert_contains(expected: Any, actual: Any, where: str = "") -> None:
 @pytest.fixture(scope="module")
 def emulator_url() -> Iterator[str]:
     _engine.require_engine()
-    from emulator.server import start_emulator
+    from together_clusters.emulator.server import start_emulator
 
     with start_emulator(speed=600) as running:
         yield running.base_url

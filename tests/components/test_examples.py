@@ -8,7 +8,7 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from components import guard
+from together_clusters.components import guard
 
 from .conftest import Program, assert_schema_valid
 

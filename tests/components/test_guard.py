@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from components import (
+from together_clusters.components import (
     BatchInference,
     BatchInferenceArgs,
     BatchJob,
@@ -23,7 +23,7 @@ from components import (
     guard,
     manifests,
 )
-from components.platform import COMPUTE_CLASS_LABEL, CRITICAL_LABEL
+from together_clusters.components.platform import COMPUTE_CLASS_LABEL, CRITICAL_LABEL
 
 from .conftest import Program
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from components import guard
-from components.placement import placement_for, preemptible_placement, standard_placement
-from components.platform import COMPUTE_CLASS_LABEL, ComputeClass, Taint
+from together_clusters.components import guard
+from together_clusters.components.placement import placement_for, preemptible_placement, standard_placement
+from together_clusters.components.platform import COMPUTE_CLASS_LABEL, ComputeClass, Taint
 
 LABELS = {"app.kubernetes.io/name": "x", "app.kubernetes.io/component": "worker"}
 

@@ -21,10 +21,10 @@ import httpx
 import pytest
 import yaml
 
-from emulator.server import RunningEmulator, start_emulator
-from provider.client import TogetherClient
-from provider.models import ClusterUpdateRequest
 from tests import _engine
+from together_clusters.emulator.server import RunningEmulator, start_emulator
+from together_clusters.provider.client import TogetherClient
+from together_clusters.provider.models import ClusterUpdateRequest
 
 STACK = "drifttest"
 API_KEY = "drift-test-key"
@@ -47,8 +47,17 @@ class Deployed:
     def cli(
         self, *args: str, stack: str = STACK, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """``python -m drift ARGS --stack STACK --cwd PROJECT``."""
-        command = [sys.executable, "-m", "drift", *args, "--stack", stack, "--cwd", str(self.project)]
+        """``python -m together_clusters.drift ARGS --stack STACK --cwd PROJECT``."""
+        command = [
+            sys.executable,
+            "-m",
+            "together_clusters.drift",
+            *args,
+            "--stack",
+            stack,
+            "--cwd",
+            str(self.project),
+        ]
         return subprocess.run(
             command,
             env=env or self.env,

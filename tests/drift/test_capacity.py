@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from drift.capacity import cluster_status, hourly_saving, parse_time, recent_events, window, window_end
-from drift.classify import classify
-from drift.drift_render import drift_json, drift_text
-from drift.status_render import status_json, status_text
-from drift.timeline import allocation_timeline, changes
+from together_clusters.drift.capacity import (
+    cluster_status,
+    hourly_saving,
+    parse_time,
+    recent_events,
+    window,
+    window_end,
+)
+from together_clusters.drift.classify import classify
+from together_clusters.drift.drift_render import drift_json, drift_text
+from together_clusters.drift.status_render import status_json, status_text
+from together_clusters.drift.timeline import allocation_timeline, changes
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -180,7 +187,7 @@ def test_drift_text_names_resource_field_and_values():
     text = drift_text("dev", report)
     assert text.startswith("Stack dev: DRIFT FOUND (1 changed field)")
     row = next(line for line in text.splitlines() if "num_preemptible_gpus" in line)
-    assert row.split() == ["quickstart", "together:Cluster", "num_preemptible_gpus", "8", "16"]
+    assert row.split() == ["quickstart", "together_clusters:Cluster", "num_preemptible_gpus", "8", "16"]
     assert "capacity shortfall: quickstart has 8 of 16" in text
     assert "preemption churn: quickstart had 1 preemption since the last deployment" in text
     data = json.loads(drift_json("dev", report))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drift.classify import EXIT_DRIFT, EXIT_IN_SYNC, changed_fields, classify
-from drift.stack_state import CLUSTER_TYPE, SECRET_MARK, SECRET_SIG, UNKNOWN
+from together_clusters.drift.classify import EXIT_DRIFT, EXIT_IN_SYNC, changed_fields, classify
+from together_clusters.drift.stack_state import CLUSTER_TYPE, SECRET_MARK, SECRET_SIG, UNKNOWN
 
 URN = "urn:pulumi:dev::together-quickstart::" + CLUSTER_TYPE + "::quickstart"
 SECRET = {SECRET_SIG: SECRET_MARK, "ciphertext": "v1:abc"}
@@ -64,7 +64,7 @@ def test_out_of_band_change_is_spec_drift_with_code_and_live_values():
     [d] = report.drift
     assert (d.resource, d.type, d.field, d.code, d.live) == (
         "quickstart",
-        "together:Cluster",
+        "together_clusters:Cluster",
         "num_preemptible_gpus",
         8,
         16,
@@ -90,7 +90,7 @@ def test_deleted_out_of_band_is_missing():
     report = classify(export(cluster()), export(), [step("create", cluster()["inputs"])])
     assert report.exit_code == EXIT_DRIFT
     [m] = report.missing
-    assert (m.resource, m.type, m.id) == ("quickstart", "together:Cluster", "c-1")
+    assert (m.resource, m.type, m.id) == ("quickstart", "together_clusters:Cluster", "c-1")
     assert report.pending == []  # the re-create is the consequence of the missing resource, not a code change
 
 
@@ -137,7 +137,7 @@ def test_new_resource_in_code_is_pending():
     steps = [step("same", cluster()["inputs"]), {"op": "create", "urn": other, "newState": {"inputs": {}}}]
     report = classify(export(cluster()), export(cluster()), steps)
     assert report.in_sync
-    assert [(p.resource, p.op, p.type) for p in report.pending] == [("second", "create", "together:Cluster")]
+    assert [(p.resource, p.op, p.type) for p in report.pending] == [("second", "create", "together_clusters:Cluster")]
 
 
 def test_secrets_internal_keys_and_bookkeeping_are_never_compared():

@@ -37,7 +37,7 @@ def test_out_of_band_scale_is_drift_with_field_and_both_values(deployed: Deploye
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "DRIFT FOUND (1 changed field)" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if "num_preemptible_gpus" in line)
-    assert row.split() == ["quickstart", "together:Cluster", "num_preemptible_gpus", "8", "16"]
+    assert row.split() == ["quickstart", "together_clusters:Cluster", "num_preemptible_gpus", "8", "16"]
 
     as_json = deployed.cli("drift", "--json")
     assert as_json.returncode == 2, as_json.stderr
@@ -49,7 +49,9 @@ def test_out_of_band_scale_is_drift_with_field_and_both_values(deployed: Deploye
     assert deployed.files() == before
     # The refresh ran on a copy: the real state still holds the deployed value.
     state = deployed.export()
-    [cluster] = [r for r in state["deployment"]["resources"] if r["type"].endswith("together:Cluster")]
+    [cluster] = [
+        r for r in state["deployment"]["resources"] if r["type"].endswith("together_clusters:Cluster")
+    ]
     assert cluster["inputs"]["num_preemptible_gpus"] == 8
 
 
@@ -144,7 +146,7 @@ def test_cluster_deleted_out_of_band_is_missing(deployed: Deployed):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "DRIFT FOUND (1 missing resource)" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if deployed.cluster_id in line)
-    assert row.split() == ["quickstart", "together:Cluster", deployed.cluster_id]
+    assert row.split() == ["quickstart", "together_clusters:Cluster", deployed.cluster_id]
     assert deployed.files() == before
 
     status = deployed.cli("status")

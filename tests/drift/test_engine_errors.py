@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from drift.engine import failure_summary
+from together_clusters.drift.engine import failure_summary
 
 REFRESH_API_DOWN = """\
 Refreshing (dev):
-~  pulumi-python:dynamic/together:Cluster quickstart refreshing (11s) error: Traceback (most recent call last):
-~  pulumi-python:dynamic/together:Cluster quickstart **refreshing failed** error: Traceback (most recent call last):
+~  pulumi-python:dynamic/together_clusters:Cluster quickstart refreshing (11s) error: Traceback (most recent call last):
+~  pulumi-python:dynamic/together_clusters:Cluster quickstart **refreshing failed** error: Traceback (most recent call last):
     pulumi:pulumi:Stack together-quickstart-dev running error: update failed
     pulumi:pulumi:Stack together-quickstart-dev **failed** 1 error
 Diagnostics:
-  pulumi-python:dynamic/together:Cluster (quickstart):
+  pulumi-python:dynamic/together_clusters:Cluster (quickstart):
     error: Traceback (most recent call last):
       File "/work/main/provider/client.py", line 255, in _send_once
         raise errors.TransportError(f"{method} {self.base_url}{path} failed: {exc}") from None

@@ -12,8 +12,8 @@ import httpx
 import pytest
 import together
 
-from emulator.admin_client import AdminClient
-from emulator.server import RunningEmulator, start_emulator
+from together_clusters.emulator.admin_client import AdminClient
+from together_clusters.emulator.server import RunningEmulator, start_emulator
 
 REGION: Final = "us-central-8"
 GPU: Final = "H100_SXM"

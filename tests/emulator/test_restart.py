@@ -1,4 +1,4 @@
-"""``python -m emulator --state FILE`` as a real process: a restart loses nothing."""
+"""``python -m together_clusters.emulator --state FILE`` as a real process: a restart loses nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from emulator.admin_client import AdminClient
+from together_clusters.emulator.admin_client import AdminClient
 
 from .conftest import GPU, REGION, create_body
 
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @contextmanager
 def emulator_process(*args: str) -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "emulator", "--port", "0", *args],
+        [sys.executable, "-m", "together_clusters.emulator", "--port", "0", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from emulator.clock import EmulatedClock
-from emulator.errors import EmulatorError
-from emulator.faults import FaultSpec
-from emulator.state import Platform
-from emulator.store import Store
-from provider.models import ClusterCreateRequest, ClusterUpdateRequest
+from together_clusters.emulator.clock import EmulatedClock
+from together_clusters.emulator.errors import EmulatorError
+from together_clusters.emulator.faults import FaultSpec
+from together_clusters.emulator.state import Platform
+from together_clusters.emulator.store import Store
+from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest
 
 from .conftest import GPU, REGION, create_body
 

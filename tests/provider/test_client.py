@@ -8,11 +8,11 @@ import socket
 import httpx
 import pytest
 
-from emulator.server import start_emulator
-from provider import errors
-from provider.client import TogetherClient, resolve_base_url
-from provider.models import ClusterCreateRequest, ClusterUpdateRequest
-from provider.retry import RetryPolicy
+from together_clusters.emulator.server import start_emulator
+from together_clusters.provider import errors
+from together_clusters.provider.client import TogetherClient, resolve_base_url
+from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest
+from together_clusters.provider.retry import RetryPolicy
 
 SECRET_KEY = "tgp_v1_client-test-secret-0123456789abcdef"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from emulator.server import start_emulator
-from provider.client import TogetherClient
-from provider.models import ClusterUpdateRequest
 from tests import _engine
+from together_clusters.emulator.server import start_emulator
+from together_clusters.provider.client import TogetherClient
+from together_clusters.provider.models import ClusterUpdateRequest
 
 pytestmark = pytest.mark.engine
 
@@ -214,7 +214,7 @@ def test_cluster_deleted_out_of_band_leaves_state_on_refresh(stack, api, emu):
     proc = stack.run("refresh", *_engine.UP_FLAGS)
     assert proc.returncode == 0, _engine.output(proc)
     types = [r["type"] for r in _engine.stack_resources(stack.dir, stack.env)]
-    assert "pulumi-python:dynamic/together:Cluster" not in types
+    assert "pulumi-python:dynamic/together_clusters:Cluster" not in types
     # The next up makes it again.
     assert stack.up().returncode == 0
     assert api.get_cluster(stack.outputs()["cluster_id"]).status == "Ready"
@@ -230,7 +230,7 @@ def test_create_that_never_gets_ready_leaves_no_cluster(emu, tmp_path):
     emu.admin.advance(3600)
     assert [c for c in emu.admin.clusters() if c["cluster_name"] == "never-ready"] == []
     assert _engine.stack_resources(doomed.dir, doomed.env) == [] or all(
-        r["type"] != "pulumi-python:dynamic/together:Cluster"
+        r["type"] != "pulumi-python:dynamic/together_clusters:Cluster"
         for r in _engine.stack_resources(doomed.dir, doomed.env)
     )
 

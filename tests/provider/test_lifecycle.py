@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.server import start_emulator
-from provider import TogetherError
-from provider.errors import InputError
-from provider.resource import ClusterProvider
-from provider.schema import with_defaults
+from together_clusters.emulator.server import start_emulator
+from together_clusters.provider import TogetherError
+from together_clusters.provider.errors import InputError
+from together_clusters.provider.resource import ClusterProvider
+from together_clusters.provider.schema import with_defaults
 
 KEY = "lifecycle-test-key"
 
@@ -72,8 +72,8 @@ def test_read_sees_out_of_band_changes_but_not_shortfall_or_preemption(admin, em
     assert read.outs["preemptible_shortfall_gpus"] == 8
     assert provider.diff(created.id, read.outs, olds).changes is False
 
-    from provider.client import TogetherClient
-    from provider.models import ClusterUpdateRequest
+    from together_clusters.provider.client import TogetherClient
+    from together_clusters.provider.models import ClusterUpdateRequest
 
     with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
         client.update_cluster(created.id, ClusterUpdateRequest(num_preemptible_gpus=16))
@@ -139,8 +139,8 @@ def test_when_cleanup_fails_too_the_error_gives_the_id_and_the_way_out(admin):
 
 
 def test_adopt_an_existing_cluster_and_converge_it(admin, emu):
-    from provider.client import TogetherClient
-    from provider.mapping import create_request
+    from together_clusters.provider.client import TogetherClient
+    from together_clusters.provider.mapping import create_request
 
     with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
         existing = client.create_cluster(
@@ -154,8 +154,8 @@ def test_adopt_an_existing_cluster_and_converge_it(admin, emu):
 
 
 def test_adoption_refuses_a_cluster_that_does_not_match(admin, emu):
-    from provider.client import TogetherClient
-    from provider.mapping import create_request
+    from together_clusters.provider.client import TogetherClient
+    from together_clusters.provider.mapping import create_request
 
     with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
         existing = client.create_cluster(create_request(inputs(cluster_name="other", region="us-east-2")))
@@ -166,8 +166,8 @@ def test_adoption_refuses_a_cluster_that_does_not_match(admin, emu):
 
 def test_name_taken_by_a_cluster_outside_the_state_says_how_to_adopt_it(admin, emu):
     """An `up` interrupted after the POST leaves a running cluster the state does not know."""
-    from provider.client import TogetherClient
-    from provider.mapping import create_request
+    from together_clusters.provider.client import TogetherClient
+    from together_clusters.provider.mapping import create_request
 
     with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
         stray = client.create_cluster(create_request(inputs(cluster_name="interrupted")))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from provider.mapping import live_outputs, read_inputs
-from provider.models import Cluster
+from together_clusters.provider.mapping import live_outputs, read_inputs
+from together_clusters.provider.models import Cluster
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC).isoformat()
 
@@ -97,7 +97,7 @@ def test_read_back_takes_server_desired_values_but_not_server_defaults():
 
 def test_standard_nodes_use_the_same_classes_as_the_counts():
     """An update waits on these: guessed preemptible nodes and nodes on their way out are not standard."""
-    from provider.mapping import standard_nodes
+    from together_clusters.provider.mapping import standard_nodes
 
     nodes = [node("s1"), node("s2", marked_for_deletion=True), node("p1")]
     assert [n.node_id for n in standard_nodes(cluster(nodes, allocated=8))] == ["s1"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pulumi.runtime.rpc import UNKNOWN
 
-from provider.resource import ClusterProvider
-from provider.rules import plan_change, validate
+from together_clusters.provider.resource import ClusterProvider
+from together_clusters.provider.rules import plan_change, validate
 
 
 @pytest.fixture(autouse=True)

@@ -4,12 +4,15 @@ hold no secret."""
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 
 import dill
 from pulumi.dynamic.dynamic import serialize_provider
 
-from provider import Cluster, settings
-from provider.resource import ClusterProvider
+from together_clusters.provider import Cluster, settings
+from together_clusters.provider.resource import ClusterProvider
 
 
 class _StackConfig(dict):
@@ -18,7 +21,7 @@ class _StackConfig(dict):
 
 
 def test_type_token_is_stable():
-    assert Cluster._resource_type_name == "dynamic/together:Cluster"
+    assert Cluster._resource_type_name == "dynamic/together_clusters:Cluster"
 
 
 def test_provider_is_pickled_by_reference_and_carries_no_key(monkeypatch):
@@ -30,9 +33,35 @@ def test_provider_is_pickled_by_reference_and_carries_no_key(monkeypatch):
         raw = base64.b64decode(serialize_provider(provider))
     finally:
         settings.take_stack_config(_StackConfig())
-    assert b"provider.resource" in raw and b"ClusterProvider" in raw
+    assert b"together_clusters.provider.resource" in raw and b"ClusterProvider" in raw
     assert secret.encode() not in raw
     # By reference: a small pickle that names the class, with no bytecode of ours inside.
     assert len(raw) < 200
     assert type(dill.loads(raw)) is ClusterProvider
     assert vars(provider) == {}
+
+
+def test_a_users_own_provider_and_components_do_not_shadow_ours(tmp_path):
+    """A Pulumi project with its own ``provider.py`` and ``components/`` beside ``__main__.py``: the
+    provider host (started in the project directory) still unpickles our provider from the state."""
+    (tmp_path / "provider.py").write_text("raise ImportError('the user provider.py was imported')\n")
+    (tmp_path / "components").mkdir()
+    (tmp_path / "components" / "__init__.py").write_text("raise ImportError('the user components/')\n")
+    (tmp_path / "drift.py").write_text("raise ImportError('the user drift.py')\n")
+    pickled = serialize_provider(ClusterProvider())
+    program = (
+        "import base64, sys, dill\n"
+        "provider = dill.loads(base64.b64decode(sys.argv[1]))\n"
+        "import together_clusters.components, together_clusters.drift.cli\n"
+        "print(type(provider).__module__, type(provider).__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, pickled],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["together_clusters.provider.resource", "ClusterProvider"]
