@@ -7,6 +7,7 @@ taint (or preemptible nodes are not tainted, or only with PreferNoSchedule). For
 
 * every pod: ``terminationGracePeriodSeconds`` at most the platform's limit;
 * Job pods: ``restartPolicy: Never``, a first pod failure policy rule ignoring ``DisruptionTarget``,
+  exit code 143 (SIGTERM) of every container ignored before any rule can count it,
   checkpoint storage (the shared volume mounted at CHECKPOINT_DIR, or the S3 backend), and a save
   budget below the grace period;
 * bare Pods are refused: nothing recreates them after preemption.
@@ -167,6 +168,34 @@ def first_rule_ignores_disruption(job_spec: Mapping[str, Any]) -> bool:
     )
 
 
+def _rule_matches_exit(rule: Mapping[str, Any], container_name: str, exit_code: int) -> bool:
+    """Whether a pod failure policy rule matches ``container_name`` ending with ``exit_code`` (the Job controller's rules)."""
+    on_exit = rule.get("onExitCodes")
+    if not isinstance(on_exit, Mapping):
+        return False
+    if on_exit.get("containerName") not in (None, container_name):
+        return False
+    values = on_exit.get("values") or []
+    return (exit_code in values) == (on_exit.get("operator") == "In")
+
+
+def sigterm_exit_counted_by(job_spec: Mapping[str, Any], container_names: Iterable[str]) -> str | None:
+    """The first container whose exit 143 the pod failure policy does not ignore, or None if every one is.
+
+    The first matching rule decides, so an Ignore rule comes too late behind a FailJob, FailIndex or
+    Count rule that matches 143 (``NotIn [0]`` does); no matching rule at all counts the failure.
+    """
+    rules = (job_spec.get("podFailurePolicy") or {}).get("rules") or []
+    for name in container_names:
+        first = next(
+            (r for r in rules if _rule_matches_exit(r, name, contract.PREEMPTED_EXIT_CODE)),
+            None,
+        )
+        if first is None or first.get("action") != "Ignore":
+            return name
+    return None
+
+
 # --- the checks -----------------------------------------------------------------------------
 
 
@@ -254,6 +283,18 @@ def check_pod_spec(
             "preemptions would count as failures and burn backoffLimit",
             f"make the first podFailurePolicy rule {{action: Ignore, onPodConditions: "
             f"[{{type: {DISRUPTION_CONDITION}, status: 'True'}}]}}",
+            prefix=job_field_prefix,
+        )
+    counted = sigterm_exit_counted_by(job_spec, [c.get("name", "") for c in pod_spec.get("containers") or []])
+    if counted is not None:
+        refuse(
+            "sigterm-exit-rule",
+            "podFailurePolicy.rules",
+            (job_spec.get("podFailurePolicy") or {}).get("rules"),
+            f"a pod deleted without a disruption condition exits {contract.PREEMPTED_EXIT_CODE} "
+            f"(SIGTERM), and container {counted!r} ending so would count as a failure",
+            f"add {{action: Ignore, onExitCodes: {{containerName: {counted}, operator: In, values: "
+            f"[{contract.PREEMPTED_EXIT_CODE}]}}}} right after the {DISRUPTION_CONDITION} rule",
             prefix=job_field_prefix,
         )
     restart = pod_spec.get("restartPolicy", "Always")

@@ -53,7 +53,23 @@ DISRUPTION_RULE: Mapping[str, Any] = {
     "action": "Ignore",
     "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}],
 }
-"""First pod failure policy rule of every Job: a disrupted (e.g. preempted) pod is not a failure."""
+"""First pod failure policy rule of every Job: a disrupted (e.g. evicted or GC'd) pod is not a failure."""
+
+PREEMPTED_EXIT_RULE: Mapping[str, Any] = {
+    "action": "Ignore",
+    "onExitCodes": {
+        "containerName": MAIN_CONTAINER,
+        "operator": "In",
+        "values": [contract.PREEMPTED_EXIT_CODE],
+    },
+}
+"""Second rule: the main container ended by SIGTERM (143) is not a failure either.
+
+A plain pod delete sets no DisruptionTarget condition, so without this rule the runtime's exit after
+its SIGTERM save (or a process killed by the signal) burns backoffLimit. It comes before any FailJob
+or FailIndex rule, so no rule the user adds can count a preemption. A save that overruns the grace
+period ends in SIGKILL (137) and still counts: the runtime's save budget ends before the grace does.
+"""
 
 
 @dataclass(frozen=True)
@@ -209,8 +225,8 @@ def _metadata(name: str, namespace: str, labels: Mapping[str, str]) -> Manifest:
 
 
 def pod_failure_policy(non_retriable_exit_codes: Sequence[int], action: str = "FailJob") -> Manifest:
-    """The disruption rule first, then (optionally) exit codes that mean "do not retry"."""
-    rules: list[Manifest] = [json.loads(json.dumps(DISRUPTION_RULE))]
+    """The preemption rules first (disruption, then exit 143), then exit codes that mean "do not retry"."""
+    rules: list[Manifest] = [json.loads(json.dumps(rule)) for rule in (DISRUPTION_RULE, PREEMPTED_EXIT_RULE)]
     if non_retriable_exit_codes:
         if 0 in non_retriable_exit_codes or contract.PREEMPTED_EXIT_CODE in non_retriable_exit_codes:
             raise ValueError(

@@ -50,6 +50,8 @@ DEFAULT_TOLERATION = {
     "effect": "NoSchedule",
 }
 DISRUPTION_RULE = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+# A plain delete sets no condition: the runtime's exit after its SIGTERM save must not count either.
+SIGTERM_EXIT_RULE = {"action": "Ignore", "onExitCodes": {"containerName": "main", "operator": "In", "values": [143]}}
 
 
 def provider() -> k8s.Provider:
@@ -87,7 +89,7 @@ def assert_standard_placement(obj: dict) -> None:
 
 def assert_job_survives_preemption(job: dict) -> None:
     spec = job["spec"]
-    assert spec["podFailurePolicy"]["rules"][0] == DISRUPTION_RULE
+    assert spec["podFailurePolicy"]["rules"][:2] == [DISRUPTION_RULE, SIGTERM_EXIT_RULE]
     assert spec["podReplacementPolicy"] == "Failed"
     assert pod_spec(job)["restartPolicy"] == "Never"
 
@@ -113,7 +115,7 @@ def test_batch_job_renders_a_preemptible_job_with_checkpoints(program: Program) 
     assert job["spec"]["backoffLimit"] == 4
     assert job["spec"]["ttlSecondsAfterFinished"] == 3600
     assert_job_survives_preemption(job)
-    assert job["spec"]["podFailurePolicy"]["rules"][1] == {
+    assert job["spec"]["podFailurePolicy"]["rules"][2] == {
         "action": "FailJob",
         "onExitCodes": {"containerName": "main", "operator": "In", "values": [2, 42]},
     }
@@ -235,7 +237,7 @@ def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
     assert spec["backoffLimitPerIndex"] == 3
     assert spec["maxFailedIndexes"] == 2
     assert_job_survives_preemption(job)
-    assert spec["podFailurePolicy"]["rules"][1]["action"] == "FailIndex"
+    assert spec["podFailurePolicy"]["rules"][2]["action"] == "FailIndex"
     assert_preemptible_placement(job, "trial")
     env = env_of(job)
     assert env["TRIAL_INDEX"]["valueFrom"] == {

@@ -128,7 +128,7 @@ def test_raw_job_without_a_pod_failure_policy_is_refused() -> None:
     job = good_job()
     del job["spec"]["podFailurePolicy"]
     violations = guard.check_manifest(job)
-    assert [v.rule for v in violations] == ["disruption-rule"]
+    assert [v.rule for v in violations] == ["disruption-rule", "sigterm-exit-rule"]
     assert "preemptions would count as failures and burn backoffLimit" in str(violations[0])
     assert "Job/ft spec.podFailurePolicy.rules[0]=None" in str(violations[0])
 
@@ -136,8 +136,40 @@ def test_raw_job_without_a_pod_failure_policy_is_refused() -> None:
 def test_raw_job_whose_disruption_rule_is_not_first_is_refused() -> None:
     job = good_job()
     rules = job["spec"]["podFailurePolicy"]["rules"]
-    rules.insert(0, {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [143]}})
+    rules.insert(0, {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [1]}})
     assert rules_violated(job) == ["disruption-rule"]
+
+
+def test_raw_job_that_counts_the_sigterm_exit_is_refused() -> None:
+    job = good_job()
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    del rules[1]
+    violations = guard.check_manifest(job)
+    assert [v.rule for v in violations] == ["sigterm-exit-rule"]
+    assert "a pod deleted without a disruption condition exits 143" in str(violations[0])
+    assert "Job/ft spec.podFailurePolicy.rules" in str(violations[0])
+
+
+@pytest.mark.parametrize(
+    "catching_rule",
+    [
+        {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0]}},
+        {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [143]}},
+        {"action": "Count", "onExitCodes": {"operator": "In", "values": [1, 143]}},
+    ],
+)
+def test_a_rule_that_catches_exit_143_before_it_is_ignored_is_refused(catching_rule: dict[str, Any]) -> None:
+    job = good_job()
+    job["spec"]["podFailurePolicy"]["rules"].insert(1, catching_rule)
+    assert rules_violated(job) == ["sigterm-exit-rule"]
+
+
+def test_rules_after_the_sigterm_rule_or_for_other_containers_pass() -> None:
+    job = good_job()
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    rules.append({"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0, 1]}})
+    rules.insert(1, {"action": "FailJob", "onExitCodes": {"containerName": "sidecar", "operator": "In", "values": [143]}})
+    assert rules_violated(job) == []
 
 
 def test_raw_job_that_restarts_in_place_is_refused() -> None:
@@ -217,8 +249,8 @@ def test_raw_cron_job_is_checked_like_a_job() -> None:
         "metadata": {"name": "nightly"},
         "spec": {"jobTemplate": job},
     }
-    assert rules_violated(cron) == ["disruption-rule"]
-    (violation,) = guard.check_manifest(cron)
+    assert rules_violated(cron) == ["disruption-rule", "sigterm-exit-rule"]
+    violation = guard.check_manifest(cron)[0]
     assert violation.field == "spec.jobTemplate.spec.podFailurePolicy.rules[0]"
 
 
@@ -229,7 +261,7 @@ def test_enforce_names_the_owner_and_lists_every_violation() -> None:
     with pytest.raises(PlacementRefused) as refused:
         guard.enforce("my raw job", [job, {"kind": "ConfigMap", "metadata": {"name": "x"}}])
     assert str(refused.value).startswith("my raw job refused by the preemptible placement guard:\n  - ")
-    assert {v.rule for v in refused.value.violations} == {"grace-period", "disruption-rule"}
+    assert {v.rule for v in refused.value.violations} == {"grace-period", "disruption-rule", "sigterm-exit-rule"}
 
 
 # --- reading placement -----------------------------------------------------------------------
