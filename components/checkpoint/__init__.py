@@ -6,17 +6,24 @@ Typical use inside a training or fine-tuning container::
 
     ckpt = Checkpointer.from_env()              # CHECKPOINT_DIR or CHECKPOINT_S3_* from the component
     resumed = ckpt.restore()                    # newest complete checkpoint when CHECKPOINT_RESUME=true
-    step, state = (resumed.step, resumed.files) if resumed else (0, initial_state())
-    latest = Snapshot(step, state)
-    PreemptionHandler(ckpt, lambda: latest).install()   # SIGTERM: save `latest`, exit 143
-    while step < total:
+    if resumed:
+        with resumed:                           # verified files as streams: read in chunks, any size
+            step, state = resumed.step, load_state(resumed.open("weights.bin"))
+    else:
+        step, state = 0, initial_state()
+    latest = Snapshot(step, to_files(state))    # values may be bytes or iterables of chunks
+    handler = PreemptionHandler(ckpt, lambda: latest).install()  # SIGTERM: save `latest`, exit 143
+    while step < total and not handler.stopping.is_set():
         state = train_one_step(state); step += 1
-        latest = Snapshot(step, state)          # replace the reference only once the step is whole
+        latest = Snapshot(step, to_files(state))  # replace the reference only once the step is whole
         if step % 100 == 0:
-            ckpt.save(step, state)
+            ckpt.save(step, to_files(state))    # saves, then prunes to the newest CHECKPOINT_KEEP
+
+Launchers that exit 1 on SIGTERM (torchrun) run under ``python -m
+together_clusters.components.checkpoint.launch -- torchrun ...``, which turns a preemption into 143.
 """
 
-from .checkpointer import Checkpoint, Checkpointer, CorruptCheckpoint
+from .checkpointer import Checkpoint, Checkpointer, CorruptCheckpoint, VerifiedFiles
 from .contract import PREEMPTED_EXIT_CODE, RuntimeConfig
 from .drain import RequestDrain
 from .preemption import PreemptionHandler, Snapshot
@@ -35,5 +42,6 @@ __all__ = [
     "RuntimeConfig",
     "S3Backend",
     "Snapshot",
+    "VerifiedFiles",
     "trial_parameters",
 ]

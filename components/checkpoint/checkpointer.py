@@ -3,6 +3,9 @@
 A checkpoint is an entry named ``ckpt-<step>-<time>`` holding the caller's files and, written last,
 ``MANIFEST.json`` with every file's size and sha256. An entry without a manifest is an interrupted
 write; an entry whose files do not match their checksums is corrupt. Both are skipped.
+
+Files stream: a save takes chunks, a restore verifies each file while streaming it and hands back open
+streams (:meth:`Checkpoint.open`), so a checkpoint may be far larger than the process's memory.
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig
-from .storage import Backend, FilesystemBackend, S3Backend
+from .storage import Backend, FilesystemBackend, S3Backend, iter_chunks, read_all
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +36,53 @@ class CorruptCheckpoint(Exception):
     """A checkpoint's manifest or files do not agree."""
 
 
+class VerifiedFiles(Mapping[str, bytes]):
+    """A checkpoint's files, verified and held as open streams; ``files[name]`` reads one whole."""
+
+    def __init__(self, streams: Mapping[str, IO[bytes]]) -> None:
+        self._streams = dict(streams)
+
+    def open(self, name: str) -> IO[bytes]:
+        """The file as a stream from its start: read it in chunks to keep memory bounded."""
+        stream = self._streams[name]
+        stream.seek(0)
+        return stream
+
+    def __getitem__(self, name: str) -> bytes:
+        return self.open(name).read()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._streams)
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def close(self) -> None:
+        for stream in self._streams.values():
+            stream.close()
+
+
 @dataclass(frozen=True)
 class Checkpoint:
-    """A complete, verified checkpoint."""
+    """A complete, verified checkpoint. Close it (or use ``with``) when done reading its files."""
 
     name: str
     step: int
-    files: Mapping[str, bytes]
+    files: VerifiedFiles
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def open(self, file_name: str) -> IO[bytes]:
+        """One file as a stream from its start (see :meth:`VerifiedFiles.open`)."""
+        return self.files.open(file_name)
+
+    def close(self) -> None:
+        self.files.close()
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def entry_name(step: int, created_ns: int) -> str:
@@ -85,6 +127,15 @@ class Checkpointer:
         self, step: int, files: Mapping[str, FileData], metadata: Mapping[str, Any] | None = None
     ) -> str:
         """Write every file, then the manifest, then drop checkpoints beyond the last ``keep``."""
+        name = self.write(step, files, metadata)
+        log.info("saved checkpoint %s (step %d, %d files)", name, step, len(files))
+        self.prune(just_saved=name)
+        return name
+
+    def write(
+        self, step: int, files: Mapping[str, FileData], metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        """Write every file, then the manifest; no logging and no pruning (the SIGTERM path uses this)."""
         name = entry_name(step, time.time_ns())
         recorded = {}
         for file_name, data in files.items():
@@ -99,8 +150,6 @@ class Checkpointer:
             "metadata": dict(metadata or {}),
         }
         self.backend.write(name, MANIFEST, [json.dumps(manifest, sort_keys=True).encode()])
-        log.info("saved checkpoint %s (step %d, %d files)", name, step, len(recorded))
-        self.prune(just_saved=name)
         return name
 
     def _entries_newest_first(self) -> list[str]:
@@ -108,7 +157,7 @@ class Checkpointer:
 
     def _manifest(self, name: str) -> dict[str, Any] | None:
         try:
-            raw = self.backend.read(name, MANIFEST)
+            raw = read_all(self.backend, name, MANIFEST)
         except FileNotFoundError:
             return None
         try:
@@ -134,23 +183,36 @@ class Checkpointer:
         metadata = manifest.get("metadata") or {}
         if not isinstance(expected_files, Mapping) or not isinstance(metadata, Mapping):
             raise CorruptCheckpoint("malformed manifest: files and metadata must be JSON objects")
-        files: dict[str, bytes] = {}
-        for file_name, expected in expected_files.items():
-            try:
-                data = self.backend.read(name, file_name)
-            except FileNotFoundError as e:
-                raise CorruptCheckpoint(f"file {file_name!r} is missing") from e
-            except ValueError as e:  # a name the backend refuses, e.g. "../x"
-                raise CorruptCheckpoint(f"manifest lists an invalid file name {file_name!r}") from e
-            if not isinstance(expected, Mapping):
-                raise CorruptCheckpoint(f"manifest entry of file {file_name!r} is not an object")
-            digest = hashlib.sha256(data).hexdigest()
-            if len(data) != expected.get("size") or digest != expected.get("sha256"):
-                raise CorruptCheckpoint(
-                    f"file {file_name!r} has sha256 {digest}, manifest says {expected.get('sha256')}"
-                )
-            files[file_name] = data
-        return Checkpoint(name=name, step=step, files=files, metadata=metadata)
+        streams: dict[str, IO[bytes]] = {}
+        try:
+            for file_name, expected in expected_files.items():
+                if not isinstance(expected, Mapping):
+                    raise CorruptCheckpoint(f"manifest entry of file {file_name!r} is not an object")
+                streams[file_name] = self._open_verified(name, file_name, expected)
+        except BaseException:
+            VerifiedFiles(streams).close()
+            raise
+        return Checkpoint(name=name, step=step, files=VerifiedFiles(streams), metadata=metadata)
+
+    def _open_verified(self, name: str, file_name: str, expected: Mapping[str, Any]) -> IO[bytes]:
+        try:
+            stream = self.backend.open(name, file_name)
+        except FileNotFoundError as e:
+            raise CorruptCheckpoint(f"file {file_name!r} is missing") from e
+        except ValueError as e:  # a name the backend refuses, e.g. "../x"
+            raise CorruptCheckpoint(f"manifest lists an invalid file name {file_name!r}") from e
+        digest = hashlib.sha256()
+        size = 0
+        for chunk in iter_chunks(stream):
+            digest.update(chunk)
+            size += len(chunk)
+        if size != expected.get("size") or digest.hexdigest() != expected.get("sha256"):
+            stream.close()
+            raise CorruptCheckpoint(
+                f"file {file_name!r} has sha256 {digest.hexdigest()}, manifest says {expected.get('sha256')}"
+            )
+        stream.seek(0)
+        return stream
 
     def latest(self) -> Checkpoint | None:
         """The newest complete checkpoint whose files match their checksums, or None."""
@@ -176,12 +238,14 @@ class Checkpointer:
         return checkpoint
 
     def prune(self, just_saved: str | None = None) -> None:
-        """Keep the newest ``keep`` checkpoints that have a manifest; drop older ones and abandoned writes.
+        """Keep the newest ``keep`` checkpoints that have a manifest; drop older ones, abandoned writes and
+        what killed deletions left behind. Runs after a save, never on the SIGTERM path.
 
         ``just_saved`` is always kept and counts towards ``keep``, even when older entries sort after it
         (a run restarted at a lower step, or a newer entry that is corrupt): otherwise a save could
         delete the very checkpoint it wrote.
         """
+        self.backend.sweep()
         kept = 0 if just_saved is None else 1
         seen_complete = False
         for name in self._entries_newest_first():
@@ -202,7 +266,7 @@ class Checkpointer:
 
     def _has_manifest(self, name: str) -> bool:
         try:
-            self.backend.read(name, MANIFEST)
+            self.backend.open(name, MANIFEST).close()
         except FileNotFoundError:
             return False
         return True

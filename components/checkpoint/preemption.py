@@ -1,15 +1,22 @@
-"""Save the latest state when the pod is told to stop, then exit non-zero.
+"""Save the latest state when the pod is told to stop, then exit 143.
 
 On a preemptible node SIGTERM arrives when the node is cordoned; the node is deleted once the grace
 period ends. The handler takes the caller's latest consistent state, saves it within the save
-budget (set below the grace period by the components) and exits with 143 so that the Job never
-counts the interrupted pod as a completion. A save that overruns its budget is abandoned: without
-its manifest it will be ignored and the previous checkpoint used.
+budget (set below the grace period by the components) and exits with 143, which the Jobs' pod
+failure policy ignores (a plain pod delete sets no DisruptionTarget condition, so the exit code is
+what tells the Job controller "preempted, not broken"). A save that overruns its budget is abandoned
+and the process still exits 143 before the kubelet's SIGKILL (137, which would count): without its
+manifest the torn checkpoint is ignored and the previous one used.
+
+The signal handler itself only starts a thread and returns. Python runs handlers in the main thread
+between bytecodes, possibly while that thread holds a lock (the logging handler's, stdout's, the
+caller's own); work done inside the handler, or waited for from it, would wait on that lock until the
+budget ran out. For the same reason the SIGTERM path writes its report straight to file descriptor 2
+instead of through ``logging``, and leaves pruning to the next run.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
@@ -23,7 +30,8 @@ from typing import Any
 from .checkpointer import Checkpointer, FileData
 from .contract import PREEMPTED_EXIT_CODE
 
-log = logging.getLogger(__name__)
+FLUSH_SECONDS = 1.0
+"""How long the exit waits for buffered stdout/stderr, which another thread may hold locked."""
 
 
 @dataclass(frozen=True)
@@ -35,10 +43,36 @@ class Snapshot:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
-class PreemptionHandler:
-    """A SIGTERM handler that checkpoints ``snapshot()`` within ``budget_seconds`` and exits.
+def report(message: str) -> None:
+    """One line on stderr without taking any lock another thread may hold (``logging``'s, ``sys.stderr``'s)."""
+    try:
+        os.write(2, f"together_clusters.checkpoint: {message}\n".encode())
+    except OSError:
+        pass
 
-    Only the first SIGTERM counts: a second one while saving is ignored, so the budget runs from the first.
+
+def _flush_then_exit(exit: Callable[[int], Any], code: int) -> None:
+    flusher = threading.Thread(target=_flush_std_streams, name="flush-before-exit", daemon=True)
+    flusher.start()
+    flusher.join(FLUSH_SECONDS)
+    exit(code)
+
+
+def _flush_std_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class PreemptionHandler:
+    """A SIGTERM handler that checkpoints ``snapshot()`` within ``budget_seconds`` and exits 143.
+
+    Only the first SIGTERM counts: a later one while saving is ignored, so the budget runs from the
+    first. After SIGTERM the caller's loop may go on (the saved state is the snapshot taken, not the live
+    one); it should stop taking steps once :attr:`stopping` is set. If the main thread returns while the
+    save is under way, the interpreter waits for the save, then the process exits 143.
     """
 
     def __init__(
@@ -57,7 +91,8 @@ class PreemptionHandler:
         self.exit_code = exit_code
         self._exit = exit
         self.stopping = threading.Event()
-        self._saving = threading.Lock()
+        self._started = threading.Lock()
+        self.thread: threading.Thread | None = None
 
     def install(self) -> PreemptionHandler:
         """Route SIGTERM to this handler; call from the main thread."""
@@ -65,54 +100,54 @@ class PreemptionHandler:
         return self
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        # Nothing here may block or log: see the module docstring.
+        if not self._started.acquire(blocking=False):
+            return
         self.stopping.set()
-        self.save_and_exit()
+        deadline = time.monotonic() + self.budget_seconds
+        # Not a daemon: if the main thread returns meanwhile, the interpreter still waits for the exit.
+        self.thread = threading.Thread(
+            target=self._save_and_exit, args=(deadline,), name="checkpoint-on-sigterm"
+        )
+        self.thread.start()
 
     def save_and_exit(self) -> None:
-        """Save the latest state within the budget, then exit with ``exit_code`` (once, however often called).
-
-        A repeated call, such as a second SIGTERM whose handler runs on top of the first, returns at once.
-        """
-        # Non-blocking: a nested handler runs in the thread that holds the lock and must not wait on it.
-        if not self._saving.acquire(blocking=False):
+        """Save the latest state within the budget, then exit with ``exit_code`` (once, however often called)."""
+        if not self._started.acquire(blocking=False):
             return
-        started = time.monotonic()
+        self.stopping.set()
+        self._save_and_exit(time.monotonic() + self.budget_seconds)
+
+    def _save_and_exit(self, deadline: float) -> None:
+        started = deadline - self.budget_seconds
         try:
-            log.warning("SIGTERM: saving the latest state within %.0fs", self.budget_seconds)
+            report(f"SIGTERM: saving the latest state within {self.budget_seconds:.0f}s")
             outcome: dict[str, Any] = {}
-            # A thread, so that neither taking the snapshot nor a save stuck on storage can hold the
-            # process past its budget.
-            saver = threading.Thread(
-                target=self._save, args=(outcome,), name="checkpoint-on-sigterm", daemon=True
-            )
+            # Its own thread, so that neither taking the snapshot nor a save stuck on storage can hold
+            # the process past its budget.
+            saver = threading.Thread(target=self._save, args=(outcome,), name="checkpoint-save", daemon=True)
             saver.start()
-            saver.join(max(0.0, self.budget_seconds - (time.monotonic() - started)))
+            saver.join(max(0.0, deadline - time.monotonic()))
             if saver.is_alive():
-                log.error("checkpoint save overran its %.0fs budget; abandoning it", self.budget_seconds)
+                report(f"checkpoint save overran its {self.budget_seconds:.0f}s budget; abandoning it")
             elif "error" in outcome:
-                log.error("checkpoint save failed: %r", outcome["error"])
+                report(f"checkpoint save failed: {outcome['error']!r}")
             elif "name" not in outcome:
-                log.warning("nothing to save yet; exiting")
+                report("nothing to save yet; exiting")
             else:
-                log.warning(
-                    "saved checkpoint %s at step %d in %.1fs (budget %.0fs)",
-                    outcome["name"],
-                    outcome["step"],
-                    time.monotonic() - started,
-                    self.budget_seconds,
+                report(
+                    f"saved checkpoint {outcome['name']} at step {outcome['step']} in "
+                    f"{time.monotonic() - started:.1f}s (budget {self.budget_seconds:.0f}s)"
                 )
         finally:
-            for handler in logging.getLogger().handlers:
-                handler.flush()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            self._exit(self.exit_code)
+            _flush_then_exit(self._exit, self.exit_code)
 
     def _save(self, outcome: dict[str, Any]) -> None:
         try:
             snapshot = self.snapshot()
             if snapshot is not None:
                 outcome["step"] = snapshot.step
-                outcome["name"] = self.checkpointer.save(snapshot.step, snapshot.files, snapshot.metadata)
-        except BaseException as e:  # reported by save_and_exit; the process exits either way
+                # No pruning here: it is not needed to resume and must not eat the budget.
+                outcome["name"] = self.checkpointer.write(snapshot.step, snapshot.files, snapshot.metadata)
+        except BaseException as e:  # reported by _save_and_exit; the process exits either way
             outcome["error"] = e

@@ -2,18 +2,27 @@
 
 A backend stores named files inside named entries (one entry per checkpoint) and writes each file
 durably before returning, so that whatever the caller writes afterwards (the manifest) is only
-visible once everything before it is.
+visible once everything before it is. Files stream in both directions: memory stays bounded by a
+chunk (S3: a multipart part per transfer thread), whatever the checkpoint's size.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
+
+CHUNK_BYTES = 8 * 1024 * 1024
+"""Read size when streaming a file; also boto3's default multipart part size."""
+
+DELETING_PREFIX = ".deleting-"
+"""Entries being deleted are renamed to this prefix first; leftovers of a killed delete carry it."""
 
 
 @dataclass(frozen=True)
@@ -35,13 +44,29 @@ class Backend(Protocol):
         """Store a file durably; when this returns, the file survives a crash of this process."""
         ...
 
-    def read(self, entry: str, name: str) -> bytes:
-        """Return a file's bytes; raise FileNotFoundError if it is absent."""
+    def open(self, entry: str, name: str) -> IO[bytes]:
+        """A readable binary stream of a file, positioned at its start; FileNotFoundError if absent."""
         ...
 
     def delete(self, entry: str) -> None:
         """Remove an entry and everything in it."""
         ...
+
+    def sweep(self) -> None:
+        """Finish deletions that a killed process left half done."""
+        ...
+
+
+def read_all(backend: Backend, entry: str, name: str) -> bytes:
+    """A whole (small) file: manifests, test data."""
+    with backend.open(entry, name) as f:
+        return f.read()
+
+
+def iter_chunks(stream: IO[bytes], chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """A stream as chunks of at most ``chunk_bytes``."""
+    while chunk := stream.read(chunk_bytes):
+        yield chunk
 
 
 def _check_name(name: str) -> str:
@@ -96,24 +121,76 @@ class FilesystemBackend:
         _fsync_dir(directory)
         return Written(size=size, sha256=digest.hexdigest())
 
-    def read(self, entry: str, name: str) -> bytes:
-        return (self.root / _check_name(entry) / _check_name(name)).read_bytes()
+    def open(self, entry: str, name: str) -> IO[bytes]:
+        return open(self.root / _check_name(entry) / _check_name(name), "rb")
 
     def delete(self, entry: str) -> None:
         directory = self.root / _check_name(entry)
         # Renamed out of sight first, so a reader never finds a manifest whose files are half removed.
-        doomed = self.root / f".deleting-{entry}-{os.getpid()}"
+        doomed = self.root / f"{DELETING_PREFIX}{entry}-{os.getpid()}"
         try:
             os.replace(directory, doomed)
         except FileNotFoundError:
             return
         shutil.rmtree(doomed, ignore_errors=True)
 
+    def sweep(self) -> None:
+        if not self.root.is_dir():
+            return
+        for leftover in self.root.iterdir():
+            # Another pod may be removing the same leftover; whichever gets there first wins.
+            if leftover.name.startswith(DELETING_PREFIX) and leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
+class _HashingReader(io.RawIOBase):
+    """A file-like view of chunks that hashes and counts what boto3 reads through it."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._pending = b""
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._pending = bytes(chunk)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self.digest.update(self._pending[:n])
+        self.size += n
+        self._pending = self._pending[n:]
+        return n
+
+
+def transfer_config(**overrides: Any) -> Any:
+    """boto3's transfer settings: multipart above the threshold, parts of CHUNK_BYTES, bounded threads.
+
+    Memory per transfer is about ``multipart_chunksize * max_concurrency``.
+    """
+    from boto3.s3.transfer import TransferConfig
+
+    settings: dict[str, Any] = {
+        "multipart_threshold": CHUNK_BYTES,
+        "multipart_chunksize": CHUNK_BYTES,
+        "max_concurrency": 4,
+    }
+    return TransferConfig(**{**settings, **overrides})
+
 
 class S3Backend:
     """Checkpoints as key prefixes ``<prefix>/<entry>/`` in an S3-compatible bucket.
 
-    A PUT is atomic per object, so each file is either fully there or absent.
+    Uploads and downloads go through boto3's transfer manager (``upload_fileobj``/``download_fileobj``):
+    multipart above ``config.multipart_threshold``, so files past S3's 5 GiB single-PUT limit work. An
+    object appears only when its upload completes, so each file is either fully there or absent.
+    Downloads land in an anonymous temporary file under ``spool_dir`` (local disk, not memory).
     Credentials come from boto3's usual sources (in a pod: the Secret-backed AWS_* variables).
     """
 
@@ -124,6 +201,8 @@ class S3Backend:
         endpoint_url: str | None = None,
         client: Any | None = None,
         region_name: str | None = None,
+        config: Any | None = None,
+        spool_dir: str | None = None,
     ) -> None:
         if client is None:
             import boto3  # deferred: only S3 users need boto3 in their image
@@ -132,6 +211,8 @@ class S3Backend:
         self.client = client
         self.bucket = bucket
         self.prefix = prefix.strip("/")
+        self.config = config if config is not None else transfer_config()
+        self.spool_dir = spool_dir
 
     def __repr__(self) -> str:
         return f"S3Backend(bucket={self.bucket!r}, prefix={self.prefix!r})"
@@ -152,17 +233,29 @@ class S3Backend:
         return names
 
     def write(self, entry: str, name: str, chunks: Iterable[bytes]) -> Written:
-        data = b"".join(chunks)
-        self.client.put_object(Bucket=self.bucket, Key=self._key(entry, name), Body=data)
-        return Written(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        reader = _HashingReader(chunks)
+        self.client.upload_fileobj(
+            io.BufferedReader(reader, CHUNK_BYTES), self.bucket, self._key(entry, name), Config=self.config
+        )
+        return Written(size=reader.size, sha256=reader.digest.hexdigest())
 
-    def read(self, entry: str, name: str) -> bytes:
+    def open(self, entry: str, name: str) -> IO[bytes]:
+        from botocore.exceptions import ClientError
+
+        key = self._key(entry, name)
+        spool = tempfile.TemporaryFile(dir=self.spool_dir)
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._key(entry, name))
-        except self.client.exceptions.NoSuchKey as e:
-            raise FileNotFoundError(self._key(entry, name)) from e
-        body: bytes = response["Body"].read()
-        return body
+            self.client.download_fileobj(self.bucket, key, spool, Config=self.config)
+        except ClientError as e:
+            spool.close()
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
+                raise FileNotFoundError(key) from e
+            raise
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+        return spool
 
     def delete(self, entry: str) -> None:
         prefix = f"{self._base()}{_check_name(entry)}/"
@@ -171,3 +264,8 @@ class S3Backend:
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             if keys:
                 self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
+
+    def sweep(self) -> None:
+        """Nothing to finish: objects are deleted outright, and an entry a killed delete left without
+        its manifest is an incomplete write to :meth:`Checkpointer.prune`. Abandoned multipart uploads
+        are the bucket's lifecycle rule's to expire (AbortIncompleteMultipartUpload)."""

@@ -88,3 +88,53 @@ def test_sigkill_mid_write_leaves_the_previous_checkpoint_in_use(
     assert not torn.exists()
     latest = checkpointer.latest()
     assert latest is not None and json.loads(latest.files["state.json"]) == {"step": 4}
+
+
+def test_sigterm_while_the_main_thread_holds_the_logging_lock_still_saves_and_exits(
+    tmp_path: Path, workers: list[Worker]
+) -> None:
+    directory = tmp_path / "ft"
+    worker = Worker(["hold-log-lock"], contract_env(directory, budget=30))
+    workers.append(worker)
+    worker.wait_for(lambda line: line == "HOLDING THE LOGGING LOCK")
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.finish() == PREEMPTED_EXIT_CODE
+    assert "overran" not in worker.stderr(), worker.stderr()
+    assert "saved checkpoint" in worker.stderr()
+    saved = Checkpointer(FilesystemBackend(directory)).latest()
+    assert saved is not None and saved.step == 3 and saved.files == state_for(3)
+
+
+def test_the_sigterm_save_does_not_prune_and_the_next_run_does(tmp_path: Path, workers: list[Worker]) -> None:
+    directory = tmp_path / "ft"
+    env = contract_env(directory)  # keep 2
+    first = Worker(["train", "100000"], env)
+    workers.append(first)
+    first.wait_for(lambda line: line.startswith("STEP"))
+    ckpt = Checkpointer(FilesystemBackend(directory), keep=2)
+    for step in (1, 2, 3):  # older than anything the worker saves (it resumes from 0)
+        ckpt.write(step, state_for(step))
+    first.process.send_signal(signal.SIGTERM)
+    assert first.finish() == PREEMPTED_EXIT_CODE
+    assert len(FilesystemBackend(directory).entries()) == 4, "the SIGTERM path spent its budget pruning"
+
+    # A prune killed half-way leaves a renamed entry behind; the next run's save clears both.
+    (directory / ".deleting-ckpt-000000000001-00000000000000000001-4242").mkdir()
+    (directory / ".deleting-ckpt-000000000001-00000000000000000001-4242" / "weights.bin").write_bytes(b"x")
+    second = Worker(["train", "100000"], env)
+    workers.append(second)
+    second.wait_for(lambda line: line.startswith("STEP"))
+    second.kill()
+    Checkpointer(FilesystemBackend(directory), keep=2).save(10**6, state_for(1))
+    assert sorted(p.name for p in directory.iterdir() if p.name.startswith(".deleting-")) == []
+    assert len(FilesystemBackend(directory).entries()) == 2
+
+
+def test_a_checkpoint_larger_than_the_process_memory_cap_saves_and_restores(
+    tmp_path: Path, workers: list[Worker]
+) -> None:
+    worker = Worker(["capped", "64"], {**contract_env(tmp_path / "big"), "MALLOC_ARENA_MAX": "2"})
+    workers.append(worker)
+    assert worker.finish() == 0, worker.stderr()
+    assert "ONE BUFFER OF THAT SIZE DOES NOT FIT" in worker.seen, "the cap did not bite"
+    assert worker.seen[-1] == "RESTORED INTACT"

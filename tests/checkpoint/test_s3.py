@@ -23,29 +23,34 @@ def bucket(s3_client: Any) -> str:
     return name
 
 
-class RecordingClient:
-    """Passes calls through to a real client, remembering the keys of every PUT."""
+WRITES = ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload")
+
+
+class RequestLog:
+    """Every S3 write the client sends, in order, as (operation, key), from botocore's own event hooks."""
 
     def __init__(self, client: Any) -> None:
-        self._client = client
-        self.put_keys: list[str] = []
+        self.calls: list[tuple[str, str]] = []
+        client.meta.events.register("before-parameter-build.s3", self._record)
 
-    def put_object(self, **kwargs: Any) -> Any:
-        self.put_keys.append(kwargs["Key"])
-        return self._client.put_object(**kwargs)
+    def _record(self, model: Any, params: Any, **_: Any) -> None:
+        if model.name in WRITES:
+            self.calls.append((model.name, params["Key"]))
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+    def visible_keys(self) -> list[str]:
+        """Keys in the order their objects became visible (a PUT, or a multipart upload's completion)."""
+        return [key for op, key in self.calls if op in ("PutObject", "CompleteMultipartUpload")]
 
 
 def test_save_and_resume_through_s3_with_the_manifest_last(
     s3_client: Any, s3_endpoint: str, bucket: str
 ) -> None:
-    recording = RecordingClient(s3_client)
-    ckpt = Checkpointer(S3Backend(bucket, "runs/ft", client=recording), keep=2)
+    requests = RequestLog(s3_client)
+    ckpt = Checkpointer(S3Backend(bucket, "runs/ft", client=s3_client), keep=2)
     name = ckpt.save(3, state_for(3))
-    assert recording.put_keys[-1] == f"runs/ft/{name}/{MANIFEST}"
-    assert sorted(recording.put_keys[:-1]) == [f"runs/ft/{name}/state.json", f"runs/ft/{name}/weights.bin"]
+    visible = requests.visible_keys()
+    assert visible[-1] == f"runs/ft/{name}/{MANIFEST}"
+    assert sorted(visible[:-1]) == [f"runs/ft/{name}/state.json", f"runs/ft/{name}/weights.bin"]
 
     fresh = Checkpointer(S3Backend(bucket, "runs/ft", endpoint_url=s3_endpoint))
     loaded = fresh.latest()
@@ -101,3 +106,48 @@ def test_sigterm_saves_to_s3_and_a_new_process_resumes(
     workers.append(second)
     assert second.wait_for(lambda line: line.startswith("START")) == f"START {saved.step}"
     assert second.finish() == 0
+
+
+def test_files_above_the_multipart_threshold_go_up_in_parts_and_come_back_intact(
+    s3_client: Any, s3_endpoint: str, bucket: str
+) -> None:
+    requests = RequestLog(s3_client)
+    ckpt = Checkpointer(S3Backend(bucket, "big", client=s3_client), keep=1)
+    part = 8 * 1024 * 1024  # boto3's default part size, and our threshold
+    blocks = [bytes([i]) * part for i in range(3)] + [b"tail"]
+    name = ckpt.save(1, {"weights.bin": iter(blocks), "small.json": b"{}"})
+    weights = f"big/{name}/weights.bin"
+    assert ("CreateMultipartUpload", weights) in requests.calls
+    assert [op for op, key in requests.calls if key == weights].count("UploadPart") == 4
+    assert ("PutObject", f"big/{name}/small.json") in requests.calls
+    assert requests.visible_keys()[-1] == f"big/{name}/{MANIFEST}"
+
+    head = s3_client.head_object(Bucket=bucket, Key=weights)
+    assert head["ContentLength"] == 3 * part + 4
+    assert head["ETag"].strip('"').endswith("-4"), "S3 says it was not assembled from parts"
+
+    fresh = Checkpointer(S3Backend(bucket, "big", endpoint_url=s3_endpoint)).latest()
+    assert fresh is not None
+    with fresh:
+        stream = fresh.open("weights.bin")
+        for block in blocks:
+            assert stream.read(len(block)) == block
+        assert stream.read() == b""
+
+
+def test_a_checkpoint_larger_than_the_process_memory_cap_goes_through_s3(
+    s3_endpoint: str, bucket: str, workers: list[Worker]
+) -> None:
+    env = {
+        **S3_CREDENTIALS,
+        "CHECKPOINT_BACKEND": "s3",
+        "CHECKPOINT_S3_BUCKET": bucket,
+        "CHECKPOINT_S3_ENDPOINT": s3_endpoint,
+        "CHECKPOINT_RESUME": "true",
+        "MALLOC_ARENA_MAX": "2",
+    }
+    worker = Worker(["capped", "160"], env)  # room for the transfer threads: stacks and parts
+    workers.append(worker)
+    assert worker.finish() == 0, worker.stderr()
+    assert "ONE BUFFER OF THAT SIZE DOES NOT FIT" in worker.seen, "the cap did not bite"
+    assert worker.seen[-1] == "RESTORED INTACT"

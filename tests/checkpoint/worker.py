@@ -2,6 +2,7 @@
 
 python worker.py train TOTAL     step until TOTAL (printing STEP n), checkpointing on SIGTERM
 python worker.py slow-save       save step 1, then hang half-way through writing step 2
+python worker.py launch -- CMD   the launch wrapper around CMD
 """
 
 from __future__ import annotations
@@ -9,10 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import resource
 import sys
 import time
 
-from together_clusters.components.checkpoint import Checkpointer, PreemptionHandler, RequestDrain, Snapshot
+from together_clusters.components.checkpoint import (
+    Checkpointer,
+    PreemptionHandler,
+    RequestDrain,
+    Snapshot,
+    launch,
+)
 
 
 def state_for(step: int) -> dict[str, bytes]:
@@ -41,6 +49,72 @@ def train(total: int) -> int:
         latest = Snapshot(step, state_for(step))
         say(f"STEP {step}")
     say(f"DONE {step}")
+    return 0
+
+
+class HoldingHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A log handler that, for the record "hold", keeps its lock (as a slow or blocked stderr would)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == "hold":
+            say("HOLDING THE LOGGING LOCK")
+            time.sleep(600)
+        super().emit(record)
+
+
+def train_holding_the_log_lock() -> int:
+    """Train until step 3, then block inside logging: SIGTERM lands while the main thread holds its lock."""
+    logging.getLogger().handlers[:] = [HoldingHandler(sys.stderr)]
+    ckpt = Checkpointer.from_env()
+    latest = Snapshot(0, state_for(0))
+    PreemptionHandler(ckpt, lambda: latest).install()
+    for step in range(1, 4):
+        ckpt.save(step, state_for(step))
+        latest = Snapshot(step, state_for(step))
+    logging.getLogger("train").warning("hold")
+    return 0
+
+
+MIB = 1024 * 1024
+
+
+def data_size() -> int:
+    """This process's data segment and private writable mappings (what RLIMIT_DATA caps), in bytes."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmData in /proc/self/status")
+
+
+def roundtrip_under_a_memory_cap(headroom_mib: int) -> int:
+    """Cap this process's memory, then save and restore one file larger than the whole cap."""
+    ckpt = Checkpointer.from_env()
+    limit = data_size() + headroom_mib * MIB
+    size = limit + headroom_mib * MIB
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    try:
+        bytearray(size)
+    except MemoryError:
+        say("ONE BUFFER OF THAT SIZE DOES NOT FIT")
+    written = hashlib.sha256()
+
+    def chunks():  # type: ignore[no-untyped-def]
+        for i in range(size // MIB):
+            block = i.to_bytes(8, "big") * (MIB // 8)
+            written.update(block)
+            yield block
+
+    ckpt.save(1, {"weights.bin": chunks()})
+    say(f"SAVED {size} BYTES UNDER A LIMIT OF {limit}")
+    restored = ckpt.restore()
+    assert restored is not None
+    read = hashlib.sha256()
+    with restored:
+        stream = restored.open("weights.bin")
+        while block := stream.read(MIB):
+            read.update(block)
+    say("RESTORED INTACT" if read.digest() == written.digest() else "RESTORED DIFFERENT BYTES")
     return 0
 
 
@@ -76,9 +150,16 @@ def drain() -> int:
     return 0 if finished else 143
 
 
-MODES = {"slow-save": slow_save, "drain": drain}
+MODES = {
+    "capped": lambda: roundtrip_under_a_memory_cap(int(sys.argv[2])),
+    "slow-save": slow_save,
+    "drain": drain,
+    "hold-log-lock": train_holding_the_log_lock,
+}
 
 if __name__ == "__main__":
+    if sys.argv[1] == "launch":
+        sys.exit(launch.main(sys.argv[2:]))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     mode = sys.argv[1]
-    sys.exit(train(int(sys.argv[2])) if mode == "train" else MODES[mode]())
+    sys.exit(train(int(sys.argv[2])) if mode == "train" else MODES[mode]())  # type: ignore[operator]

@@ -51,7 +51,10 @@ DEFAULT_TOLERATION = {
 }
 DISRUPTION_RULE = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 # A plain delete sets no condition: the runtime's exit after its SIGTERM save must not count either.
-SIGTERM_EXIT_RULE = {"action": "Ignore", "onExitCodes": {"containerName": "main", "operator": "In", "values": [143]}}
+SIGTERM_EXIT_RULE = {
+    "action": "Ignore",
+    "onExitCodes": {"containerName": "main", "operator": "In", "values": [143]},
+}
 
 
 def provider() -> k8s.Provider:

@@ -168,7 +168,10 @@ def test_rules_after_the_sigterm_rule_or_for_other_containers_pass() -> None:
     job = good_job()
     rules = job["spec"]["podFailurePolicy"]["rules"]
     rules.append({"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0, 1]}})
-    rules.insert(1, {"action": "FailJob", "onExitCodes": {"containerName": "sidecar", "operator": "In", "values": [143]}})
+    rules.insert(
+        1,
+        {"action": "FailJob", "onExitCodes": {"containerName": "sidecar", "operator": "In", "values": [143]}},
+    )
     assert rules_violated(job) == []
 
 
@@ -261,7 +264,11 @@ def test_enforce_names_the_owner_and_lists_every_violation() -> None:
     with pytest.raises(PlacementRefused) as refused:
         guard.enforce("my raw job", [job, {"kind": "ConfigMap", "metadata": {"name": "x"}}])
     assert str(refused.value).startswith("my raw job refused by the preemptible placement guard:\n  - ")
-    assert {v.rule for v in refused.value.violations} == {"grace-period", "disruption-rule", "sigterm-exit-rule"}
+    assert {v.rule for v in refused.value.violations} == {
+        "grace-period",
+        "disruption-rule",
+        "sigterm-exit-rule",
+    }
 
 
 # --- reading placement -----------------------------------------------------------------------
