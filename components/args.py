@@ -56,8 +56,22 @@ class S3Bucket:
     secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"
 
 
+@dataclass(frozen=True)
+class NoCheckpoint:
+    """No checkpoint storage from the component, said out loud so the guard lets the run on preemptible nodes.
+
+    ``user_managed=False``: nothing to lose (an eval, a scoring pass: a rerun from the start is as good).
+    ``user_managed=True``: the workload saves and restores its own state (its own S3 code, a framework's).
+    """
+
+    user_managed: bool = False
+
+
 CheckpointStorage = SharedVolume | S3Bucket
 """Where a workload keeps its checkpoints."""
+
+CheckpointChoice = SharedVolume | S3Bucket | NoCheckpoint
+"""A workload's ``checkpoint`` argument."""
 
 
 @dataclass(frozen=True)
@@ -80,10 +94,13 @@ class BatchJobArgs:
     ``ttl_seconds_after_finished`` lets Kubernetes delete the finished Job behind Pulumi's back: after a
     ``pulumi refresh`` the next ``pulumi up`` creates it again, and the run starts over from its last
     checkpoint.
+    Checkpoints live under a run key: ``run_id`` when given (keep it to resume across changes you know
+    are compatible), else a digest of the image, command, arguments and env, so a changed run starts
+    fresh instead of resuming another run's state.
     """
 
     container: ContainerSpec
-    checkpoint: CheckpointStorage | None
+    checkpoint: CheckpointChoice | None
     namespace: str = "default"
     job_name: str | None = None
     compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
@@ -98,6 +115,7 @@ class BatchJobArgs:
     ttl_seconds_after_finished: int | None = None
     keep_checkpoints: int = 3
     service_account_name: str | None = None
+    run_id: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -107,11 +125,13 @@ class SweepArgs:
 
     Each entry of ``trials`` is a JSON object of that trial's parameters. ``max_failed_indexes``
     defaults to half the trials (rounded up): past that, the sweep is more likely broken than unlucky.
+    Each trial checkpoints under its own run key: a digest of the container and that trial's parameters
+    (or ``run_id`` and the index), so a changed trial starts fresh and the unchanged ones resume.
     """
 
     container: ContainerSpec
     trials: tuple[Mapping[str, Any], ...]
-    checkpoint: CheckpointStorage | None
+    checkpoint: CheckpointChoice | None
     namespace: str = "default"
     sweep_name: str | None = None
     parallelism: int | None = None
@@ -124,6 +144,7 @@ class SweepArgs:
     non_retriable_exit_codes: tuple[int, ...] = ()
     keep_checkpoints: int = 3
     service_account_name: str | None = None
+    run_id: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -173,4 +194,5 @@ class TrainingRunArgs:
     non_retriable_exit_codes: tuple[int, ...] = ()
     keep_checkpoints: int = 3
     service_account_name: str | None = None
+    run_id: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)

@@ -24,6 +24,8 @@ from typing import Any
 
 from .checkpoint import contract
 from .platform import (
+    CHECKPOINT_ANNOTATION,
+    CHECKPOINT_OPT_OUTS,
     COMPUTE_CLASS_LABEL,
     CRITICAL_LABEL,
     DEFAULT_PREEMPTIBLE_TAINT,
@@ -36,8 +38,15 @@ from .platform import (
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 """Kubernetes' default when a pod spec does not set terminationGracePeriodSeconds."""
 
-DURABLE_VOLUME_SOURCES = frozenset({"persistentVolumeClaim", "nfs"})
+DURABLE_VOLUME_SOURCES = frozenset(
+    {"persistentVolumeClaim", "nfs", "csi", "cephfs", "glusterfs", "azureFile", "iscsi", "fc"}
+)
 """Volume sources that outlive the node: an emptyDir or hostPath dies with a preempted node."""
+
+JOBSET_KIND = "JobSet"
+JOB_FAILURE_REASON_POD_FAILURE_POLICY = "PodFailurePolicy"
+"""The reason a Job fails with when a pod failure policy FailJob rule matched."""
+RESTART_IGNORING_MAX = "RestartJobSetAndIgnoreMaxRestarts"
 
 SECRET_ENV = (contract.ENV_S3_ACCESS_KEY_ID, contract.ENV_S3_SECRET_ACCESS_KEY)
 
@@ -156,13 +165,18 @@ def has_checkpoint_storage(pod_spec: Mapping[str, Any]) -> bool:
     return False
 
 
-def first_rule_ignores_disruption(job_spec: Mapping[str, Any]) -> bool:
-    """Whether the Job's first pod failure policy rule ignores pods with the DisruptionTarget condition."""
+def first_rule_ignores_disruption(
+    job_spec: Mapping[str, Any], accepted: frozenset[str] = frozenset({"Ignore"})
+) -> bool:
+    """Whether the Job's first pod failure policy rule ignores pods with the DisruptionTarget condition.
+
+    ``accepted`` adds FailJob for a Job in a JobSet that restarts on it (a fresh Job per attempt).
+    """
     rules = (job_spec.get("podFailurePolicy") or {}).get("rules") or []
     if not rules:
         return False
     first = rules[0]
-    return first.get("action") == "Ignore" and any(
+    return first.get("action") in accepted and any(
         c.get("type") == DISRUPTION_CONDITION and c.get("status", "True") == "True"
         for c in first.get("onPodConditions") or []
     )
@@ -179,7 +193,11 @@ def _rule_matches_exit(rule: Mapping[str, Any], container_name: str, exit_code: 
     return (exit_code in values) == (on_exit.get("operator") == "In")
 
 
-def sigterm_exit_counted_by(job_spec: Mapping[str, Any], container_names: Iterable[str]) -> str | None:
+def sigterm_exit_counted_by(
+    job_spec: Mapping[str, Any],
+    container_names: Iterable[str],
+    accepted: frozenset[str] = frozenset({"Ignore"}),
+) -> str | None:
     """The first container whose exit 143 the pod failure policy does not ignore, or None if every one is.
 
     The first matching rule decides, so an Ignore rule comes too late behind a FailJob, FailIndex or
@@ -191,9 +209,26 @@ def sigterm_exit_counted_by(job_spec: Mapping[str, Any], container_names: Iterab
             (r for r in rules if _rule_matches_exit(r, name, contract.PREEMPTED_EXIT_CODE)),
             None,
         )
-        if first is None or first.get("action") != "Ignore":
+        if first is None or first.get("action") not in accepted:
             return name
     return None
+
+
+def jobset_restarts_preempted_jobs(jobset_spec: Mapping[str, Any], replicated_job: str) -> bool:
+    """Whether a JobSet recreates ``replicated_job`` after a FailJob rule failed it, without counting it.
+
+    JobSet applies the first rule that matches the Job's failure reason; with no rule matching it
+    restarts and counts against maxRestarts.
+    """
+    for rule in (jobset_spec.get("failurePolicy") or {}).get("rules") or []:
+        targets = rule.get("targetReplicatedJobs") or []
+        reasons = rule.get("onJobFailureReasons") or []
+        if targets and replicated_job not in targets:
+            continue
+        if reasons and JOB_FAILURE_REASON_POD_FAILURE_POLICY not in reasons:
+            continue
+        return bool(rule.get("action") == RESTART_IGNORING_MAX)
+    return False
 
 
 # --- the checks -----------------------------------------------------------------------------
@@ -217,8 +252,13 @@ def check_pod_spec(
     job_field_prefix: str = "spec.",
     bare_pod: bool = False,
     taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT,
+    annotations: Mapping[str, Any] | None = None,
+    restarted_by_jobset: bool = False,
 ) -> list[Violation]:
     """Check one pod spec; ``job_spec`` when the pod belongs to a Job, ``critical`` for critical pods.
+
+    ``restarted_by_jobset``: the Job is a JobSet's, which recreates it when a FailJob rule fails it, so
+    FailJob is as good as Ignore for the preemption rules.
 
     ``field_prefix`` is the pod spec's path in its object, ``job_field_prefix`` the Job spec's, so each
     refusal names the field where the object has it.
@@ -229,32 +269,61 @@ def check_pod_spec(
         path = f"{field_prefix if prefix is None else prefix}{field}"
         found.append(Violation(rule, subject, path, value, problem, fix))
 
+    for group in ("initContainers", "containers", "ephemeralContainers"):
+        for i, c in enumerate(pod_spec.get(group) or []):
+            for name in SECRET_ENV:
+                entry = _env_of(c).get(name)
+                if entry is not None and "value" in entry:
+                    refuse(
+                        "plain-secret",
+                        f"{group}[{i}].env[{name}].value",
+                        "<redacted>",
+                        "S3 credentials are set as a plain value",
+                        "take them from a Secret with valueFrom.secretKeyRef (S3Bucket.credentials_secret)",
+                    )
+    if pod_spec.get("nodeName"):
+        refuse(
+            "node-name",
+            "nodeName",
+            pod_spec["nodeName"],
+            "nodeName bypasses the scheduler: node affinity and taints are not applied, and the pod "
+            "cannot move when that node is preempted or replaced",
+            "remove nodeName; place the pod with node affinity (compute_class)",
+        )
+    grace, grace_problem = _grace_period(pod_spec.get("terminationGracePeriodSeconds"))
+    if grace_problem:
+        refuse(
+            "grace-period",
+            "terminationGracePeriodSeconds",
+            pod_spec.get("terminationGracePeriodSeconds"),
+            grace_problem,
+            f"set a whole number of seconds, at most {GRACE_PERIOD_LIMIT_SECONDS}",
+        )
     for i, c in enumerate(pod_spec.get("containers") or []):
-        for name in SECRET_ENV:
-            entry = _env_of(c).get(name)
-            if entry is not None and "value" in entry:
-                refuse(
-                    "plain-secret",
-                    f"containers[{i}].env[{name}].value",
-                    "<redacted>",
-                    "S3 credentials are set as a plain value",
-                    "take them from a Secret with valueFrom.secretKeyRef (S3Bucket.credentials_secret)",
-                )
+        pre_stop = _pre_stop_sleep_seconds(c)
+        if pre_stop is not None and pre_stop >= grace:
+            refuse(
+                "pre-stop",
+                f"containers[{i}].lifecycle.preStop.sleep.seconds",
+                pre_stop,
+                f"the preStop hook takes the whole grace period ({grace} s): SIGTERM comes too late "
+                "to save or drain anything",
+                "make preStop shorter than terminationGracePeriodSeconds (pre_stop_seconds)",
+            )
 
-    if not may_run_on_preemptible(pod_spec, taint):
-        return found
-    if critical:
+    # A taint the platform does not document cannot keep critical pods off: only affinity can.
+    if critical and may_run_on_preemptible(pod_spec, None):
         refuse(
             "critical-on-preemptible",
             "affinity",
             pod_spec.get("affinity"),
-            "a critical workload (coordinator, login pod, production replica) can be placed on preemptible nodes",
+            "a critical workload (coordinator, login pod, production replica) can be placed on "
+            "preemptible nodes (a taint on them is not documented, so tolerations do not count)",
             f"use standard placement: required node affinity {COMPUTE_CLASS_LABEL} NotIn [{PREEMPTIBLE}] "
             "(compute_class=ComputeClass.STANDARD)",
         )
-    grace = pod_spec.get("terminationGracePeriodSeconds")
-    if grace is None:
-        grace = DEFAULT_GRACE_PERIOD_SECONDS
+    if not may_run_on_preemptible(pod_spec, taint):
+        return found
     if grace > GRACE_PERIOD_LIMIT_SECONDS:
         refuse(
             "grace-period",
@@ -275,7 +344,8 @@ def check_pod_spec(
         )
     if job_spec is None:
         return found
-    if not first_rule_ignores_disruption(job_spec):
+    accepted = frozenset({"Ignore", "FailJob"} if restarted_by_jobset else {"Ignore"})
+    if not first_rule_ignores_disruption(job_spec, accepted):
         refuse(
             "disruption-rule",
             "podFailurePolicy.rules[0]",
@@ -285,7 +355,9 @@ def check_pod_spec(
             f"[{{type: {DISRUPTION_CONDITION}, status: 'True'}}]}}",
             prefix=job_field_prefix,
         )
-    counted = sigterm_exit_counted_by(job_spec, [c.get("name", "") for c in pod_spec.get("containers") or []])
+    counted = sigterm_exit_counted_by(
+        job_spec, [c.get("name", "") for c in pod_spec.get("containers") or []], accepted
+    )
     if counted is not None:
         refuse(
             "sigterm-exit-rule",
@@ -306,14 +378,17 @@ def check_pod_spec(
             "a pod failure policy needs restartPolicy Never",
             "set restartPolicy: Never and let the Job create a replacement pod",
         )
-    if not has_checkpoint_storage(pod_spec):
+    opted_out = (annotations or {}).get(CHECKPOINT_ANNOTATION) in CHECKPOINT_OPT_OUTS
+    if not opted_out and not has_checkpoint_storage(pod_spec):
         refuse(
             "checkpoint-storage",
             "volumes",
             [v.get("name") for v in pod_spec.get("volumes") or []],
             "no checkpoint storage: progress is lost at every preemption",
             f"mount a CheckpointStore (shared volume at {contract.ENV_DIR}, or the S3 backend) via the "
-            "checkpoint argument",
+            f"checkpoint argument; a run with no state to lose (an eval) or that checkpoints by itself "
+            f"says so with the pod annotation {CHECKPOINT_ANNOTATION}: "
+            f"{' or '.join(sorted(CHECKPOINT_OPT_OUTS))} (checkpoint=NoCheckpoint(...))",
         )
     for i, c in enumerate(pod_spec.get("containers") or []):
         budget = _env_of(c).get(contract.ENV_SAVE_BUDGET, {}).get("value")
@@ -329,6 +404,26 @@ def check_pod_spec(
     return found
 
 
+def _grace_period(value: Any) -> tuple[int, str | None]:
+    """The grace period in seconds, or the default with a problem for a value Kubernetes would not take."""
+    if value is None:
+        return DEFAULT_GRACE_PERIOD_SECONDS, None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return DEFAULT_GRACE_PERIOD_SECONDS, "the grace period is not a number of seconds"
+    try:
+        return int(value), None
+    except ValueError:
+        return DEFAULT_GRACE_PERIOD_SECONDS, "the grace period is not a number of seconds"
+
+
+def _pre_stop_sleep_seconds(container: Mapping[str, Any]) -> int | None:
+    seconds = _dig(container, ("lifecycle", "preStop", "sleep", "seconds"))
+    try:
+        return int(seconds) if seconds not in (None, {}) else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _ends_before(budget: str, grace_period_seconds: int) -> bool:
     try:
         return float(budget) < grace_period_seconds
@@ -336,43 +431,90 @@ def _ends_before(budget: str, grace_period_seconds: int) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class PodTemplate:
+    """A pod template found in an object, with the Job spec that owns it (if any) and their paths."""
+
+    template: Mapping[str, Any]
+    path: str
+    job_spec: Mapping[str, Any] | None = None
+    job_path: str = "spec."
+    restarted_by_jobset: bool = False
+
+
+def _templates_anywhere(value: Any, path: str) -> Iterable[PodTemplate]:
+    """Pod templates nested anywhere in an object we do not know (JobSet-like CRDs, operators' jobs)."""
+    if isinstance(value, Mapping):
+        for key, child in value.items():
+            child_path = f"{path}{key}"
+            if key == "template" and isinstance(child, Mapping) and "containers" in (child.get("spec") or {}):
+                yield PodTemplate(child, f"{child_path}.")
+            else:
+                yield from _templates_anywhere(child, f"{child_path}.")
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _templates_anywhere(child, f"{path.rstrip('.')}[{i}].")
+
+
+def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
+    """Every pod template of an object: the workload kinds we know, else any nested ``template``."""
+    kind = obj.get("kind", "")
+    spec = obj.get("spec") or {}
+    if kind == "Job":
+        return [PodTemplate(_dig(obj, ("spec", "template")), "spec.template.", spec, "spec.")]
+    if kind == "CronJob":
+        job = _dig(obj, ("spec", "jobTemplate", "spec"))
+        return [
+            PodTemplate(
+                _dig(job, ("template",)), "spec.jobTemplate.spec.template.", job, "spec.jobTemplate.spec."
+            )
+        ]
+    if kind == JOBSET_KIND:
+        found = []
+        for i, replicated in enumerate(spec.get("replicatedJobs") or []):
+            job = _dig(replicated, ("template", "spec"))
+            prefix = f"spec.replicatedJobs[{i}].template.spec."
+            restarts = jobset_restarts_preempted_jobs(spec, replicated.get("name", ""))
+            found.append(PodTemplate(_dig(job, ("template",)), f"{prefix}template.", job, prefix, restarts))
+        return found
+    template_path = _POD_TEMPLATE_PATHS.get(kind)
+    if template_path is not None:
+        return [PodTemplate(_dig(obj, template_path), ".".join(template_path) + ".")]
+    return list(_templates_anywhere(spec, "spec."))
+
+
 def check_manifest(
     obj: Mapping[str, Any], taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
 ) -> list[Violation]:
     """Check one Kubernetes object; kinds without pods pass."""
     kind = obj.get("kind", "")
-    subject = f"{kind}/{(obj.get('metadata') or {}).get('name', '?')}"
+    metadata = obj.get("metadata") or {}
+    subject = f"{kind}/{metadata.get('name', '?')}"
     if kind == "Pod":
-        labels = (obj.get("metadata") or {}).get("labels") or {}
         return check_pod_spec(
             obj.get("spec") or {},
             subject=subject,
             field_prefix="spec.",
-            critical=labels.get(CRITICAL_LABEL) == "true",
+            critical=(metadata.get("labels") or {}).get(CRITICAL_LABEL) == "true",
             bare_pod=True,
             taint=taint,
+            annotations=metadata.get("annotations"),
         )
-    template_path = _POD_TEMPLATE_PATHS.get(kind)
-    if template_path is None:
-        return []
-    template = _dig(obj, template_path)
-    labels = (template.get("metadata") or {}).get("labels") or {}
-    job_spec: Mapping[str, Any] | None = None
-    job_field_prefix = "spec."
-    if kind == "Job":
-        job_spec = obj.get("spec") or {}
-    elif kind == "CronJob":
-        job_spec = _dig(obj, ("spec", "jobTemplate", "spec"))
-        job_field_prefix = "spec.jobTemplate.spec."
-    return check_pod_spec(
-        template.get("spec") or {},
-        subject=subject,
-        field_prefix=".".join(template_path) + ".spec.",
-        critical=labels.get(CRITICAL_LABEL) == "true",
-        job_spec=job_spec,
-        job_field_prefix=job_field_prefix,
-        taint=taint,
-    )
+    found: list[Violation] = []
+    for found_template in pod_templates(obj):
+        template_metadata = found_template.template.get("metadata") or {}
+        found += check_pod_spec(
+            found_template.template.get("spec") or {},
+            subject=subject,
+            field_prefix=f"{found_template.path}spec.",
+            critical=(template_metadata.get("labels") or {}).get(CRITICAL_LABEL) == "true",
+            job_spec=found_template.job_spec,
+            job_field_prefix=found_template.job_path,
+            taint=taint,
+            annotations=template_metadata.get("annotations"),
+            restarted_by_jobset=found_template.restarted_by_jobset,
+        )
+    return found
 
 
 def check_manifests(

@@ -15,9 +15,10 @@ from typing import Any
 from .args import (
     BatchInferenceArgs,
     BatchJobArgs,
-    CheckpointStorage,
+    CheckpointChoice,
     CheckpointStoreArgs,
     ContainerSpec,
+    NoCheckpoint,
     S3Bucket,
     SharedVolume,
     SweepArgs,
@@ -25,7 +26,14 @@ from .args import (
 )
 from .checkpoint import contract
 from .placement import Placement, placement_for, standard_placement
-from .platform import CRITICAL_LABEL, DISRUPTION_CONDITION, ComputeClass
+from .platform import (
+    CHECKPOINT_ANNOTATION,
+    CHECKPOINT_NONE,
+    CHECKPOINT_USER_MANAGED,
+    CRITICAL_LABEL,
+    DISRUPTION_CONDITION,
+    ComputeClass,
+)
 
 Manifest = dict[str, Any]
 
@@ -34,6 +42,8 @@ CHECKPOINT_VOLUME = "checkpoints"
 TRIALS_VOLUME = "trials"
 TRIALS_MOUNT_PATH = "/etc/sweep"
 TRIALS_FILE = "trials.json"
+RUN_KEYS_FILE = "checkpoint-keys.json"
+RUN_KEY_DIGEST_CHARS = 12
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -79,6 +89,7 @@ class CheckpointBinding:
     volumes: tuple[Manifest, ...] = ()
     mounts: tuple[Manifest, ...] = ()
     env: tuple[Manifest, ...] = field(default=())
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 def labels_for(name: str, component: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -114,7 +125,7 @@ def _index_env(name: str) -> Manifest:
 
 
 def checkpoint_binding(
-    storage: CheckpointStorage | None, subpath: str, keep: int, grace_period_seconds: int
+    storage: CheckpointChoice | None, subpath: str, keep: int, grace_period_seconds: int
 ) -> CheckpointBinding:
     """Mounts and environment that tell the checkpoint runtime where this workload's checkpoints live.
 
@@ -122,6 +133,9 @@ def checkpoint_binding(
     """
     if storage is None:
         return CheckpointBinding()
+    if isinstance(storage, NoCheckpoint):
+        declared = CHECKPOINT_USER_MANAGED if storage.user_managed else CHECKPOINT_NONE
+        return CheckpointBinding(pod_annotations={CHECKPOINT_ANNOTATION: declared})
     common = (
         _env(contract.ENV_KEEP, str(keep)),
         _env(contract.ENV_RESUME, "true"),
@@ -155,6 +169,35 @@ def checkpoint_binding(
         ),
     ]
     return CheckpointBinding(env=(*env, *common))
+
+
+def run_key(run_id: str | None, *definition: Any) -> str:
+    """Where a run's checkpoints live under its workload: ``run_id`` if given, else a digest of what defines it.
+
+    Only a run with the same definition resumes from these checkpoints; any change starts fresh.
+    """
+    if run_id is not None:
+        if not run_id or run_id.startswith(".") or "/" in run_id or run_id != run_id.strip():
+            raise ValueError(f"run_id={run_id!r}: use a non-empty name without '/' or a leading '.'")
+        return run_id
+    canonical = json.dumps(definition, sort_keys=True, default=_canonical)
+    return "run-" + hashlib.sha256(canonical.encode()).hexdigest()[:RUN_KEY_DIGEST_CHARS]
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"cannot key a run on {type(value).__name__}")
+
+
+def run_definition(spec: ContainerSpec) -> Manifest:
+    """The parts of a container that define what a run computes."""
+    return {
+        "image": spec.image,
+        "command": list(spec.command),
+        "args": list(spec.args),
+        "env": dict(spec.env),
+    }
 
 
 def _resources(spec: ContainerSpec) -> Manifest:
@@ -255,13 +298,17 @@ def _job(
     job_fields: Mapping[str, Any],
     non_retriable_exit_codes: Sequence[int],
     exit_code_action: str = "FailJob",
+    pod_annotations: Mapping[str, str] | None = None,
 ) -> Manifest:
+    template_metadata: Manifest = {"labels": dict(pod_labels)}
+    if pod_annotations:
+        template_metadata["annotations"] = dict(pod_annotations)
     spec: Manifest = {
         **job_fields,
         "podFailurePolicy": pod_failure_policy(non_retriable_exit_codes, exit_code_action),
         # Required with podFailurePolicy: a replacement starts only once the old pod is gone.
         "podReplacementPolicy": "Failed",
-        "template": {"metadata": {"labels": dict(pod_labels)}, "spec": spec_of_pod},
+        "template": {"metadata": template_metadata, "spec": spec_of_pod},
     }
     return {
         "apiVersion": "batch/v1",
@@ -312,7 +359,10 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
         _positive(field_name, getattr(args, field_name))
     _at_least("backoff_limit", args.backoff_limit, 0)
     labels = labels_for(job_name, "batch", args.labels)
-    binding = checkpoint_binding(args.checkpoint, job_name, args.keep_checkpoints, args.grace_period_seconds)
+    key = run_key(args.run_id, run_definition(args.container))
+    binding = checkpoint_binding(
+        args.checkpoint, f"{job_name}/{key}", args.keep_checkpoints, args.grace_period_seconds
+    )
     placement = placement_for(args.compute_class, selector_for(job_name, "batch"), args.preemptible_taint)
     main = container(args.container, binding.env, binding.mounts)
     spec_of_pod = pod_spec(
@@ -337,13 +387,28 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
             spec_of_pod,
             job_fields,
             args.non_retriable_exit_codes,
+            pod_annotations=binding.pod_annotations,
         )
     ]
 
 
-def trials_config_map_name(sweep_name: str, trials: Sequence[Mapping[str, Any]]) -> str:
+def trials_config_map_data(args: SweepArgs) -> dict[str, str]:
+    """The trials' parameters and each trial's run key (see :func:`run_key`), as the ConfigMap's files."""
+    keys = [
+        f"{run_key(args.run_id)}/trial-{i}"
+        if args.run_id is not None
+        else f"trial-{i}-{run_key(None, run_definition(args.container), dict(t))}"
+        for i, t in enumerate(args.trials)
+    ]
+    return {
+        TRIALS_FILE: json.dumps([dict(t) for t in args.trials], indent=2, sort_keys=True),
+        RUN_KEYS_FILE: json.dumps(keys),
+    }
+
+
+def trials_config_map_name(sweep_name: str, data: Mapping[str, str]) -> str:
     """Named after its content, so new trials give a new ConfigMap and so a new Job."""
-    digest = hashlib.sha256(json.dumps(list(trials), sort_keys=True).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(json.dumps(dict(data), sort_keys=True).encode()).hexdigest()[:8]
     return f"{sweep_name}-trials-{digest}"
 
 
@@ -363,24 +428,24 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
             f"max_failed_indexes must be between 0 and the number of trials ({count}), got {max_failed}"
         )
     labels = labels_for(sweep_name, "trial", args.labels)
-    config_map_name = trials_config_map_name(sweep_name, args.trials)
+    data = trials_config_map_data(args)
+    config_map_name = trials_config_map_name(sweep_name, data)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(config_map_name, args.namespace, labels_for(sweep_name, "trials", args.labels)),
-        "data": {TRIALS_FILE: json.dumps([dict(t) for t in args.trials], indent=2, sort_keys=True)},
+        "data": data,
     }
     binding = checkpoint_binding(
-        args.checkpoint,
-        f"{sweep_name}/trial-$({contract.ENV_TRIAL_INDEX})",
-        args.keep_checkpoints,
-        args.grace_period_seconds,
+        args.checkpoint, sweep_name, args.keep_checkpoints, args.grace_period_seconds
     )
     env = [
         _index_env(contract.ENV_TRIAL_INDEX),
         _env(contract.ENV_TRIAL_PARAMETERS_FILE, f"{TRIALS_MOUNT_PATH}/{TRIALS_FILE}"),
         *binding.env,
     ]
+    if binding.env:
+        env.append(_env(contract.ENV_RUN_KEYS_FILE, f"{TRIALS_MOUNT_PATH}/{RUN_KEYS_FILE}"))
     mounts = [{"name": TRIALS_VOLUME, "mountPath": TRIALS_MOUNT_PATH, "readOnly": True}, *binding.mounts]
     volumes = [{"name": TRIALS_VOLUME, "configMap": {"name": config_map_name}}, *binding.volumes]
     placement = placement_for(args.compute_class, selector_for(sweep_name, "trial"), args.preemptible_taint)
@@ -408,6 +473,7 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
         job_fields,
         args.non_retriable_exit_codes,
         exit_code_action="FailIndex",
+        pod_annotations=binding.pod_annotations,
     )
     return [config_map, job]
 
@@ -478,9 +544,11 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
     rendezvous = [_env(contract.ENV_COORDINATOR_HOST, host), _env(contract.ENV_COORDINATOR_PORT, port)]
     world = _env(contract.ENV_WORLD_SIZE, str(args.num_workers))
 
+    key = run_key(args.run_id, run_definition(args.coordinator), run_definition(args.worker))
+
     def binding(part: str) -> CheckpointBinding:
         return checkpoint_binding(
-            args.checkpoint, f"{run}/{part}", args.keep_checkpoints, args.grace_period_seconds
+            args.checkpoint, f"{run}/{key}/{part}", args.keep_checkpoints, args.grace_period_seconds
         )
 
     coordinator_labels = labels_for(run, "coordinator", args.labels)

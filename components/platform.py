@@ -19,6 +19,17 @@ PREEMPTIBLE = "preemptible"
 CRITICAL_LABEL = "together.ai/critical"
 """Pod label (value ``"true"``) marking a workload that must never run on preemptible nodes."""
 
+CHECKPOINT_ANNOTATION = "together.ai/checkpoint"
+"""Pod annotation by which a Job on preemptible nodes says it needs no checkpoint storage from us."""
+
+CHECKPOINT_NONE = "none"
+"""No state to lose: a rerun from the start is as good (an eval, a short scoring pass)."""
+
+CHECKPOINT_USER_MANAGED = "user-managed"
+"""The workload saves and restores its own state (its own S3 code, a framework's checkpointing)."""
+
+CHECKPOINT_OPT_OUTS = frozenset({CHECKPOINT_NONE, CHECKPOINT_USER_MANAGED})
+
 GRACE_PERIOD_LIMIT_SECONDS = 300
 """A preempted node is deleted this many seconds after it is cordoned: the most a pod gets after SIGTERM."""
 

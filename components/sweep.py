@@ -25,6 +25,6 @@ class Sweep(ManifestComponent):
         sweep_name = args.sweep_name or name
         self.job_name = pulumi.Output.from_input(sweep_name)
         self.trials_config_map = pulumi.Output.from_input(
-            manifests.trials_config_map_name(sweep_name, args.trials)
+            manifests.trials_config_map_name(sweep_name, manifests.trials_config_map_data(args))
         )
         self.finish({"job_name": self.job_name, "trials_config_map": self.trials_config_map})

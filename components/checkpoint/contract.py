@@ -6,6 +6,8 @@ Both sides import the names from here so they cannot drift apart.
 
 from __future__ import annotations
 
+import json
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,6 +31,12 @@ ENV_SAVE_BUDGET = "CHECKPOINT_SAVE_BUDGET_SECONDS"
 """Seconds the runtime may spend saving after SIGTERM; below the pod's grace period."""
 ENV_DRAIN_BUDGET = "DRAIN_BUDGET_SECONDS"
 """Seconds a request worker may spend finishing its in-flight request after SIGTERM."""
+ENV_RUN_KEYS_FILE = "CHECKPOINT_RUN_KEYS_FILE"
+"""A JSON list: entry TRIAL_INDEX is this trial's run key, appended to its checkpoint location.
+
+A run key names what defines the run (image, command, arguments, env, trial parameters) or the run id
+the user gave, so a changed trial never resumes another trial's state and an unchanged one resumes.
+"""
 ENV_TRIAL_INDEX = "TRIAL_INDEX"
 ENV_TRIAL_PARAMETERS_FILE = "TRIAL_PARAMETERS_FILE"
 ENV_COORDINATOR_HOST = "COORDINATOR_HOST"
@@ -73,18 +81,36 @@ class RuntimeConfig:
     keep: int = DEFAULT_KEEP
     resume: bool = False
     save_budget_seconds: float = float(save_budget_seconds(GRACE_PERIOD_LIMIT_SECONDS))
+    run_key: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RuntimeConfig:
         """Read the contract's variables; unset ones take the defaults."""
         budget = environ.get(ENV_SAVE_BUDGET)
+        run_key = _run_key(environ)
+        directory = environ.get(ENV_DIR)
+        prefix = environ.get(ENV_S3_PREFIX, "")
+        if run_key is not None:
+            directory = posixpath.join(directory, run_key) if directory else None
+            prefix = "/".join(p for p in (prefix.strip("/"), run_key) if p)
         return cls(
+            run_key=run_key,
             backend=environ.get(ENV_BACKEND, BACKEND_FILESYSTEM),
-            directory=environ.get(ENV_DIR),
+            directory=directory,
             s3_bucket=environ.get(ENV_S3_BUCKET),
-            s3_prefix=environ.get(ENV_S3_PREFIX, ""),
+            s3_prefix=prefix,
             s3_endpoint=environ.get(ENV_S3_ENDPOINT) or None,
             keep=int(environ.get(ENV_KEEP, DEFAULT_KEEP)),
             resume=_truthy(environ.get(ENV_RESUME)),
             save_budget_seconds=float(budget) if budget else cls.save_budget_seconds,
         )
+
+
+def _run_key(environ: Mapping[str, str]) -> str | None:
+    path = environ.get(ENV_RUN_KEYS_FILE)
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as f:
+        keys = json.load(f)
+    key: str = keys[int(environ[ENV_TRIAL_INDEX])]
+    return key

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 import pulumi
@@ -25,6 +26,7 @@ from together_clusters.components import (
     Taint,
     TrainingRun,
     TrainingRunArgs,
+    manifests,
 )
 from together_clusters.components.platform import COMPUTE_CLASS_LABEL, CRITICAL_LABEL
 
@@ -134,12 +136,13 @@ def test_batch_job_renders_a_preemptible_job_with_checkpoints(program: Program) 
     assert container["volumeMounts"] == [{"name": "checkpoints", "mountPath": "/checkpoints"}]
     assert env_values(job) == {
         "CHECKPOINT_BACKEND": "filesystem",
-        "CHECKPOINT_DIR": "/checkpoints/ft",
+        "CHECKPOINT_DIR": env_values(job)["CHECKPOINT_DIR"],
         "CHECKPOINT_KEEP": "3",
         "CHECKPOINT_RESUME": "true",
         "CHECKPOINT_SAVE_BUDGET_SECONDS": "270",
         "LR": "3e-4",
     }
+    assert re.fullmatch(r"/checkpoints/ft/run-[0-9a-f]{12}", env_values(job)["CHECKPOINT_DIR"])
     assert CRITICAL_LABEL not in pod_template(job)["metadata"]["labels"]
     assert_children_use_provider(program)
     assert program.by_type("together:components:BatchJob")[0].name == "ft"
@@ -180,7 +183,7 @@ def test_batch_job_with_s3_checkpoints_reads_credentials_from_a_secret(program: 
     env = env_of(job)
     assert env["CHECKPOINT_BACKEND"]["value"] == "s3"
     assert env["CHECKPOINT_S3_BUCKET"]["value"] == "ckpts"
-    assert env["CHECKPOINT_S3_PREFIX"]["value"] == "runs/ft"
+    assert re.fullmatch(r"runs/ft/run-[0-9a-f]{12}", env["CHECKPOINT_S3_PREFIX"]["value"])
     assert env["CHECKPOINT_S3_ENDPOINT"]["value"] == "https://s3.example.test"
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert "value" not in env[name]
@@ -247,7 +250,10 @@ def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
         "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
     }
     assert env["TRIAL_PARAMETERS_FILE"]["value"] == "/etc/sweep/trials.json"
-    assert env["CHECKPOINT_DIR"]["value"] == "/checkpoints/lr-sweep/trial-$(TRIAL_INDEX)"
+    assert env["CHECKPOINT_DIR"]["value"] == "/checkpoints/lr-sweep"
+    assert env["CHECKPOINT_RUN_KEYS_FILE"]["value"] == "/etc/sweep/checkpoint-keys.json"
+    keys = json.loads(config_map["data"]["checkpoint-keys.json"])
+    assert [re.fullmatch(r"trial-(\d)-run-[0-9a-f]{12}", k).group(1) for k in keys] == ["0", "1", "2"]
     # Kubernetes expands $(VAR) only from variables defined earlier in the list.
     assert env_names(job).index("TRIAL_INDEX") < env_names(job).index("CHECKPOINT_DIR")
     volumes = {v["name"]: v for v in pod_spec(job)["volumes"]}
@@ -258,10 +264,12 @@ def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
 
 
 def test_sweep_config_map_name_follows_the_trials() -> None:
-    from together_clusters.components.manifests import trials_config_map_name
+    def name(trials: tuple[dict, ...]) -> str:
+        (config_map, _) = manifests.sweep("s", SweepArgs(ContainerSpec(IMAGE), trials, SHARED))
+        return str(config_map["metadata"]["name"])
 
-    assert trials_config_map_name("s", TRIALS) == trials_config_map_name("s", tuple(dict(t) for t in TRIALS))
-    assert trials_config_map_name("s", TRIALS) != trials_config_map_name("s", TRIALS[:2])
+    assert name(TRIALS) == name(tuple(dict(t) for t in TRIALS))
+    assert name(TRIALS) != name(TRIALS[:2])
 
 
 def test_sweep_rejects_impossible_failure_limits() -> None:
@@ -381,9 +389,13 @@ def test_training_run_renders_coordinator_service_and_workers(program: Program) 
     assert worker_env["COORDINATOR_PORT"]["value"] == "29500"
     assert worker_env["WORLD_SIZE"]["value"] == "4"
     assert "fieldRef" in worker_env["WORKER_RANK"]["valueFrom"]
-    assert worker_env["CHECKPOINT_DIR"]["value"] == "/checkpoints/llm/rank-$(WORKER_RANK)"
+    assert re.fullmatch(
+        r"/checkpoints/llm/run-[0-9a-f]{12}/rank-\$\(WORKER_RANK\)", worker_env["CHECKPOINT_DIR"]["value"]
+    )
     assert env_names(workers).index("WORKER_RANK") < env_names(workers).index("CHECKPOINT_DIR")
-    assert env_values(coordinator)["CHECKPOINT_DIR"] == "/checkpoints/llm/coordinator"
+    assert re.fullmatch(
+        r"/checkpoints/llm/run-[0-9a-f]{12}/coordinator", env_values(coordinator)["CHECKPOINT_DIR"]
+    )
     for obj in (coordinator, workers, login):
         assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}} in pod_spec(obj)[
             "volumes"

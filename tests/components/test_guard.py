@@ -68,7 +68,9 @@ def test_missing_checkpoint_storage_is_refused(program: Program) -> None:
     assert violation.rule == "checkpoint-storage"
     assert str(violation) == (
         "Job/ft spec.template.spec.volumes=[]: no checkpoint storage: progress is lost at every preemption. "
-        "Fix: mount a CheckpointStore (shared volume at CHECKPOINT_DIR, or the S3 backend) via the checkpoint argument"
+        "Fix: mount a CheckpointStore (shared volume at CHECKPOINT_DIR, or the S3 backend) via the checkpoint "
+        "argument; a run with no state to lose (an eval) or that checkpoints by itself says so with the pod "
+        "annotation together.ai/checkpoint: none or user-managed (checkpoint=NoCheckpoint(...))"
     )
 
 
@@ -395,3 +397,180 @@ def test_every_component_layout_passes_the_guard() -> None:
         ),
     ]
     assert guard.check_manifests(layouts) == []
+
+
+# --- critical pods: affinity, not a taint ----------------------------------------------------
+
+
+def critical_deployment(**pod_fields: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "coordinator"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "c"}},
+            "template": {
+                "metadata": {"labels": {"app": "c", CRITICAL_LABEL: "true"}},
+                "spec": {"containers": [{"name": "c", "image": IMAGE}], **pod_fields},
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize("taint", [None, guard.DEFAULT_PREEMPTIBLE_TAINT])
+def test_a_critical_pod_without_affinity_is_refused_whether_or_not_nodes_are_tainted(
+    taint: Taint | None,
+) -> None:
+    # It does not tolerate the assumed taint, but nothing says preemptible nodes carry it.
+    assert rules_violated(critical_deployment(), taint=taint) == ["critical-on-preemptible"]
+    standard = manifests.standard_placement().pod_spec_fields()
+    assert rules_violated(critical_deployment(**standard), taint=taint) == []
+
+
+# --- what the guard used to miss -------------------------------------------------------------
+
+
+def jobset(grace: Any = 300, **job_overrides: Any) -> dict[str, Any]:
+    job = good_job()
+    job["spec"].update(job_overrides)
+    pod_spec_of(job)["terminationGracePeriodSeconds"] = grace
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": job["spec"]}}]},
+    }
+
+
+def test_a_grace_period_over_the_limit_inside_a_job_set_is_refused() -> None:
+    (violation,) = guard.check_manifest(jobset(3600))
+    assert violation.rule == "grace-period"
+    assert (
+        violation.field == "spec.replicatedJobs[0].template.spec.template.spec.terminationGracePeriodSeconds"
+    )
+
+
+def test_a_grace_period_over_the_limit_in_an_unknown_custom_resource_is_refused() -> None:
+    template = copy.deepcopy(good_job()["spec"]["template"])
+    template["spec"]["terminationGracePeriodSeconds"] = 3600
+    crd = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "pt"},
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 4, "template": template}}},
+    }
+    (violation,) = guard.check_manifest(crd)
+    assert violation.rule == "grace-period"
+    assert violation.field == "spec.pytorchReplicaSpecs.Worker.template.spec.terminationGracePeriodSeconds"
+
+
+def test_plain_credentials_in_an_init_container_are_refused() -> None:
+    job = good_job()
+    pod_spec_of(job)["initContainers"] = [
+        {"name": "fetch", "image": IMAGE, "env": [{"name": "AWS_ACCESS_KEY_ID", "value": "AKIA123"}]}
+    ]
+    (violation,) = guard.check_manifest(job)
+    assert violation.rule == "plain-secret"
+    assert violation.field == "spec.template.spec.initContainers[0].env[AWS_ACCESS_KEY_ID].value"
+    assert "AKIA123" not in str(violation)
+
+
+def test_a_pre_stop_hook_as_long_as_the_grace_period_is_refused() -> None:
+    job = good_job()
+    pod_spec_of(job)["containers"][0]["lifecycle"] = {"preStop": {"sleep": {"seconds": 300}}}
+    assert rules_violated(job) == ["pre-stop"]
+    pod_spec_of(job)["containers"][0]["lifecycle"] = {"preStop": {"sleep": {"seconds": 5}}}
+    assert rules_violated(job) == []
+
+
+def test_pinning_to_a_node_by_name_is_refused() -> None:
+    job = good_job()
+    pod_spec_of(job)["nodeName"] = "gpu-node-7"
+    assert rules_violated(job) == ["node-name"]
+    assert rules_violated(critical_deployment(nodeName="standard-1")) == [
+        "node-name",
+        "critical-on-preemptible",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("grace", "expected"), [("300", []), ("301", ["grace-period"]), ("soon", ["grace-period"])]
+)
+def test_a_grace_period_given_as_text_is_read_not_a_crash(grace: str, expected: list[str]) -> None:
+    job = good_job()
+    pod_spec_of(job)["terminationGracePeriodSeconds"] = grace
+    violations = [v for v in guard.check_manifest(job) if v.rule != "save-budget"]
+    assert [v.rule for v in violations] == expected
+
+
+# --- what the guard used to refuse wrongly ---------------------------------------------------
+
+
+def job_without_checkpoints() -> dict[str, Any]:
+    job = good_job()
+    spec = pod_spec_of(job)
+    del spec["volumes"]
+    del spec["containers"][0]["volumeMounts"]
+    return job
+
+
+@pytest.mark.parametrize("declared", ["none", "user-managed"])
+def test_a_job_that_declares_it_needs_no_checkpoint_storage_passes(declared: str) -> None:
+    job = job_without_checkpoints()
+    assert rules_violated(job) == ["checkpoint-storage"]
+    job["spec"]["template"]["metadata"]["annotations"] = {"together.ai/checkpoint": declared}
+    assert rules_violated(job) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"csi": {"driver": "weka.io", "volumeAttributes": {"filesystem": "ckpt"}}},
+        {"cephfs": {"monitors": ["10.0.0.1:6789"], "path": "/ckpt"}},
+    ],
+)
+def test_csi_and_cephfs_checkpoint_volumes_pass(source: dict[str, Any]) -> None:
+    job = good_job()
+    pod_spec_of(job)["volumes"] = [{"name": "checkpoints", **source}]
+    assert rules_violated(job) == []
+
+
+def test_a_job_set_whose_jobs_fail_on_preemption_passes_only_if_the_job_set_restarts_them() -> None:
+    failing = {
+        "podFailurePolicy": {
+            "rules": [
+                {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {"containerName": "main", "operator": "In", "values": [143]},
+                },
+            ]
+        }
+    }
+    without_policy = jobset(**failing)
+    assert rules_violated(without_policy) == ["disruption-rule", "sigterm-exit-rule"]
+    restarting = jobset(**failing)
+    restarting["spec"]["failurePolicy"] = {
+        "rules": [
+            {
+                "name": "p",
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+            }
+        ]
+    }
+    assert rules_violated(restarting) == []
+    counting = copy.deepcopy(restarting)
+    counting["spec"]["failurePolicy"]["rules"][0]["action"] = "RestartJobSet"
+    assert rules_violated(counting) == ["disruption-rule", "sigterm-exit-rule"]
+
+
+def test_an_eval_says_it_needs_no_checkpoint_through_the_component(program: Program) -> None:
+    from together_clusters.components import NoCheckpoint
+
+    for declared, expected in ((NoCheckpoint(), "none"), (NoCheckpoint(user_managed=True), "user-managed")):
+        args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=declared)
+        (job,) = manifests.batch_job("eval", args)
+        assert job["spec"]["template"]["metadata"]["annotations"] == {"together.ai/checkpoint": expected}
+        assert guard.check_manifest(job) == []
+        assert "CHECKPOINT_DIR" not in str(job)
