@@ -57,7 +57,14 @@ _RESOURCE_CLASSES: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]
 def create(
     resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions
 ) -> pulumi.CustomResource:
-    """Create the pulumi-kubernetes resource for a rendered object (fields pass through unchanged)."""
-    cls = _RESOURCE_CLASSES[(manifest["apiVersion"], manifest["kind"])]
+    """Create the pulumi-kubernetes resource for a rendered object (fields pass through unchanged).
+
+    Kinds without a typed class (a JobSet) become ``apiextensions.CustomResource``.
+    """
     fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    cls = _RESOURCE_CLASSES.get((manifest["apiVersion"], manifest["kind"]))
+    if cls is None:
+        return k8s.apiextensions.CustomResource(
+            resource_name, api_version=manifest["apiVersion"], kind=manifest["kind"], opts=opts, **fields
+        )
     return cls(resource_name, opts=opts, **fields)

@@ -267,9 +267,17 @@ def _metadata(name: str, namespace: str, labels: Mapping[str, str]) -> Manifest:
     return {"name": name, "namespace": namespace, "labels": dict(labels)}
 
 
-def pod_failure_policy(non_retriable_exit_codes: Sequence[int], action: str = "FailJob") -> Manifest:
-    """The preemption rules first (disruption, then exit 143), then exit codes that mean "do not retry"."""
-    rules: list[Manifest] = [json.loads(json.dumps(rule)) for rule in (DISRUPTION_RULE, PREEMPTED_EXIT_RULE)]
+def pod_failure_policy(
+    non_retriable_exit_codes: Sequence[int], action: str = "FailJob", on_preemption: str = "Ignore"
+) -> Manifest:
+    """The preemption rules first (disruption, then exit 143), then exit codes that mean "do not retry".
+
+    ``on_preemption="FailJob"`` ends the Job on a preemption instead, for a JobSet to recreate it.
+    """
+    rules: list[Manifest] = [
+        {**json.loads(json.dumps(rule)), "action": on_preemption}
+        for rule in (DISRUPTION_RULE, PREEMPTED_EXIT_RULE)
+    ]
     if non_retriable_exit_codes:
         if 0 in non_retriable_exit_codes or contract.PREEMPTED_EXIT_CODE in non_retriable_exit_codes:
             raise ValueError(
@@ -378,6 +386,8 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
     if args.ttl_seconds_after_finished is not None:
         job_fields["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
     pod_labels = _pod_labels(labels, args.critical)
+    if args.fresh_job_per_attempt:
+        return [attempt_job_set(job_name, args, labels, pod_labels, spec_of_pod, binding.pod_annotations)]
     return [
         _job(
             job_name,
@@ -390,6 +400,79 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
             pod_annotations=binding.pod_annotations,
         )
     ]
+
+
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+ATTEMPT_REPLICATED_JOB = "attempt"
+
+JOBSET_FAILURE_POLICY: Mapping[str, Any] = {
+    "maxRestarts": 0,
+    # Old pods (maybe still saving) are gone before the next attempt starts and resumes.
+    "restartStrategy": "BlockingRecreate",
+    "rules": [
+        # A FailJob preemption rule matched: recreate the Job, not counted.
+        {
+            "name": "preempted",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+        },
+        # Anything else (MaxFailedIndexesExceeded: crashes past the limit, a non-retriable exit code; a
+        # deadline) ends the run. Explicit, since JobSet's default for an unmatched failure is a restart.
+        {"name": "failed", "action": "FailJobSet", "onJobFailureReasons": []},
+    ],
+}
+"""How the JobSet of ``fresh_job_per_attempt`` treats its Job's failures (first matching rule wins)."""
+
+
+def attempt_job_set(
+    job_name: str,
+    args: BatchJobArgs,
+    labels: Mapping[str, str],
+    pod_labels: Mapping[str, str],
+    spec_of_pod: Manifest,
+    pod_annotations: Mapping[str, str],
+) -> Manifest:
+    """A JobSet holding one Job per attempt: a preemption fails that Job, the JobSet recreates it fresh.
+
+    The Job controller delays each replacement pod by its failure backoff, and counts preempted pods
+    too, ignored or not (kubernetes#130881): after a handful of preemptions every replacement waits
+    10 minutes. A new Job has no history, so each attempt starts at once. Real failures still count:
+    crashes against ``backoff_limit`` (per index, within one attempt), non-retriable exit codes at
+    once (FailIndex with maxFailedIndexes 0 fails the Job with a reason JobSet does not restart).
+    """
+    template_metadata: Manifest = {"labels": dict(pod_labels)}
+    if pod_annotations:
+        template_metadata["annotations"] = dict(pod_annotations)
+    job_spec: Manifest = {
+        "completionMode": "Indexed",
+        "completions": args.completions,
+        "parallelism": args.parallelism,
+        "backoffLimitPerIndex": args.backoff_limit,
+        "maxFailedIndexes": 0,
+        "podFailurePolicy": pod_failure_policy(args.non_retriable_exit_codes, "FailIndex", "FailJob"),
+        "podReplacementPolicy": "Failed",
+        "template": {"metadata": template_metadata, "spec": spec_of_pod},
+    }
+    if args.active_deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = args.active_deadline_seconds
+    spec: Manifest = {
+        "failurePolicy": json.loads(json.dumps(JOBSET_FAILURE_POLICY)),
+        "replicatedJobs": [
+            {
+                "name": ATTEMPT_REPLICATED_JOB,
+                "replicas": 1,
+                "template": {"metadata": {"labels": dict(labels)}, "spec": job_spec},
+            }
+        ],
+    }
+    if args.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
+    return {
+        "apiVersion": JOBSET_API_VERSION,
+        "kind": "JobSet",
+        "metadata": _metadata(job_name, args.namespace, labels),
+        "spec": spec,
+    }
 
 
 def trials_config_map_data(args: SweepArgs) -> dict[str, str]:

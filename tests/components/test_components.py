@@ -522,3 +522,51 @@ def test_values_the_api_server_would_reject_fail_at_preview(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def test_batch_job_with_a_fresh_job_per_attempt_is_a_job_set_that_restarts_on_preemption(
+    program: Program,
+) -> None:
+    args = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE, gpus=8),
+        checkpoint=SHARED,
+        backoff_limit=2,
+        non_retriable_exit_codes=(42,),
+        fresh_job_per_attempt=True,
+    )
+    program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
+    objects = program.kubernetes_objects()
+    assert sorted(objects) == ["JobSet/ft"]
+    (registered,) = program.by_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
+    job_set = objects["JobSet/ft"]
+    policy = job_set["spec"]["failurePolicy"]
+    assert policy["maxRestarts"] == 0
+    assert policy["restartStrategy"] == "BlockingRecreate"
+    assert policy["rules"] == [
+        {
+            "name": "preempted",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+        },
+        {"name": "failed", "action": "FailJobSet", "onJobFailureReasons": []},
+    ]
+    (replicated,) = job_set["spec"]["replicatedJobs"]
+    assert replicated["replicas"] == 1
+    job_spec = replicated["template"]["spec"]
+    # The Job inside is an ordinary batch/v1 Job: the API server's own schema accepts it.
+    assert_schema_valid(
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ft-attempt-0"}, "spec": job_spec}
+    )
+    assert job_spec["podFailurePolicy"]["rules"] == [
+        {**DISRUPTION_RULE, "action": "FailJob"},
+        {**SIGTERM_EXIT_RULE, "action": "FailJob"},
+        {"action": "FailIndex", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}},
+    ]
+    # A non-retriable code or too many crashes fail the Job with MaxFailedIndexesExceeded, not PodFailurePolicy.
+    assert job_spec["backoffLimitPerIndex"] == 2 and job_spec["maxFailedIndexes"] == 0
+    assert job_spec["completionMode"] == "Indexed" and job_spec["podReplacementPolicy"] == "Failed"
+    assert job_spec["template"]["spec"]["restartPolicy"] == "Never"
+    assert job_spec["template"]["spec"]["terminationGracePeriodSeconds"] == 300
+    from together_clusters.components import guard
+
+    assert guard.check_manifest(job_set) == []
