@@ -1,47 +1,73 @@
-"""The shell every component shares: guard the rendered objects, then create them as children."""
+"""The shell every component shares: resolve Inputs, guard the rendered objects, create them as children."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pulumi
 
 from . import guard, kube
+from .inputs import Placeholders, without_placeholders
 from .platform import DEFAULT_PREEMPTIBLE_TAINT, Taint
 
 TYPE_PREFIX = "together:components"
+
+A = TypeVar("A")
 
 
 class ManifestComponent(pulumi.ComponentResource):
     """A component made of rendered Kubernetes objects, refused before registration if the guard objects.
 
-    Children are parented to the component, so they inherit the Kubernetes provider given in ``opts``.
+    ``args`` may hold ``pulumi.Input`` values anywhere (see :mod:`.inputs`); the guard sees the plain
+    layout. Children are parented to the component, so they inherit its Kubernetes provider and its
+    aliases: their names start with the component's, so renaming the component with
+    ``ResourceOptions(aliases=[pulumi.Alias(name=old_name)])`` keeps every child's URN too.
     """
 
     resources: dict[str, pulumi.CustomResource]
-    """The children, keyed by ``Kind/name`` of the object each one creates."""
+    """The children, keyed by ``Kind/name`` of the object each one creates (or ``Kind`` when the name is
+    only known at apply time)."""
 
     def __init__(
         self,
         type_name: str,
         name: str,
-        manifests: Sequence[Mapping[str, Any]],
+        args: A,
+        build: Callable[[A], Sequence[Mapping[str, Any]]],
         opts: pulumi.ResourceOptions | None,
         taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT,
     ) -> None:
+        placeholders = Placeholders()
+        plain_args = placeholders.plain(args)
+        manifests = [dict(m) for m in build(plain_args)]
         # Before registering anything, so a refused layout leaves nothing half-declared in the plan.
         guard.enforce(f"{type_name} {name!r}", manifests, taint)
         super().__init__(f"{TYPE_PREFIX}:{type_name}", name, None, opts)
-        self.manifests = [dict(m) for m in manifests]
+        self.plain_args = plain_args
+        self.manifests = manifests
+        """The rendered objects, with a placeholder where an Input's value goes."""
         child_opts = pulumi.ResourceOptions(parent=self)
         self.resources = {}
         for manifest in self.manifests:
-            key = f"{manifest['kind']}/{manifest['metadata']['name']}"
-            resource_name = f"{name}-{manifest['kind'].lower()}-{manifest['metadata']['name']}"
-            self.resources[key] = kube.create(resource_name, manifest, child_opts)
+            kind = manifest["kind"]
+            object_name = without_placeholders(str(manifest["metadata"]["name"]), kind.lower())
+            key = f"{kind}/{object_name}"
+            resource_name = f"{name}-{kind.lower()}-{object_name}"
+            self.resources[key] = kube.create(resource_name, placeholders.restore(manifest), child_opts)
         self.names = pulumi.Output.from_input(sorted(self.resources))
+
+    def child(self, kind: str) -> pulumi.CustomResource:
+        """The one child of ``kind`` (a component creates at most one object of each kind it names here)."""
+        (resource,) = (r for key, r in self.resources.items() if key.split("/", 1)[0] == kind)
+        return resource
 
     def finish(self, outputs: Mapping[str, Any]) -> None:
         """Register the component's outputs (always includes the names of the objects it created)."""
         self.register_outputs({"names": self.names, **outputs})
+
+
+def metadata_field(resource: pulumi.CustomResource, field: str) -> pulumi.Output[Any]:
+    """A field of a child's live metadata (its name, or the namespace the provider put it in)."""
+    metadata: pulumi.Output[Any] = resource.metadata  # type: ignore[attr-defined]
+    return metadata.apply(lambda m: (m or {}).get(field) if isinstance(m, dict) else getattr(m, field, None))

@@ -1,8 +1,12 @@
-"""Typed arguments of the components: frozen, plain data, no Pulumi.
+"""Typed arguments of the components: frozen dataclasses, no Pulumi import.
 
-Values are plain (not ``pulumi.Input``) on purpose: the plan-time guard must see them while the
-program runs, so a bad layout is refused at preview rather than discovered on the cluster.
-Secrets never appear here: S3 credentials are named by Secret and key, and read by the pod.
+Text fields (names, images, env values, namespaces) may be ``pulumi.Input`` values, such as another
+resource's output: the component resolves them where the engine does (see ``inputs.py``). Fields that
+decide the layout the guard checks (counts, grace periods, compute class, taints) are plain, so a bad
+layout is refused at preview rather than discovered on the cluster.
+``namespace=None`` puts the objects in the Kubernetes provider's namespace (``default`` if it has none).
+Secrets never appear here: S3 credentials and env from Secrets are named by Secret and key, and read
+by the pod.
 """
 
 from __future__ import annotations
@@ -15,17 +19,75 @@ from .platform import DEFAULT_PREEMPTIBLE_TAINT, GRACE_PERIOD_LIMIT_SECONDS, Com
 
 
 @dataclass(frozen=True)
+class SecretEnv:
+    """An environment variable read from a key of a Kubernetes Secret (never stored in Pulumi state)."""
+
+    secret: str
+    key: str
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class DataVolume:
+    """A volume mounted into the container: a dataset, a model cache, a config.
+
+    Give exactly one source: ``claim_name`` (a PersistentVolumeClaim, e.g. the shared filesystem),
+    ``config_map``, ``secret``, or ``host_path`` (a node's local disk: gone with a preempted node).
+    """
+
+    name: str
+    mount_path: str
+    claim_name: str | None = None
+    config_map: str | None = None
+    secret: str | None = None
+    host_path: str | None = None
+    sub_path: str | None = None
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class Probe:
+    """An HTTP GET, TCP or command probe (the container's readiness, liveness or startup)."""
+
+    http_path: str | None = None
+    port: int | None = None
+    command: tuple[str, ...] = ()
+    initial_delay_seconds: int = 0
+    period_seconds: int = 10
+    timeout_seconds: int = 1
+    failure_threshold: int = 3
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
-    """The workload's container. ``env`` holds plain, non-secret values only."""
+    """The workload's container.
+
+    ``env`` holds non-secret values; ``secret_env`` reads values from Secrets. ``resources`` adds any
+    extended resource (``rdma/ib``, ``ephemeral-storage``...) to the limits, next to ``gpus``;
+    ``cpu``/``memory`` are requests, ``cpu_limit``/``memory_limit`` limits. ``shm_size`` mounts a
+    memory-backed /dev/shm of that size (PyTorch data loaders and NCCL need more than the default 64 MiB).
+    """
 
     image: str
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    secret_env: Mapping[str, SecretEnv] = field(default_factory=dict)
     gpus: int = 0
     cpu: str | None = None
     memory: str | None = None
+    cpu_limit: str | None = None
+    memory_limit: str | None = None
+    resources: Mapping[str, str] = field(default_factory=dict)
     image_pull_policy: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
+    volumes: tuple[DataVolume, ...] = ()
+    shm_size: str | None = None
+    working_dir: str | None = None
+    ports: Mapping[str, int] = field(default_factory=dict)
+    readiness_probe: Probe | None = None
+    liveness_probe: Probe | None = None
+    startup_probe: Probe | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +141,7 @@ class CheckpointStoreArgs:
     """Arguments of :class:`together_clusters.components.CheckpointStore`."""
 
     storage: CheckpointStorage
-    namespace: str = "default"
+    namespace: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -105,7 +167,7 @@ class BatchJobArgs:
 
     container: ContainerSpec
     checkpoint: CheckpointChoice | None
-    namespace: str = "default"
+    namespace: str | None = None
     job_name: str | None = None
     compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
     critical: bool = False
@@ -137,7 +199,7 @@ class SweepArgs:
     container: ContainerSpec
     trials: tuple[Mapping[str, Any], ...]
     checkpoint: CheckpointChoice | None
-    namespace: str = "default"
+    namespace: str | None = None
     sweep_name: str | None = None
     parallelism: int | None = None
     backoff_limit_per_index: int = 2
@@ -164,7 +226,7 @@ class BatchInferenceArgs:
 
     container: ContainerSpec
     replicas: int = 2
-    namespace: str = "default"
+    namespace: str | None = None
     deployment_name: str | None = None
     compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
     critical: bool = False
@@ -189,7 +251,7 @@ class TrainingRunArgs:
     worker: ContainerSpec
     num_workers: int
     checkpoint: CheckpointStorage | None
-    namespace: str = "default"
+    namespace: str | None = None
     run_name: str | None = None
     coordinator_port: int = 29500
     login: ContainerSpec | None = None

@@ -5,25 +5,33 @@ from __future__ import annotations
 import pulumi
 
 from . import manifests
-from ._shell import ManifestComponent
+from ._shell import ManifestComponent, metadata_field
 from .args import BatchInferenceArgs
 
 
 class BatchInference(ManifestComponent):
     """A Deployment of workers plus a PodDisruptionBudget.
 
-    Contract with the worker (see ``together_clusters.components.checkpoint.RequestDrain``): on SIGTERM, which comes after
-    the preStop pause, take no new request; finish the one in flight within DRAIN_BUDGET_SECONDS or
-    hand it back to its queue so another worker retries it.
+    Contract with the worker (see ``together_clusters.components.checkpoint.RequestDrain``): on SIGTERM,
+    which comes after the preStop pause, take no new request; finish the one in flight within
+    DRAIN_BUDGET_SECONDS or hand it back to its queue so another worker retries it.
     """
 
     deployment_name: pulumi.Output[str]
+    namespace: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: BatchInferenceArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(
-            "BatchInference", name, manifests.batch_inference(name, args), opts, args.preemptible_taint
+            "BatchInference",
+            name,
+            args,
+            lambda plain: manifests.batch_inference(name, plain),
+            opts,
+            args.preemptible_taint,
         )
-        self.deployment_name = pulumi.Output.from_input(args.deployment_name or name)
-        self.finish({"deployment_name": self.deployment_name})
+        deployment = self.child("Deployment")
+        self.deployment_name = metadata_field(deployment, "name")
+        self.namespace = metadata_field(deployment, "namespace")
+        self.finish({"deployment_name": self.deployment_name, "namespace": self.namespace})

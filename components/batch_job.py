@@ -5,17 +5,31 @@ from __future__ import annotations
 import pulumi
 
 from . import manifests
-from ._shell import ManifestComponent
+from ._shell import ManifestComponent, metadata_field
 from .args import BatchJobArgs
 
 
 class BatchJob(ManifestComponent):
     """A Job on preemptible nodes: preemptions ignored by the failure policy, checkpoints mounted, resume on
-    restart, grace period within the platform's limit (a longer one is refused at preview)."""
+    restart, grace period within the platform's limit (a longer one is refused at preview). With
+    ``fresh_job_per_attempt`` a JobSet holding that Job, recreated fresh after each preemption.
+
+    Outputs come from the created object: ``job_name`` and ``namespace`` as the API server has them.
+    """
 
     job_name: pulumi.Output[str]
+    namespace: pulumi.Output[str]
 
     def __init__(self, name: str, args: BatchJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("BatchJob", name, manifests.batch_job(name, args), opts, args.preemptible_taint)
-        self.job_name = pulumi.Output.from_input(args.job_name or name)
-        self.finish({"job_name": self.job_name})
+        super().__init__(
+            "BatchJob",
+            name,
+            args,
+            lambda plain: manifests.batch_job(name, plain),
+            opts,
+            args.preemptible_taint,
+        )
+        job = self.child("JobSet" if args.fresh_job_per_attempt else "Job")
+        self.job_name = metadata_field(job, "name")
+        self.namespace = metadata_field(job, "namespace")
+        self.finish({"job_name": self.job_name, "namespace": self.namespace})

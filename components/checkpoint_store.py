@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 
 from . import manifests
-from ._shell import ManifestComponent
+from ._shell import ManifestComponent, metadata_field
 from .args import CheckpointStorage, CheckpointStoreArgs, SharedVolume
 
 
@@ -21,8 +21,11 @@ class CheckpointStore(ManifestComponent):
     def __init__(
         self, name: str, args: CheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("CheckpointStore", name, manifests.checkpoint_store(args), opts)
+        super().__init__("CheckpointStore", name, args, manifests.checkpoint_store, opts)
         self.storage = args.storage
-        claim = args.storage.claim_name if isinstance(args.storage, SharedVolume) else None
-        self.claim_name = pulumi.Output.from_input(claim)
+        if "PersistentVolumeClaim" in {key.split("/", 1)[0] for key in self.resources}:
+            self.claim_name = metadata_field(self.child("PersistentVolumeClaim"), "name")
+        else:
+            claim = args.storage.claim_name if isinstance(args.storage, SharedVolume) else None
+            self.claim_name = pulumi.Output.from_input(claim)
         self.finish({"claim_name": self.claim_name})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,9 @@ from .args import (
     CheckpointChoice,
     CheckpointStoreArgs,
     ContainerSpec,
+    DataVolume,
     NoCheckpoint,
+    Probe,
     S3Bucket,
     SharedVolume,
     SweepArgs,
@@ -115,8 +118,11 @@ def _env(name: str, value: str) -> Manifest:
     return {"name": name, "value": value}
 
 
-def _secret_env(name: str, secret: str, key: str) -> Manifest:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+def _secret_env(name: str, secret: str, key: str, optional: bool = False) -> Manifest:
+    ref: Manifest = {"name": secret, "key": key}
+    if optional:
+        ref["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
 
 
 def _index_env(name: str) -> Manifest:
@@ -181,7 +187,28 @@ def run_key(run_id: str | None, *definition: Any) -> str:
             raise ValueError(f"run_id={run_id!r}: use a non-empty name without '/' or a leading '.'")
         return run_id
     canonical = json.dumps(definition, sort_keys=True, default=_canonical)
+    if INPUT_MARK in canonical:
+        # A value is only known once Pulumi resolves it: digest the resolved text (inputs.py).
+        return f"{DEFERRED_DIGEST_START}{canonical}{DEFERRED_DIGEST_END}"
+    return _run_digest(canonical)
+
+
+INPUT_MARK = "@@pulumi-input-"
+"""How a placeholder for a ``pulumi.Input`` starts (see :mod:`.inputs`)."""
+DEFERRED_DIGEST_START = "@@run-digest<<"
+DEFERRED_DIGEST_END = ">>run-digest@@"
+_DEFERRED_DIGEST = re.compile(
+    re.escape(DEFERRED_DIGEST_START) + "(.*?)" + re.escape(DEFERRED_DIGEST_END), re.S
+)
+
+
+def _run_digest(canonical: str) -> str:
     return "run-" + hashlib.sha256(canonical.encode()).hexdigest()[:RUN_KEY_DIGEST_CHARS]
+
+
+def finish_deferred_digests(text: str) -> str:
+    """Replace each deferred run digest, now that the values in it are resolved, by the digest."""
+    return _DEFERRED_DIGEST.sub(lambda m: _run_digest(m.group(1)), text)
 
 
 def _canonical(value: Any) -> Any:
@@ -205,9 +232,81 @@ def _resources(spec: ContainerSpec) -> Manifest:
     requests = {k: v for k, v in (("cpu", spec.cpu), ("memory", spec.memory)) if v}
     if requests:
         resources["requests"] = requests
+    limits = {k: v for k, v in (("cpu", spec.cpu_limit), ("memory", spec.memory_limit)) if v}
+    if GPU_RESOURCE in spec.resources:
+        raise ValueError(f"resources sets {GPU_RESOURCE}: use gpus={spec.resources[GPU_RESOURCE]} instead")
+    limits.update(spec.resources)
     if spec.gpus:
-        resources["limits"] = {GPU_RESOURCE: str(spec.gpus)}
+        limits[GPU_RESOURCE] = str(spec.gpus)
+    if limits:
+        resources["limits"] = limits
     return resources
+
+
+SHM_VOLUME = "dshm"
+SHM_MOUNT_PATH = "/dev/shm"
+RESERVED_VOLUMES = frozenset({CHECKPOINT_VOLUME, TRIALS_VOLUME, SHM_VOLUME})
+
+
+def _probe(probe: Probe) -> Manifest:
+    result: Manifest
+    if probe.http_path and probe.port is not None and not probe.command:
+        result = {"httpGet": {"path": probe.http_path, "port": probe.port}}
+    elif probe.command and probe.port is None and not probe.http_path:
+        result = {"exec": {"command": list(probe.command)}}
+    elif probe.port is not None and not probe.http_path and not probe.command:
+        result = {"tcpSocket": {"port": probe.port}}
+    else:
+        raise ValueError(f"{probe}: give http_path with port (HTTP), port alone (TCP), or command (exec)")
+    return {
+        **result,
+        "initialDelaySeconds": probe.initial_delay_seconds,
+        "periodSeconds": probe.period_seconds,
+        "timeoutSeconds": probe.timeout_seconds,
+        "failureThreshold": probe.failure_threshold,
+    }
+
+
+def _volume_source(volume: DataVolume) -> Manifest:
+    sources = {
+        "persistentVolumeClaim": {"claimName": volume.claim_name, "readOnly": volume.read_only}
+        if volume.claim_name
+        else None,
+        "configMap": {"name": volume.config_map} if volume.config_map else None,
+        "secret": {"secretName": volume.secret} if volume.secret else None,
+        "hostPath": {"path": volume.host_path} if volume.host_path else None,
+    }
+    given = {k: v for k, v in sources.items() if v is not None}
+    if len(given) != 1:
+        raise ValueError(
+            f"volume {volume.name!r}: give exactly one of claim_name, config_map, secret, host_path "
+            f"(got {', '.join(sorted(given)) or 'none'})"
+        )
+    return {"name": volume.name, **given}
+
+
+def container_volumes(spec: ContainerSpec) -> list[Manifest]:
+    """The pod volumes a container's data volumes and shared memory need."""
+    names = [v.name for v in spec.volumes]
+    clashes = sorted(RESERVED_VOLUMES.intersection(names) | {n for n in names if names.count(n) > 1})
+    if clashes:
+        raise ValueError(f"volume names {clashes} are taken (by the component or twice); rename them")
+    volumes = [_volume_source(v) for v in spec.volumes]
+    if spec.shm_size:
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}})
+    return volumes
+
+
+def _container_mounts(spec: ContainerSpec) -> list[Manifest]:
+    mounts = []
+    for v in spec.volumes:
+        mount: Manifest = {"name": v.name, "mountPath": v.mount_path, "readOnly": v.read_only}
+        if v.sub_path:
+            mount["subPath"] = v.sub_path
+        mounts.append(mount)
+    if spec.shm_size:
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_MOUNT_PATH})
+    return mounts
 
 
 def container(
@@ -229,16 +328,39 @@ def container(
         result["command"] = list(spec.command)
     if spec.args:
         result["args"] = list(spec.args)
-    all_env = [*env, *(_env(k, v) for k, v in spec.env.items())]
+    secret_clashes = sorted(
+        RESERVED_ENV.intersection(spec.secret_env) | set(spec.env).intersection(spec.secret_env)
+    )
+    if secret_clashes:
+        raise ValueError(
+            f"secret_env sets {', '.join(secret_clashes)}, which env or the component sets already"
+        )
+    all_env = [
+        *env,
+        *(_env(k, v) for k, v in spec.env.items()),
+        *(_secret_env(k, s.secret, s.key, s.optional) for k, s in spec.secret_env.items()),
+    ]
     if all_env:
         result["env"] = all_env
-    if mounts:
-        result["volumeMounts"] = list(mounts)
+    all_mounts = [*mounts, *_container_mounts(spec)]
+    if all_mounts:
+        result["volumeMounts"] = all_mounts
     resources = _resources(spec)
     if resources:
         result["resources"] = resources
     if spec.image_pull_policy:
         result["imagePullPolicy"] = spec.image_pull_policy
+    if spec.working_dir:
+        result["workingDir"] = spec.working_dir
+    if spec.ports:
+        result["ports"] = [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in spec.ports.items()]
+    for field_name, probe in (
+        ("readinessProbe", spec.readiness_probe),
+        ("livenessProbe", spec.liveness_probe),
+        ("startupProbe", spec.startup_probe),
+    ):
+        if probe is not None:
+            result[field_name] = _probe(probe)
     result.update(extra or {})
     return result
 
@@ -250,21 +372,30 @@ def pod_spec(
     volumes: Sequence[Manifest] = (),
     restart_policy: str | None = None,
     service_account_name: str | None = None,
+    container_specs: Sequence[ContainerSpec] = (),
 ) -> Manifest:
-    """A pod spec with its placement."""
+    """A pod spec with its placement, and the volumes and pull secrets of ``container_specs``."""
     spec: Manifest = {"containers": list(containers), "terminationGracePeriodSeconds": grace_period_seconds}
     if restart_policy:
         spec["restartPolicy"] = restart_policy
-    if volumes:
-        spec["volumes"] = list(volumes)
+    all_volumes = [*volumes, *(v for c in container_specs for v in container_volumes(c))]
+    if all_volumes:
+        spec["volumes"] = all_volumes
+    pull_secrets = sorted({s for c in container_specs for s in c.image_pull_secrets})
+    if pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in pull_secrets]
     if service_account_name:
         spec["serviceAccountName"] = service_account_name
     spec.update(placement.pod_spec_fields())
     return spec
 
 
-def _metadata(name: str, namespace: str, labels: Mapping[str, str]) -> Manifest:
-    return {"name": name, "namespace": namespace, "labels": dict(labels)}
+def _metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> Manifest:
+    """Without a namespace, pulumi-kubernetes uses its provider's (``default`` if it has none)."""
+    metadata: Manifest = {"name": name, "labels": dict(labels)}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    return metadata
 
 
 def pod_failure_policy(
@@ -299,7 +430,7 @@ def pod_failure_policy(
 
 def _job(
     name: str,
-    namespace: str,
+    namespace: str | None,
     labels: Mapping[str, str],
     pod_labels: Mapping[str, str],
     spec_of_pod: Manifest,
@@ -374,7 +505,13 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
     placement = placement_for(args.compute_class, selector_for(job_name, "batch"), args.preemptible_taint)
     main = container(args.container, binding.env, binding.mounts)
     spec_of_pod = pod_spec(
-        [main], placement, args.grace_period_seconds, binding.volumes, "Never", args.service_account_name
+        [main],
+        placement,
+        args.grace_period_seconds,
+        binding.volumes,
+        "Never",
+        args.service_account_name,
+        [args.container],
     )
     job_fields: Manifest = {
         "backoffLimit": args.backoff_limit,
@@ -539,6 +676,7 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
         volumes,
         "Never",
         args.service_account_name,
+        [args.container],
     )
     job_fields: Manifest = {
         "completionMode": "Indexed",
@@ -592,6 +730,7 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
                     placement,
                     args.grace_period_seconds,
                     service_account_name=args.service_account_name,
+                    container_specs=[args.container],
                 ),
             },
         },
@@ -610,9 +749,13 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
     return [deployment, budget_object]
 
 
-def coordinator_host(service_name: str, namespace: str) -> str:
-    """The DNS name workers use to reach the coordinator through its headless Service."""
-    return f"{service_name}.{namespace}.svc.cluster.local"
+def coordinator_host(service_name: str, namespace: str | None) -> str:
+    """The DNS name workers use to reach the coordinator through its headless Service.
+
+    Relative to the cluster domain (which is not always cluster.local): the pod's DNS search path
+    completes it. Without a namespace, the Service is in the pod's own namespace.
+    """
+    return f"{service_name}.{namespace}.svc" if namespace is not None else service_name
 
 
 def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
@@ -654,6 +797,7 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
             coordinator_binding.volumes,
             "Never",
             args.service_account_name,
+            [args.coordinator],
         ),
         {"backoffLimit": args.backoff_limit, "completions": 1, "parallelism": 1},
         args.non_retriable_exit_codes,
@@ -691,6 +835,7 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
             worker_binding.volumes,
             "Never",
             args.service_account_name,
+            [args.worker],
         ),
         {
             "completionMode": "Indexed",
@@ -726,6 +871,7 @@ def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest]) -> Manifest
                     args.grace_period_seconds,
                     storage.volumes,
                     service_account_name=args.service_account_name,
+                    container_specs=[args.login],
                 ),
             },
         },

@@ -5,22 +5,31 @@ from __future__ import annotations
 import pulumi
 
 from . import manifests
-from ._shell import ManifestComponent
+from ._shell import ManifestComponent, metadata_field
 from .args import TrainingRunArgs
 
 
 class TrainingRun(ManifestComponent):
     """A headless Service for the coordinator, the coordinator Job (standard nodes, critical), the workers'
-    Indexed Job (preemptible nodes) and optionally a critical login Deployment on standard nodes."""
+    Indexed Job (preemptible nodes) and optionally a critical login Deployment on standard nodes.
+
+    ``coordinator_host`` is built from the Service the API server holds (its name and namespace).
+    """
 
     coordinator_host: pulumi.Output[str]
 
     def __init__(self, name: str, args: TrainingRunArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(
-            "TrainingRun", name, manifests.training_run(name, args), opts, args.preemptible_taint
+            "TrainingRun",
+            name,
+            args,
+            lambda plain: manifests.training_run(name, plain),
+            opts,
+            args.preemptible_taint,
         )
-        run = args.run_name or name
-        self.coordinator_host = pulumi.Output.from_input(
-            manifests.coordinator_host(f"{run}-coordinator", args.namespace)
-        )
+        service = self.child("Service")
+        namespace_given = args.namespace is not None
+        self.coordinator_host = pulumi.Output.all(
+            metadata_field(service, "name"), metadata_field(service, "namespace")
+        ).apply(lambda v: manifests.coordinator_host(v[0], v[1] if namespace_given else None))
         self.finish({"coordinator_host": self.coordinator_host})

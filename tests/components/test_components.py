@@ -383,7 +383,7 @@ def test_training_run_renders_coordinator_service_and_workers(program: Program) 
     assert CRITICAL_LABEL not in pod_template(workers)["metadata"]["labels"]
     assert workers["spec"]["completionMode"] == "Indexed"
     assert workers["spec"]["completions"] == workers["spec"]["parallelism"] == 4
-    host = "llm-coordinator.ml.svc.cluster.local"
+    host = "llm-coordinator.ml.svc"
     worker_env = env_of(workers)
     assert worker_env["COORDINATOR_HOST"]["value"] == host
     assert worker_env["COORDINATOR_PORT"]["value"] == "29500"

@@ -115,7 +115,7 @@ def test_up_renders_exactly_the_component_manifests(tmp_path: Path, emulator_url
         up = pulumi("up", *_engine.UP_FLAGS, check=False)
         assert up.returncode == 0, _engine.output(up)
         outputs = _engine.stack_outputs(project, env)
-        assert outputs["coordinator_host"] == "run-coordinator.ml.svc.cluster.local"
+        assert outputs["coordinator_host"] == "run-coordinator.ml.svc"
         assert outputs["cluster_id"]
 
         expected = {f"{m['kind']}/{m['metadata']['name']}": m for m in json.loads(outputs["manifests"])}

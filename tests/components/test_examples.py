@@ -82,3 +82,13 @@ def test_example_cluster_comes_from_stack_config(
     assert cluster.name == "gpu"
     assert (cluster.inputs["cluster_name"], cluster.inputs["region"]) == expected
     assert cluster.inputs["num_preemptible_gpus"] == 16
+
+
+def test_the_finetune_dataset_path_is_mounted(program: Program, tmp_path: Path) -> None:
+    run_example(program, "finetune", {"renderYamlTo": str(tmp_path), "datasetClaim": "chat-data"})
+    job = program.kubernetes_objects()["Job/finetune"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    dataset = container["command"][container["command"].index("--dataset") + 1]
+    (mount,) = [m for m in container["volumeMounts"] if dataset.startswith(m["mountPath"].rstrip("/") + "/")]
+    (volume,) = [v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    assert volume["persistentVolumeClaim"]["claimName"] == "chat-data"
