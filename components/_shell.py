@@ -57,9 +57,13 @@ class ManifestComponent(pulumi.ComponentResource):
             self.resources[key] = kube.create(resource_name, placeholders.restore(manifest), child_opts)
         self.names = pulumi.Output.from_input(sorted(self.resources))
 
-    def child(self, kind: str) -> pulumi.CustomResource:
-        """The one child of ``kind`` (a component creates at most one object of each kind it names here)."""
-        (resource,) = (r for key, r in self.resources.items() if key.split("/", 1)[0] == kind)
+    def child(self, kind: str, object_name: str | None = None) -> pulumi.CustomResource:
+        """The child of ``kind`` (named ``object_name`` when the component has several of that kind)."""
+        (resource,) = (
+            r
+            for key, r in self.resources.items()
+            if key.split("/", 1)[0] == kind and object_name in (None, key.split("/", 1)[1])
+        )
         return resource
 
     def finish(self, outputs: Mapping[str, Any]) -> None:

@@ -242,9 +242,18 @@ class BatchInferenceArgs:
 class TrainingRunArgs:
     """Arguments of :class:`together_clusters.components.TrainingRun`: a coordinator on standard nodes, workers on preemptible.
 
-    Workers reach the coordinator at COORDINATOR_HOST:COORDINATOR_PORT through a headless Service,
-    and get WORKER_RANK (their completion index) and WORLD_SIZE. ``login``, when given, is a
-    critical login pod on standard nodes.
+    Designed for torchrun elastic (``torch.distributed.run``): each worker pod runs one torchrun agent,
+    configured through its ``PET_*`` environment (c10d rendezvous at the coordinator, ``min_workers`` to
+    ``num_workers`` nodes, ``processes_per_worker`` processes each, ``max_restarts``), so the worker's
+    command is just ``python -m together_clusters.components.checkpoint.launch -- torchrun train.py``.
+    The coordinator (standard node, never preempted) hosts the rendezvous store on ``coordinator_port``
+    (e.g. ``torch.distributed.TCPStore(host, port, is_master=True)``); agents join as clients.
+    When a worker is preempted, the other agents stay up, restart their processes and wait at the
+    rendezvous (up to ``rendezvous_timeout_seconds``) for the replacement pod; then every rank resumes
+    from the same world-committed checkpoint (``Checkpointer.for_world``). Workers get WORLD_SIZE
+    (the process count), NUM_WORKERS, WORKER_RANK (their index), a /dev/shm of ``shm_size`` unless their
+    spec sets one, and stable DNS names ``<run>-workers-<i>.<run>-workers`` (a headless Service and
+    ``subdomain``). ``login``, when given, is a critical login pod on standard nodes.
     """
 
     coordinator: ContainerSpec
@@ -254,6 +263,11 @@ class TrainingRunArgs:
     namespace: str | None = None
     run_name: str | None = None
     coordinator_port: int = 29500
+    min_workers: int | None = None
+    processes_per_worker: int | None = None
+    max_restarts: int = 100
+    rendezvous_timeout_seconds: int = 24 * 3600
+    shm_size: str = "32Gi"
     login: ContainerSpec | None = None
     preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
     grace_period_seconds: int = GRACE_PERIOD_LIMIT_SECONDS

@@ -6,6 +6,7 @@ guard and then to pulumi-kubernetes, and the tests read it directly.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -758,35 +759,66 @@ def coordinator_host(service_name: str, namespace: str | None) -> str:
     return f"{service_name}.{namespace}.svc" if namespace is not None else service_name
 
 
+TORCHRUN_RDZV_BACKEND = "c10d"
+
+
+def torchrun_env(args: TrainingRunArgs, endpoint: str, rendezvous_id: str) -> list[Manifest]:
+    """torchrun's own settings, read from ``PET_<FLAG>`` variables (torch.distributed.run)."""
+    minimum = args.num_workers if args.min_workers is None else args.min_workers
+    return [
+        _env("PET_NNODES", f"{minimum}:{args.num_workers}"),
+        _env("PET_NPROC_PER_NODE", str(_processes_per_worker(args))),
+        _env("PET_RDZV_BACKEND", TORCHRUN_RDZV_BACKEND),
+        _env("PET_RDZV_ENDPOINT", endpoint),
+        _env("PET_RDZV_ID", rendezvous_id),
+        # The store lives on the coordinator: agents are its clients, and wait long for a replacement.
+        _env("PET_RDZV_CONF", f"is_host=false,join_timeout={args.rendezvous_timeout_seconds}"),
+        _env("PET_MAX_RESTARTS", str(args.max_restarts)),
+    ]
+
+
+def _processes_per_worker(args: TrainingRunArgs) -> int:
+    if args.processes_per_worker is not None:
+        return args.processes_per_worker
+    return args.worker.gpus or 1
+
+
 def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
-    """Headless Service, coordinator Job (standard nodes), worker Indexed Job (preemptible), optional login."""
+    """Coordinator Service and Job (standard nodes), workers' headless Service and Indexed Job
+    (preemptible), optional login; see :class:`TrainingRunArgs` for the design."""
     run = args.run_name or name
     _positive("num_workers", args.num_workers)
     _positive("grace_period_seconds", args.grace_period_seconds)
+    _positive("max_restarts", args.max_restarts)
     _at_least("backoff_limit", args.backoff_limit, 0)
+    minimum = args.num_workers if args.min_workers is None else args.min_workers
+    if not 1 <= minimum <= args.num_workers:
+        raise ValueError(f"min_workers={minimum} must be between 1 and num_workers={args.num_workers}")
+    _positive("processes_per_worker", _processes_per_worker(args))
     service_name = f"{run}-coordinator"
+    workers_name = f"{run}-workers"
     host = coordinator_host(service_name, args.namespace)
     port = str(args.coordinator_port)
     rendezvous = [_env(contract.ENV_COORDINATOR_HOST, host), _env(contract.ENV_COORDINATOR_PORT, port)]
-    world = _env(contract.ENV_WORLD_SIZE, str(args.num_workers))
-
+    world = [
+        _env(contract.ENV_NUM_WORKERS, str(args.num_workers)),
+        _env(contract.ENV_WORLD_SIZE, str(args.num_workers * _processes_per_worker(args))),
+    ]
     key = run_key(args.run_id, run_definition(args.coordinator), run_definition(args.worker))
-
-    def binding(part: str) -> CheckpointBinding:
-        return checkpoint_binding(
-            args.checkpoint, f"{run}/{key}/{part}", args.keep_checkpoints, args.grace_period_seconds
-        )
+    # One checkpoint location for the whole world: a step is committed for every rank or not at all.
+    storage = checkpoint_binding(
+        args.checkpoint, f"{run}/{key}", args.keep_checkpoints, args.grace_period_seconds
+    )
 
     coordinator_labels = labels_for(run, "coordinator", args.labels)
-    coordinator_binding = binding("coordinator")
     coordinator_container = container(
         args.coordinator,
-        [*rendezvous, world, *coordinator_binding.env],
-        coordinator_binding.mounts,
+        [*rendezvous, *world, *storage.env],
+        storage.mounts,
         extra={"ports": [{"name": "rendezvous", "containerPort": args.coordinator_port, "protocol": "TCP"}]},
     )
     coordinator = _job(
-        f"{run}-coordinator",
+        service_name,
         args.namespace,
         coordinator_labels,
         _pod_labels(coordinator_labels, critical=True),
@@ -794,7 +826,7 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
             [coordinator_container],
             standard_placement(),
             args.grace_period_seconds,
-            coordinator_binding.volumes,
+            storage.volumes,
             "Never",
             args.service_account_name,
             [args.coordinator],
@@ -802,59 +834,92 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
         {"backoffLimit": args.backoff_limit, "completions": 1, "parallelism": 1},
         args.non_retriable_exit_codes,
     )
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _metadata(service_name, args.namespace, coordinator_labels),
-        "spec": {
-            "clusterIP": "None",
-            "selector": selector_for(run, "coordinator"),
-            "ports": [
-                {"name": "rendezvous", "port": args.coordinator_port, "targetPort": args.coordinator_port}
-            ],
-            # Workers may look the coordinator up before it reports ready.
-            "publishNotReadyAddresses": True,
-        },
-    }
-    worker_labels = labels_for(run, "worker", args.labels)
-    worker_binding = binding(f"rank-$({contract.ENV_WORKER_RANK})")
-    worker_container = container(
-        args.worker,
-        [_index_env(contract.ENV_WORKER_RANK), world, *rendezvous, *worker_binding.env],
-        worker_binding.mounts,
+    service = _headless_service(
+        service_name,
+        args.namespace,
+        coordinator_labels,
+        selector_for(run, "coordinator"),
+        [{"name": "rendezvous", "port": args.coordinator_port, "targetPort": args.coordinator_port}],
     )
+    worker_labels = labels_for(run, "worker", args.labels)
+    worker_spec = (
+        args.worker if args.worker.shm_size else dataclasses.replace(args.worker, shm_size=args.shm_size)
+    )
+    worker_container = container(
+        worker_spec,
+        [
+            _index_env(contract.ENV_WORKER_RANK),
+            *world,
+            *rendezvous,
+            *torchrun_env(args, f"{host}:{port}", key),
+            *storage.env,
+        ],
+        storage.mounts,
+    )
+    worker_pod = pod_spec(
+        [worker_container],
+        placement_for(ComputeClass.PREEMPTIBLE, selector_for(run, "worker"), args.preemptible_taint),
+        args.grace_period_seconds,
+        storage.volumes,
+        "Never",
+        args.service_account_name,
+        [worker_spec],
+    )
+    # Indexed Job pods are named <job>-<index>; with the subdomain they resolve as
+    # <job>-<index>.<service>, the address torchrun agents publish to each other.
+    worker_pod["subdomain"] = workers_name
     workers = _job(
-        f"{run}-workers",
+        workers_name,
         args.namespace,
         worker_labels,
         worker_labels,
-        pod_spec(
-            [worker_container],
-            placement_for(ComputeClass.PREEMPTIBLE, selector_for(run, "worker"), args.preemptible_taint),
-            args.grace_period_seconds,
-            worker_binding.volumes,
-            "Never",
-            args.service_account_name,
-            [args.worker],
-        ),
+        worker_pod,
         {
             "completionMode": "Indexed",
             "completions": args.num_workers,
             "parallelism": args.num_workers,
-            "backoffLimit": args.backoff_limit,
+            # Per worker: one worker's crashes never use up another's retries.
+            "backoffLimitPerIndex": args.backoff_limit,
+            "maxFailedIndexes": 0,
         },
         args.non_retriable_exit_codes,
+        exit_code_action="FailIndex",
     )
-    objects = [service, coordinator, workers]
+    worker_service = _headless_service(
+        workers_name, args.namespace, worker_labels, selector_for(run, "worker")
+    )
+    objects = [service, coordinator, worker_service, workers]
     if args.login is not None:
-        objects.append(_login(run, args, rendezvous))
+        objects.append(_login(run, args, rendezvous, storage))
     return objects
 
 
-def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest]) -> Manifest:
+def _headless_service(
+    name: str,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    selector: Mapping[str, str],
+    ports: Sequence[Manifest] = (),
+) -> Manifest:
+    spec: Manifest = {
+        "clusterIP": "None",
+        "selector": dict(selector),
+        # Peers look each other up before they report ready.
+        "publishNotReadyAddresses": True,
+    }
+    if ports:
+        spec["ports"] = list(ports)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(name, namespace, labels),
+        "spec": spec,
+    }
+
+
+def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest], storage: CheckpointBinding) -> Manifest:
     assert args.login is not None
     labels = labels_for(run, "login", args.labels)
-    storage = checkpoint_binding(args.checkpoint, run, args.keep_checkpoints, args.grace_period_seconds)
     mounts = storage.mounts
     return {
         "apiVersion": "apps/v1",

@@ -27,7 +27,7 @@ class TrainingRun(ManifestComponent):
             opts,
             args.preemptible_taint,
         )
-        service = self.child("Service")
+        service = self.child("Service", f"{args.run_name or name}-coordinator")
         namespace_given = args.namespace is not None
         self.coordinator_host = pulumi.Output.all(
             metadata_field(service, "name"), metadata_field(service, "namespace")

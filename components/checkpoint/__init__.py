@@ -29,6 +29,7 @@ from .drain import RequestDrain
 from .preemption import PreemptionHandler, Snapshot
 from .storage import Backend, FilesystemBackend, S3Backend
 from .trials import trial_parameters
+from .world import WorldCheckpointer
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",
@@ -43,5 +44,6 @@ __all__ = [
     "S3Backend",
     "Snapshot",
     "VerifiedFiles",
+    "WorldCheckpointer",
     "trial_parameters",
 ]

@@ -92,7 +92,7 @@ def entry_name(step: int, created_ns: int) -> str:
     return f"{ENTRY_PREFIX}{step:012d}-{created_ns:020d}"
 
 
-def _as_chunks(data: FileData) -> Iterable[bytes]:
+def as_chunks(data: FileData) -> Iterable[bytes]:
     return (data,) if isinstance(data, bytes) else data
 
 
@@ -141,7 +141,7 @@ class Checkpointer:
         for file_name, data in files.items():
             if file_name == MANIFEST:
                 raise ValueError(f"{MANIFEST} is reserved")
-            written = self.backend.write(name, file_name, _as_chunks(data))
+            written = self.backend.write(name, file_name, as_chunks(data))
             recorded[file_name] = {"size": written.size, "sha256": written.sha256}
         manifest = {
             "format": FORMAT_VERSION,
@@ -188,13 +188,14 @@ class Checkpointer:
             for file_name, expected in expected_files.items():
                 if not isinstance(expected, Mapping):
                     raise CorruptCheckpoint(f"manifest entry of file {file_name!r} is not an object")
-                streams[file_name] = self._open_verified(name, file_name, expected)
+                streams[file_name] = self.open_verified(name, file_name, expected)
         except BaseException:
             VerifiedFiles(streams).close()
             raise
         return Checkpoint(name=name, step=step, files=VerifiedFiles(streams), metadata=metadata)
 
-    def _open_verified(self, name: str, file_name: str, expected: Mapping[str, Any]) -> IO[bytes]:
+    def open_verified(self, name: str, file_name: str, expected: Mapping[str, Any]) -> IO[bytes]:
+        """A file of entry ``name`` as a stream, after checking its size and sha256 against ``expected``."""
         try:
             stream = self.backend.open(name, file_name)
         except FileNotFoundError as e:

@@ -1,8 +1,10 @@
-"""A distributed training run that uses preemptible GPUs for its workers.
+"""A distributed training run that uses preemptible GPUs for its workers: torchrun elastic.
 
-The coordinator (rendezvous and bookkeeping) and a login pod run on standard nodes; four workers run on
-preemptible nodes and reach the coordinator at COORDINATOR_HOST:COORDINATOR_PORT through a headless
-Service. Everyone mounts the same checkpoint volume; each worker keeps its shard under ``rank-<i>``.
+The coordinator hosts the c10d rendezvous store on a standard node, where it is never preempted; a
+login pod runs there too. Four workers on preemptible nodes each run one torchrun agent (configured by
+the ``PET_*`` variables the component sets) under the launch wrapper, which turns torchrun's exit 1 on
+SIGTERM into 143. When a worker is preempted the others wait at the rendezvous for its replacement,
+then every rank resumes from the same world-committed checkpoint (``WorldCheckpointer``).
 
 Stack config: ``renderYamlTo``, ``clusterName``, ``region``, ``gpuType``, ``image``.
 """
@@ -19,6 +21,13 @@ from together_clusters.components import (
 )
 from together_clusters.components.demo import demo_cluster
 
+# The rendezvous store the workers' agents join as clients (PET_RDZV_CONF=is_host=false).
+RENDEZVOUS_STORE = (
+    "import os, time, torch.distributed as d; "
+    "store = d.TCPStore('0.0.0.0', int(os.environ['COORDINATOR_PORT']), is_master=True, wait_for_workers=False); "
+    "time.sleep(10**9)"
+)
+
 gpu = demo_cluster("train", num_preemptible_gpus=32)
 image = pulumi.Config().get("image") or "ghcr.io/example/trainer:latest"
 
@@ -32,9 +41,18 @@ run = TrainingRun(
     "pretrain",
     TrainingRunArgs(
         coordinator=ContainerSpec(
-            image=image, command=("python", "-m", "coordinator"), cpu="4", memory="16Gi"
+            image=image,
+            command=("python", "-c", RENDEZVOUS_STORE),
+            cpu="4",
+            memory="16Gi",
         ),
-        worker=ContainerSpec(image=image, command=("python", "-m", "worker"), gpus=8),
+        worker=ContainerSpec(
+            image=image,
+            command=("python", "-m", "together_clusters.components.checkpoint.launch", "--"),
+            args=("torchrun", "-m", "train"),
+            gpus=8,
+            memory="512Gi",
+        ),
         num_workers=4,
         checkpoint=store.storage,
         login=ContainerSpec(image="ghcr.io/example/login:latest", command=("sleep", "infinity")),

@@ -19,6 +19,7 @@ from together_clusters.components.checkpoint import (
     PreemptionHandler,
     RequestDrain,
     Snapshot,
+    WorldCheckpointer,
     launch,
 )
 
@@ -118,6 +119,47 @@ def roundtrip_under_a_memory_cap(headroom_mib: int) -> int:
     return 0
 
 
+def world_train(total: int, save_every: int) -> int:
+    """One rank of a distributed run: shards every ``save_every`` steps, rank 0 commits.
+
+    DIE_AT_STEP makes this rank kill itself just before saving that step, as a preemption would.
+    """
+    import os
+    import signal
+
+    world = WorldCheckpointer.from_env()
+    rank = world.rank
+    resumed = world.restore()
+    step = 0
+    if resumed is not None:
+        with resumed:
+            step = json.loads(resumed.files["state.json"])["step"]
+            assert resumed.files["state.json"] == shard_for(rank, step), "resumed another rank's shard"
+    say(f"START {step}")
+    die_at = int(os.environ.get("DIE_AT_STEP", "-1"))
+    while step < total:
+        step += 1
+        if step % save_every == 0:
+            if step == die_at:
+                say(f"DYING AT {step}")
+                os.kill(os.getpid(), signal.SIGKILL)
+            world.save_shard(step, {"state.json": shard_for(rank, step)})
+            timeout = float(os.environ.get("COMMIT_TIMEOUT", "60"))
+            if rank == 0:
+                committed = world.commit(step, timeout_seconds=timeout)
+            else:  # as a collective barrier would: no rank runs ahead of the last commit
+                committed = world.wait_for_commit(step, timeout_seconds=timeout)
+            say(f"{'COMMITTED' if committed else 'UNCOMMITTED'} {step}")
+            if not committed:
+                return 1
+    say(f"DONE {step}")
+    return 0
+
+
+def shard_for(rank: int, step: int) -> bytes:
+    return json.dumps({"rank": rank, "step": step}).encode()
+
+
 def slow_save() -> int:
     ckpt = Checkpointer.from_env()
     ckpt.save(1, state_for(1))
@@ -151,6 +193,7 @@ def drain() -> int:
 
 
 MODES = {
+    "world": lambda: world_train(int(sys.argv[2]), int(sys.argv[3])),
     "capped": lambda: roundtrip_under_a_memory_cap(int(sys.argv[2])),
     "slow-save": slow_save,
     "drain": drain,

@@ -353,6 +353,7 @@ def test_training_run_renders_coordinator_service_and_workers(program: Program) 
         "Job/llm-coordinator",
         "Job/llm-workers",
         "Service/llm-coordinator",
+        "Service/llm-workers",
     ]
     for obj in objects.values():
         assert_schema_valid(obj)
@@ -383,19 +384,39 @@ def test_training_run_renders_coordinator_service_and_workers(program: Program) 
     assert CRITICAL_LABEL not in pod_template(workers)["metadata"]["labels"]
     assert workers["spec"]["completionMode"] == "Indexed"
     assert workers["spec"]["completions"] == workers["spec"]["parallelism"] == 4
+    # A worker's crashes use its own retries; a preempted worker is replaced under the same index.
+    assert workers["spec"]["backoffLimitPerIndex"] == 3 and workers["spec"]["maxFailedIndexes"] == 0
     host = "llm-coordinator.ml.svc"
     worker_env = env_of(workers)
     assert worker_env["COORDINATOR_HOST"]["value"] == host
     assert worker_env["COORDINATOR_PORT"]["value"] == "29500"
-    assert worker_env["WORLD_SIZE"]["value"] == "4"
+    assert worker_env["NUM_WORKERS"]["value"] == "4"
+    assert worker_env["WORLD_SIZE"]["value"] == "32", "WORLD_SIZE is the process count: 4 workers x 8 GPUs"
     assert "fieldRef" in worker_env["WORKER_RANK"]["valueFrom"]
-    assert re.fullmatch(
-        r"/checkpoints/llm/run-[0-9a-f]{12}/rank-\$\(WORKER_RANK\)", worker_env["CHECKPOINT_DIR"]["value"]
+    # torchrun elastic, configured by its own PET_* variables: c10d rendezvous hosted by the coordinator.
+    values = env_values(workers)
+    assert values["PET_NNODES"] == "4:4" and values["PET_NPROC_PER_NODE"] == "8"
+    assert values["PET_RDZV_BACKEND"] == "c10d"
+    assert values["PET_RDZV_ENDPOINT"] == f"{host}:29500"
+    assert values["PET_RDZV_CONF"] == "is_host=false,join_timeout=86400"
+    assert values["PET_RDZV_ID"] == values["CHECKPOINT_DIR"].rsplit("/", 1)[1]
+    assert int(values["PET_MAX_RESTARTS"]) >= 100
+    # One checkpoint location for the world, shared with the coordinator: no per-rank directories.
+    assert re.fullmatch(r"/checkpoints/llm/run-[0-9a-f]{12}", values["CHECKPOINT_DIR"])
+    assert env_values(coordinator)["CHECKPOINT_DIR"] == values["CHECKPOINT_DIR"]
+    # Stable DNS for every worker: the Indexed Job's pod hostnames under the headless Service.
+    worker_service = objects["Service/llm-workers"]
+    assert (
+        worker_service["spec"]["clusterIP"] == "None" and worker_service["spec"]["publishNotReadyAddresses"]
     )
-    assert env_names(workers).index("WORKER_RANK") < env_names(workers).index("CHECKPOINT_DIR")
-    assert re.fullmatch(
-        r"/checkpoints/llm/run-[0-9a-f]{12}/coordinator", env_values(coordinator)["CHECKPOINT_DIR"]
-    )
+    assert pod_spec(workers)["subdomain"] == "llm-workers"
+    for key, value in worker_service["spec"]["selector"].items():
+        assert pod_template(workers)["metadata"]["labels"][key] == value
+    # /dev/shm for NCCL and data loaders.
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}} in pod_spec(workers)[
+        "volumes"
+    ]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in main_container(workers)["volumeMounts"]
     for obj in (coordinator, workers, login):
         assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}} in pod_spec(obj)[
             "volumes"

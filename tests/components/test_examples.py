@@ -28,6 +28,7 @@ EXPECTED = {
         "Service/pretrain-coordinator",
         "Job/pretrain-coordinator",
         "Job/pretrain-workers",
+        "Service/pretrain-workers",
         "Deployment/pretrain-login",
     },
 }

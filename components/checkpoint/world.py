@@ -1,0 +1,156 @@
+"""Checkpoints of a distributed run: a step is committed for the whole world or not at all.
+
+Every rank writes its shard of step S into the same entry (``ckpt-<S>-world<N>``): its files under a
+``r<rank>.`` prefix, then its own manifest ``RANK-<rank>.json``. Rank 0 commits the step by writing
+``MANIFEST.json`` once every rank's manifest is there. A step some rank never finished (preempted
+mid-save, say) has no ``MANIFEST.json`` and is ignored, so every rank restores the same, newest
+committed step. A rank whose shard of that step does not verify raises instead of quietly taking an
+older step, which would split the world across steps.
+
+Only checkpoints of the same world size are restored: resharding is the training code's business.
+A preempted rank cannot commit alone, so the world resumes from its last periodic commit: save every
+few minutes, not on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import IO
+
+from .checkpointer import (
+    ENTRY_PREFIX,
+    FORMAT_VERSION,
+    MANIFEST,
+    Checkpoint,
+    Checkpointer,
+    CorruptCheckpoint,
+    FileData,
+    VerifiedFiles,
+    as_chunks,
+)
+from .contract import ENV_RANK, ENV_WORLD_SIZE
+from .storage import read_all
+
+log = logging.getLogger(__name__)
+
+
+def world_entry_name(step: int, world_size: int) -> str:
+    """The entry every rank writes its shard of ``step`` into."""
+    if step < 0:
+        raise ValueError(f"checkpoint step must be >= 0, got {step}")
+    return f"{ENTRY_PREFIX}{step:012d}-world{world_size}"
+
+
+def rank_manifest(rank: int) -> str:
+    return f"RANK-{rank:05d}.json"
+
+
+def _shard_prefix(rank: int) -> str:
+    return f"r{rank:05d}."
+
+
+class WorldCheckpointer:
+    """One rank's view of a distributed run's checkpoints (see the module docstring)."""
+
+    def __init__(self, checkpointer: Checkpointer, rank: int, world_size: int) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is outside a world of {world_size}")
+        self.checkpointer = checkpointer
+        self.backend = checkpointer.backend
+        self.rank = rank
+        self.world_size = world_size
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorldCheckpointer:
+        """Storage from the checkpoint contract; RANK and WORLD_SIZE as torchrun sets them."""
+        env = os.environ if environ is None else environ
+        return cls(Checkpointer.from_env(env), int(env[ENV_RANK]), int(env[ENV_WORLD_SIZE]))
+
+    def save_shard(self, step: int, files: Mapping[str, FileData]) -> str:
+        """Write this rank's files of ``step``, then its manifest. Not a checkpoint until committed."""
+        entry = world_entry_name(step, self.world_size)
+        recorded = {}
+        for name, data in files.items():
+            written = self.backend.write(entry, _shard_prefix(self.rank) + name, as_chunks(data))
+            recorded[name] = {"size": written.size, "sha256": written.sha256}
+        manifest = {"format": FORMAT_VERSION, "step": step, "rank": self.rank, "files": recorded}
+        self.backend.write(entry, rank_manifest(self.rank), [json.dumps(manifest, sort_keys=True).encode()])
+        return entry
+
+    def commit(self, step: int, timeout_seconds: float, poll_seconds: float = 0.2) -> bool:
+        """Rank 0: once every rank's shard of ``step`` is written, commit it and prune; False on timeout."""
+        if self.rank != 0:
+            raise ValueError("only rank 0 commits")
+        entry = world_entry_name(step, self.world_size)
+        deadline = time.monotonic() + timeout_seconds
+        while (missing := self._missing_ranks(entry)) and time.monotonic() < deadline:
+            time.sleep(poll_seconds)
+        if missing:
+            log.warning("step %d not committed: no shard from ranks %s", step, missing[:10])
+            return False
+        manifest = {"format": FORMAT_VERSION, "step": step, "world_size": self.world_size}
+        self.backend.write(entry, MANIFEST, [json.dumps(manifest, sort_keys=True).encode()])
+        log.info("committed step %d for a world of %d", step, self.world_size)
+        self.checkpointer.prune(just_saved=entry)
+        return True
+
+    def wait_for_commit(self, step: int, timeout_seconds: float, poll_seconds: float = 0.2) -> bool:
+        """Other ranks: wait until rank 0 has committed ``step`` (where a collective barrier is not at hand)."""
+        entry = world_entry_name(step, self.world_size)
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            try:
+                self.backend.open(entry, MANIFEST).close()
+                return True
+            except FileNotFoundError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(poll_seconds)
+
+    def _missing_ranks(self, entry: str) -> list[int]:
+        missing = []
+        for rank in range(self.world_size):
+            try:
+                self.backend.open(entry, rank_manifest(rank)).close()
+            except FileNotFoundError:
+                missing.append(rank)
+        return missing
+
+    def latest(self) -> Checkpoint | None:
+        """This rank's shard of the newest committed step of this world size, or None."""
+        suffix = f"-world{self.world_size}"
+        for entry in sorted((e for e in self.backend.entries() if e.endswith(suffix)), reverse=True):
+            try:
+                read_all(self.backend, entry, MANIFEST)
+            except FileNotFoundError:
+                continue  # not committed: some rank never finished this step
+            return self._load_shard(entry)
+        return None
+
+    def restore(self) -> Checkpoint | None:
+        """:meth:`latest` when the environment asks to resume (CHECKPOINT_RESUME)."""
+        return self.latest() if self.checkpointer.config.resume else None
+
+    def _load_shard(self, entry: str) -> Checkpoint:
+        try:
+            manifest = json.loads(read_all(self.backend, entry, rank_manifest(self.rank)))
+            step = int(manifest["step"])
+            expected = manifest["files"]
+        except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
+            raise CorruptCheckpoint(
+                f"{entry}: rank {self.rank}'s manifest is missing or unreadable: {e!r}"
+            ) from e
+        streams: dict[str, IO[bytes]] = {}
+        try:
+            for name, expectation in expected.items():
+                streams[name] = self.checkpointer.open_verified(
+                    entry, _shard_prefix(self.rank) + name, expectation
+                )
+        except BaseException:
+            VerifiedFiles(streams).close()
+            raise
+        return Checkpoint(name=entry, step=step, files=VerifiedFiles(streams))
