@@ -219,9 +219,14 @@ class SweepArgs:
 class BatchInferenceArgs:
     """Arguments of :class:`together_clusters.components.BatchInference`: request workers that drain on SIGTERM.
 
-    The preStop hook sleeps ``pre_stop_seconds`` (so the worker stops being routed to) before
-    SIGTERM; the rest of the grace period, less a margin, is the drain budget for the request in
-    flight. Production replicas: ``critical=True`` with ``compute_class=ComputeClass.STANDARD``.
+    Queue workers (the default) pull their requests, so nothing routes to them and SIGTERM starts the
+    drain at once. With ``service_port`` the component also creates a Service for the workers and a
+    preStop pause of ``pre_stop_seconds`` (default 5) so endpoints stop routing before SIGTERM.
+    The rest of the grace period, less a margin, is the drain budget for the request in flight.
+    Preemptible workers get no PodDisruptionBudget: it cannot stop a node's deletion, and a refused
+    eviction only means the pod dies undrained when the node goes. On standard nodes
+    (``compute_class=ComputeClass.STANDARD``, ``critical=True`` for production replicas) a budget of
+    ``max_unavailable`` protects against voluntary disruptions such as upgrades.
     """
 
     container: ContainerSpec
@@ -232,7 +237,8 @@ class BatchInferenceArgs:
     critical: bool = False
     preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
     grace_period_seconds: int = 120
-    pre_stop_seconds: int = 5
+    service_port: int | None = None
+    pre_stop_seconds: int | None = None
     max_unavailable: int | str = 1
     service_account_name: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)

@@ -10,11 +10,11 @@ from .args import BatchInferenceArgs
 
 
 class BatchInference(ManifestComponent):
-    """A Deployment of workers plus a PodDisruptionBudget.
+    """A Deployment of workers; a Service when they are routed to; a PodDisruptionBudget on standard nodes.
 
-    Contract with the worker (see ``together_clusters.components.checkpoint.RequestDrain``): on SIGTERM,
-    which comes after the preStop pause, take no new request; finish the one in flight within
-    DRAIN_BUDGET_SECONDS or hand it back to its queue so another worker retries it.
+    Contract with the worker (see ``together_clusters.components.checkpoint.RequestDrain``): on SIGTERM
+    take no new request; finish the one in flight within DRAIN_BUDGET_SECONDS, or stop it and hand it
+    back to its queue once its thread has stopped, so another worker serves it exactly once.
     """
 
     deployment_name: pulumi.Output[str]

@@ -1,12 +1,17 @@
 """The SIGTERM contract for batch-inference workers: finish the request in flight or hand it back.
 
 After SIGTERM the worker takes no new request. The request in flight may run until the drain budget
-(DRAIN_BUDGET_SECONDS, set by the component below the grace period) is spent; if it has not finished
-by then it is handed back to its queue so another worker retries it, and the worker exits.
+(DRAIN_BUDGET_SECONDS, set by the component below the grace period) less a stop reserve; then it is
+asked to stop (its ``cancelled`` event is set). A request is handed back to its queue only once its
+thread has stopped, and completed (``complete``, the one place a result is delivered) only if it
+finished: never both, so no request is served twice. A handler that ignores the request to stop is
+neither handed back nor completed: the process exits and the queue's own redelivery (visibility
+timeout, unacked message) brings the request back, so none is lost either.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import signal
@@ -14,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..platform import GRACE_PERIOD_LIMIT_SECONDS
 from .contract import ENV_DRAIN_BUDGET, drain_budget_seconds
@@ -24,11 +29,21 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 
-class RequestDrain(Generic[R]):
-    """Runs a fetch/handle loop that stops cleanly on SIGTERM."""
+MAX_STOP_RESERVE_SECONDS = 10.0
 
-    def __init__(self, budget_seconds: float) -> None:
+
+class RequestDrain(Generic[R]):
+    """Runs a fetch/handle loop that stops cleanly on SIGTERM.
+
+    ``stop_seconds`` is the end of the budget kept for a cancelled request's thread to stop (default a
+    fifth of the budget, at most 10 s).
+    """
+
+    def __init__(self, budget_seconds: float, stop_seconds: float | None = None) -> None:
         self.budget_seconds = budget_seconds
+        self.stop_seconds = (
+            min(MAX_STOP_RESERVE_SECONDS, budget_seconds / 5) if stop_seconds is None else stop_seconds
+        )
         self.stopping = threading.Event()
         self._deadline: float | None = None
 
@@ -60,16 +75,20 @@ class RequestDrain(Generic[R]):
     def run(
         self,
         fetch: Callable[[], R | None],
-        handle: Callable[[R], None],
+        handle: Callable[..., Any],
         hand_back: Callable[[R], None],
+        complete: Callable[[R, Any], None] | None = None,
         poll_seconds: float = 0.2,
     ) -> bool:
-        """Process requests until stopped; return False if a request had to be handed back.
+        """Process requests until stopped; return False if the request in flight did not finish.
 
-        ``fetch`` should block briefly and return None when idle. ``hand_back`` must make the
-        request visible to other workers again (e.g. nack it, or reset its visibility timeout).
-        A request whose ``handle`` raises is handed back, then the error propagates.
+        ``fetch`` should block briefly and return None when idle. ``handle(request)`` or
+        ``handle(request, cancelled)`` computes a result (it should return or raise soon after
+        ``cancelled`` is set); ``complete(request, result)`` delivers it and acknowledges the request.
+        ``hand_back`` must make the request visible to other workers again (nack it, reset its
+        visibility timeout). A request whose ``handle`` raises is handed back, then the error propagates.
         """
+        takes_cancel = len(inspect.signature(handle).parameters) >= 2
         while not self.stopping.is_set():
             request = fetch()
             if request is None:
@@ -77,24 +96,54 @@ class RequestDrain(Generic[R]):
             if self.stopping.is_set():
                 hand_back(request)
                 return False
-            failure: list[BaseException] = []
+            cancelled = threading.Event()
+            outcome: dict[str, Any] = {}
 
-            def work(request: R = request, failure: list[BaseException] = failure) -> None:
+            def work(
+                request: R = request,
+                cancelled: threading.Event = cancelled,
+                outcome: dict[str, Any] = outcome,
+            ) -> None:
                 try:
-                    handle(request)
-                except BaseException as e:  # re-raised in the loop's thread
-                    failure.append(e)
+                    outcome["result"] = handle(request, cancelled) if takes_cancel else handle(request)
+                except BaseException as e:  # re-raised or handed back in the loop's thread
+                    outcome["error"] = e
 
             worker = threading.Thread(target=work, name="request", daemon=True)
             worker.start()
             while worker.is_alive():
                 worker.join(poll_seconds)
                 left = self.remaining()
-                if worker.is_alive() and left is not None and left <= 0:
-                    log.warning("request still running when the drain budget ran out; handing it back")
-                    hand_back(request)
-                    return False
-            if failure:
+                if worker.is_alive() and left is not None and left <= self.stop_seconds:
+                    return self._stop_request(request, worker, cancelled, outcome, hand_back, complete)
+            if "error" in outcome:
                 hand_back(request)
-                raise failure[0]
+                raise outcome["error"]
+            if complete is not None:
+                complete(request, outcome.get("result"))
+        return True
+
+    def _stop_request(
+        self,
+        request: R,
+        worker: threading.Thread,
+        cancelled: threading.Event,
+        outcome: dict[str, Any],
+        hand_back: Callable[[R], None],
+        complete: Callable[[R, Any], None] | None,
+    ) -> bool:
+        log.warning("drain budget nearly spent: asking the request in flight to stop")
+        cancelled.set()
+        worker.join(max(0.0, self.remaining() or 0.0))
+        if worker.is_alive():
+            log.error(
+                "the request's thread did not stop: not handing it back (it might still finish); "
+                "the queue redelivers it once this process is gone"
+            )
+            return False
+        if "error" in outcome:
+            hand_back(request)
+            return False
+        if complete is not None:  # it finished just in time
+            complete(request, outcome.get("result"))
         return True

@@ -1,9 +1,10 @@
 """Batch inference on preemptible GPUs, with production replicas on standard nodes.
 
-Workers pull requests from a queue. On preemption the preStop pause runs, then SIGTERM: the worker takes
-no new request and finishes the one in flight within DRAIN_BUDGET_SECONDS or hands it back to the queue
-(``together_clusters.components.checkpoint.RequestDrain``), so it is retried by another worker. The production replicas
-are marked critical and placed on standard nodes; the guard refuses them anywhere else.
+Workers pull requests from a queue, so nothing routes to them and SIGTERM starts the drain at once: the
+worker takes no new request and finishes the one in flight within DRAIN_BUDGET_SECONDS, or stops it and
+hands it back to the queue (``together_clusters.components.checkpoint.RequestDrain``), so it is retried
+by another worker. The production replicas are marked critical and placed on standard nodes (the guard
+refuses them anywhere else), with a PodDisruptionBudget against voluntary disruptions.
 
 Stack config: ``renderYamlTo``, ``clusterName``, ``region``, ``gpuType``, ``image``.
 """
@@ -22,8 +23,6 @@ workers = BatchInference(
         container=ContainerSpec(image=image, command=("python", "-m", "worker", "--queue", "jobs"), gpus=1),
         replicas=16,
         grace_period_seconds=120,
-        pre_stop_seconds=5,
-        max_unavailable="25%",
     ),
     opts=gpu.opts(),
 )
@@ -37,6 +36,7 @@ production = BatchInference(
         replicas=2,
         compute_class=ComputeClass.STANDARD,
         critical=True,
+        max_unavailable=1,
     ),
     opts=gpu.opts(),
 )

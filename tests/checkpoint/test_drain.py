@@ -42,21 +42,113 @@ def test_the_request_in_flight_finishes_within_the_budget() -> None:
     assert queue.items == ["c"], "no new request is taken after SIGTERM"
 
 
-def test_a_request_still_running_when_the_budget_ends_is_handed_back() -> None:
-    drain: RequestDrain[str] = RequestDrain(budget_seconds=0.2)
+class Cancelled(Exception):
+    pass
+
+
+def test_a_request_is_handed_back_only_once_its_thread_has_stopped() -> None:
+    drain: RequestDrain[str] = RequestDrain(budget_seconds=0.5, stop_seconds=0.4)
     queue = Queue(["slow", "next"])
+    stopped: list[str] = []
+    stopped_when_handed_back: list[list[str]] = []
+
+    def handle(request: str, cancelled: threading.Event) -> None:
+        drain.stop()
+        cancelled.wait(30)
+        time.sleep(0.05)  # cleaning up after the request to stop
+        stopped.append(request)
+        raise Cancelled(request)
+
+    def hand_back(request: str) -> None:
+        stopped_when_handed_back.append(list(stopped))
+        queue.hand_back(request)
+
+    assert drain.run(queue.fetch, handle, hand_back, poll_seconds=0.05) is False
+    assert queue.handed_back == ["slow"]
+    assert stopped_when_handed_back == [["slow"]], "handed back while its thread was still running"
+    assert queue.items == ["next"]
+
+
+def test_a_request_whose_thread_will_not_stop_is_neither_handed_back_nor_completed() -> None:
+    drain: RequestDrain[str] = RequestDrain(budget_seconds=0.3, stop_seconds=0.2)
+    queue = Queue(["stubborn"])
+    completed: list[str] = []
     release = threading.Event()
 
-    def handle(request: str) -> None:
+    def handle(request: str) -> str:
         drain.stop()
-        release.wait(30)
+        release.wait(30)  # ignores any request to stop
+        return f"answer to {request}"
 
     try:
-        assert drain.run(queue.fetch, handle, queue.hand_back, poll_seconds=0.05) is False
+        assert (
+            drain.run(queue.fetch, handle, queue.hand_back, lambda r, _: completed.append(r), 0.05) is False
+        )
     finally:
         release.set()
-    assert queue.handed_back == ["slow"]
-    assert queue.items == ["next"]
+    time.sleep(0.2)  # the stubborn thread finishes now: its answer must go nowhere
+    assert queue.handed_back == [] and completed == []
+
+
+class RedeliveringQueue:
+    """A queue with at-least-once delivery: what a dead consumer held unacknowledged comes back."""
+
+    def __init__(self, count: int) -> None:
+        self.ready = [f"r{i}" for i in range(count)]
+        self.in_flight: set[str] = set()
+        self.completed: list[str] = []
+
+    def fetch(self) -> str | None:
+        if not self.ready:
+            return None
+        request = self.ready.pop(0)
+        self.in_flight.add(request)
+        return request
+
+    def hand_back(self, request: str) -> None:
+        self.in_flight.remove(request)
+        self.ready.insert(0, request)
+
+    def complete(self, request: str, result: object) -> None:
+        self.in_flight.remove(request)
+        self.completed.append(request)
+
+    def consumer_gone(self) -> None:
+        self.ready[:0] = sorted(self.in_flight)
+        self.in_flight.clear()
+
+
+@pytest.mark.parametrize("cooperative", [True, False])
+def test_across_a_preemption_no_request_is_served_twice_or_lost(cooperative: bool) -> None:
+    queue = RedeliveringQueue(12)
+    release = threading.Event()
+    first: RequestDrain[str] = RequestDrain(budget_seconds=0.3, stop_seconds=0.2)
+
+    def preempted_handler(request: str, cancelled: threading.Event) -> str:
+        if request == "r5":
+            first.stop()  # SIGTERM while r5 is in flight, and r5 outlasts the budget
+            if cooperative:
+                cancelled.wait(30)
+                raise Cancelled(request)
+            release.wait(30)
+        return request.upper()
+
+    try:
+        assert first.run(queue.fetch, preempted_handler, queue.hand_back, queue.complete, 0.05) is False
+        queue.consumer_gone()  # the pod is gone: the queue redelivers what it held
+    finally:
+        release.set()
+    time.sleep(0.2)
+    second: RequestDrain[str] = RequestDrain(budget_seconds=60)
+
+    def handle(request: str) -> str:
+        if not queue.ready:
+            second.stop()
+        return request.upper()
+
+    assert second.run(queue.fetch, handle, queue.hand_back, queue.complete, 0.05) is True
+    assert sorted(queue.completed) == sorted(f"r{i}" for i in range(12))
+    assert len(queue.completed) == 12, "a request was served twice"
 
 
 def test_a_failing_request_is_handed_back_and_the_error_raised() -> None:
@@ -82,5 +174,5 @@ def test_sigterm_hands_back_the_request_in_flight_in_a_real_process(workers: lis
     worker.wait_for(lambda line: line == "HANDLING r0")
     worker.process.send_signal(signal.SIGTERM)
     assert worker.finish() == 143
-    assert worker.seen[-1] == "HANDED BACK r0"
+    assert worker.seen[-2:] == ["STOPPED r0", "HANDED BACK r0"]
     assert "HANDLING r1" not in worker.seen

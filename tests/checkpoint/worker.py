@@ -12,6 +12,7 @@ import json
 import logging
 import resource
 import sys
+import threading
 import time
 
 from together_clusters.components.checkpoint import (
@@ -179,9 +180,11 @@ def slow_save() -> int:
 def drain() -> int:
     requests = iter(f"r{i}" for i in range(1000))
 
-    def handle(request: str) -> None:
+    def handle(request: str, cancelled: threading.Event) -> None:
         say(f"HANDLING {request}")
-        time.sleep(600)
+        cancelled.wait(600)
+        say(f"STOPPED {request}")
+        raise RuntimeError("cancelled")
 
     finished = (
         RequestDrain[str]

@@ -283,34 +283,51 @@ def test_sweep_rejects_impossible_failure_limits() -> None:
 # --- BatchInference --------------------------------------------------------------------------
 
 
-def test_batch_inference_renders_draining_workers_and_a_budget(program: Program) -> None:
+def test_queue_workers_drain_at_sigterm_with_no_pre_stop_and_no_budget_to_block_the_drain(
+    program: Program,
+) -> None:
+    args = BatchInferenceArgs(
+        container=ContainerSpec(image=IMAGE, gpus=1), replicas=6, grace_period_seconds=180
+    )
+    program.run(lambda: BatchInference("infer", args, opts=opts_with(provider())))
+    objects = program.kubernetes_objects()
+    # No PodDisruptionBudget: it cannot stop the node's deletion, and a refused eviction means the
+    # worker dies undrained at T+grace. No Service routes to queue workers, so no preStop pause.
+    assert sorted(objects) == ["Deployment/infer"]
+    deployment = objects["Deployment/infer"]
+    assert_schema_valid(deployment)
+    assert deployment["spec"]["replicas"] == 6
+    assert pod_spec(deployment)["terminationGracePeriodSeconds"] == 180
+    assert "lifecycle" not in main_container(deployment)
+    assert env_values(deployment) == {"DRAIN_BUDGET_SECONDS": "162"}
+    assert_preemptible_placement(deployment, "inference-worker")
+    assert_children_use_provider(program)
+
+
+def test_workers_behind_a_service_pause_before_sigterm_so_routing_stops(program: Program) -> None:
     args = BatchInferenceArgs(
         container=ContainerSpec(image=IMAGE, gpus=1),
-        replicas=6,
         grace_period_seconds=180,
+        service_port=8000,
         pre_stop_seconds=10,
     )
     program.run(lambda: BatchInference("infer", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
-    assert sorted(objects) == ["Deployment/infer", "PodDisruptionBudget/infer"]
-    deployment, pdb = objects["Deployment/infer"], objects["PodDisruptionBudget/infer"]
-    for obj in (deployment, pdb):
+    assert sorted(objects) == ["Deployment/infer", "Service/infer"]
+    deployment, service = objects["Deployment/infer"], objects["Service/infer"]
+    for obj in objects.values():
         assert_schema_valid(obj)
-    assert deployment["spec"]["replicas"] == 6
-    assert pod_spec(deployment)["terminationGracePeriodSeconds"] == 180
     assert main_container(deployment)["lifecycle"] == {"preStop": {"sleep": {"seconds": 10}}}
     assert env_values(deployment) == {"DRAIN_BUDGET_SECONDS": "153"}
-    assert_preemptible_placement(deployment, "inference-worker")
-    selector = deployment["spec"]["selector"]["matchLabels"]
-    assert pdb["spec"]["selector"]["matchLabels"] == selector
-    assert pdb["spec"]["maxUnavailable"] == 1
-    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
-    for key, value in selector.items():
+    assert service["spec"]["ports"] == [{"name": "serving", "port": 8000, "targetPort": 8000}]
+    for key, value in service["spec"]["selector"].items():
         assert pod_template(deployment)["metadata"]["labels"][key] == value
-    assert_children_use_provider(program)
+    assert main_container(deployment)["ports"] == [
+        {"name": "serving", "containerPort": 8000, "protocol": "TCP"}
+    ]
 
 
-def test_production_replicas_are_critical_and_standard(program: Program) -> None:
+def test_production_replicas_are_critical_standard_and_budgeted(program: Program) -> None:
     args = BatchInferenceArgs(
         container=ContainerSpec(image=IMAGE),
         compute_class=ComputeClass.STANDARD,
@@ -318,19 +335,31 @@ def test_production_replicas_are_critical_and_standard(program: Program) -> None
         max_unavailable="25%",
     )
     program.run(lambda: BatchInference("prod", args, opts=opts_with(provider())))
-    deployment = program.kubernetes_objects()["Deployment/prod"]
-    assert_schema_valid(program.kubernetes_objects()["PodDisruptionBudget/prod"])
+    deployment, pdb = (
+        program.kubernetes_objects()["Deployment/prod"],
+        program.kubernetes_objects()["PodDisruptionBudget/prod"],
+    )
+    assert_schema_valid(pdb)
     assert_standard_placement(deployment)
     assert pod_template(deployment)["metadata"]["labels"][CRITICAL_LABEL] == "true"
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["maxUnavailable"] == "25%"
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
 
 
-def test_batch_inference_pre_stop_must_fit_the_grace_period() -> None:
-    args = BatchInferenceArgs(
-        container=ContainerSpec(image=IMAGE), grace_period_seconds=30, pre_stop_seconds=30
-    )
-    with pytest.raises(
-        ValueError, match="pre_stop_seconds=30 must be >= 0 and below grace_period_seconds=30"
-    ):
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"service_port": 8000, "grace_period_seconds": 30, "pre_stop_seconds": 30},
+            "must be >= 0 and below",
+        ),
+        ({"pre_stop_seconds": 5}, "without service_port: nothing routes to queue workers"),
+    ],
+)
+def test_batch_inference_pre_stop_must_fit_the_grace_period_and_a_service(fields: dict, message: str) -> None:
+    args = BatchInferenceArgs(container=ContainerSpec(image=IMAGE), **fields)
+    with pytest.raises(ValueError, match=message):
         BatchInference("infer", args)
 
 

@@ -19,7 +19,6 @@ EXPECTED = {
     "sweep": {"PersistentVolumeClaim/sweep-checkpoints", "Job/lr-sweep"},
     "batch_inference": {
         "Deployment/batch-infer",
-        "PodDisruptionBudget/batch-infer",
         "Deployment/serving",
         "PodDisruptionBudget/serving",
     },
