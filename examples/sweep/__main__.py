@@ -1,7 +1,7 @@
 """A learning-rate x warmup sweep on preemptible GPUs.
 
 One Indexed Job, one index per trial: pod ``i`` reads trial ``i`` from the mounted ``trials.json``
-(``together_clusters.components.checkpoint.trial_parameters()``), checkpoints under ``<sweep>/trial-<i>`` and, when
+(``together_clusters.components.checkpoint.trial_parameters()``), checkpoints under its own run key and, when
 preempted, is replaced with the same index and resumes. A trial fails for good after
 ``backoff_limit_per_index`` real failures; the sweep stops after ``max_failed_indexes`` failed trials.
 
