@@ -727,9 +727,10 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
     extra: Manifest = {}
     if pre_stop:
         extra["lifecycle"] = {"preStop": {"sleep": {"seconds": pre_stop}}}
-    if args.service_port is not None and args.service_port not in args.container.ports.values():
-        extra["ports"] = [{"name": "serving", "containerPort": args.service_port, "protocol": "TCP"}]
-    main = container(args.container, [_env(contract.ENV_DRAIN_BUDGET, str(budget))], extra=extra)
+    spec = args.container
+    if args.service_port is not None and args.service_port not in spec.ports.values():
+        spec = dataclasses.replace(spec, ports={**spec.ports, "serving": args.service_port})
+    main = container(spec, [_env(contract.ENV_DRAIN_BUDGET, str(budget))], extra=extra)
     placement = placement_for(args.compute_class, selector, args.preemptible_taint)
     deployment = {
         "apiVersion": "apps/v1",
