@@ -138,3 +138,15 @@ def test_a_checkpoint_larger_than_the_process_memory_cap_saves_and_restores(
     assert worker.finish() == 0, worker.stderr()
     assert "ONE BUFFER OF THAT SIZE DOES NOT FIT" in worker.seen, "the cap did not bite"
     assert worker.seen[-1] == "RESTORED INTACT"
+
+
+def test_a_sigterm_save_that_overruns_its_budget_still_exits_143(
+    tmp_path: Path, workers: list[Worker]
+) -> None:
+    # 137 (the kubelet's SIGKILL at the end of the grace period) would count against backoffLimit; 143 does not.
+    worker = Worker(["overrun"], contract_env(tmp_path / "ft", budget=1))
+    workers.append(worker)
+    worker.wait_for(lambda line: line == "READY")
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.finish() == PREEMPTED_EXIT_CODE
+    assert "overran its 1s budget" in worker.stderr()

@@ -161,6 +161,19 @@ def shard_for(rank: int, step: int) -> bytes:
     return json.dumps({"rank": rank, "step": step}).encode()
 
 
+def save_that_overruns() -> int:
+    """A SIGTERM save stuck on storage: the process must still exit 143 within the budget, not be SIGKILLed."""
+
+    def stuck() -> Snapshot:
+        time.sleep(600)
+        return Snapshot(1, {})
+
+    PreemptionHandler(Checkpointer.from_env(), stuck).install()
+    say("READY")
+    time.sleep(600)
+    return 0
+
+
 def slow_save() -> int:
     ckpt = Checkpointer.from_env()
     ckpt.save(1, state_for(1))
@@ -196,6 +209,7 @@ def drain() -> int:
 
 
 MODES = {
+    "overrun": save_that_overruns,
     "world": lambda: world_train(int(sys.argv[2]), int(sys.argv[3])),
     "capped": lambda: roundtrip_under_a_memory_cap(int(sys.argv[2])),
     "slow-save": slow_save,
