@@ -8,10 +8,11 @@ what tells the Job controller "preempted, not broken"). A save that overruns its
 and the process still exits 143 before the kubelet's SIGKILL (137, which would count): without its
 manifest the torn checkpoint is ignored and the previous one used.
 
-The signal handler itself only starts a thread and returns. Python runs handlers in the main thread
-between bytecodes, possibly while that thread holds a lock (the logging handler's, stdout's, the
-caller's own); work done inside the handler, or waited for from it, would wait on that lock until the
-budget ran out. For the same reason the SIGTERM path writes its report straight to file descriptor 2
+The signal handler itself only writes one byte to a pipe. Python runs handlers in the main thread
+between bytecodes, possibly while that thread holds a lock (the logging handler's, stdout's, an Event's,
+the caller's own); anything in the handler that takes a lock, or waits for work that does, can wait
+on that lock until the budget runs out. A thread started at ``install()`` waits on the pipe and does
+the work. For the same reason the SIGTERM path writes its report straight to file descriptor 2
 instead of through ``logging``, and leaves pruning to the next run.
 """
 
@@ -91,25 +92,40 @@ class PreemptionHandler:
         self.exit_code = exit_code
         self._exit = exit
         self.stopping = threading.Event()
+        """Set once SIGTERM has arrived: the training loop should stop taking steps."""
+        self.finished = threading.Event()
+        """Set once the SIGTERM save is over and ``exit`` has returned (only a test's ``exit`` returns)."""
         self._started = threading.Lock()
-        self.thread: threading.Thread | None = None
+        self._signalled_at: float | None = None
+        self._wake_write: int | None = None
 
     def install(self) -> PreemptionHandler:
         """Route SIGTERM to this handler; call from the main thread."""
+        wake_read, self._wake_write = os.pipe()
+        threading.Thread(
+            target=self._wait_for_sigterm, args=(wake_read,), name="checkpoint-on-sigterm", daemon=True
+        ).start()
         signal.signal(signal.SIGTERM, self._on_sigterm)
         return self
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        # Nothing here may block or log: see the module docstring.
+        # No lock, no logging, no allocation of note: a timestamp and one byte (see the module docstring).
+        if self._signalled_at is None:
+            self._signalled_at = time.monotonic()
+            assert self._wake_write is not None
+            os.write(self._wake_write, b"\0")
+
+    def _wait_for_sigterm(self, wake_read: int) -> None:
+        os.read(wake_read, 1)
         if not self._started.acquire(blocking=False):
             return
         self.stopping.set()
-        deadline = time.monotonic() + self.budget_seconds
+        signalled_at = self._signalled_at or time.monotonic()
         # Not a daemon: if the main thread returns meanwhile, the interpreter still waits for the exit.
-        self.thread = threading.Thread(
-            target=self._save_and_exit, args=(deadline,), name="checkpoint-on-sigterm"
+        saver = threading.Thread(
+            target=self._save_and_exit, args=(signalled_at + self.budget_seconds,), name="checkpoint-exit"
         )
-        self.thread.start()
+        saver.start()
 
     def save_and_exit(self) -> None:
         """Save the latest state within the budget, then exit with ``exit_code`` (once, however often called)."""
@@ -141,6 +157,7 @@ class PreemptionHandler:
                 )
         finally:
             _flush_then_exit(self._exit, self.exit_code)
+            self.finished.set()  # reached only when ``exit`` returns (in tests)
 
     def _save(self, outcome: dict[str, Any]) -> None:
         try:

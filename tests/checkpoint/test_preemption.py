@@ -38,8 +38,7 @@ def test_a_second_sigterm_while_saving_is_ignored(tmp_path: Path, restore_sigter
 
     handler = PreemptionHandler(ckpt, snapshot, budget_seconds=30, exit=exits.append).install()
     signal.raise_signal(signal.SIGTERM)
-    assert handler.thread is not None
-    handler.thread.join(60)
+    assert handler.finished.wait(60)
     assert exits == [PREEMPTED_EXIT_CODE]
     assert len(ckpt.backend.entries()) == 1
     loaded = ckpt.latest()
