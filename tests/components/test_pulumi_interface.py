@@ -166,3 +166,19 @@ def test_contradictory_container_options_are_refused_at_preview(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Program().run(lambda: BatchJob("ft", BatchJobArgs(container=container, checkpoint=SHARED)))
+
+
+def test_a_sweep_with_an_image_known_only_at_apply_time_gets_real_per_trial_keys(program: Program) -> None:
+    import json
+    import re
+
+    from together_clusters.components import Sweep, SweepArgs
+
+    image = pulumi.Output.from_input("trainer@sha256:feed")
+    program.run(
+        lambda: Sweep("s", SweepArgs(ContainerSpec(image=image), ({"lr": 1}, {"lr": 2}), SHARED))  # type: ignore[arg-type]
+    )
+    (config_map,) = [o for k, o in program.kubernetes_objects().items() if k.startswith("ConfigMap/")]
+    keys = json.loads(config_map["data"]["checkpoint-keys.json"])
+    assert all(re.fullmatch(r"trial-\d-run-[0-9a-f]{12}", k) for k in keys), keys
+    assert keys[0] != keys[1]
