@@ -1,9 +1,9 @@
 """``pulumi.Input`` values in component arguments, resolved where the engine resolves them.
 
 The manifest builders and the guard are pure functions of plain data. An argument may still hold an
-``Output`` (a namespace, an image digest, a bucket name from another resource): :func:`with_placeholders`
+``Output`` (a namespace, an image digest, a bucket name from another resource): :meth:`Placeholders.plain`
 swaps each one for a placeholder text, the builders run as usual (a placeholder is copied or embedded
-in text like any string), the guard checks the result, and :func:`restore_inputs` turns every text that
+in text like any string), the guard checks the result, and :meth:`Placeholders.restore` turns every text that
 holds placeholders back into an ``Output`` that the engine fills in when the values are known. So an
 ``Output`` never meets ``str()`` and never becomes "Calling __str__ on an Output[T]".
 

@@ -168,3 +168,53 @@ def test_example_previews(tmp_path: Path, emulator_url: str, example: str) -> No
     )
     preview = _engine.run_pulumi(["preview", *_engine.PREVIEW_FLAGS], cwd=project, env=env)
     assert preview.returncode == 0, _engine.output(preview)
+
+
+RENAME_PROGRAM = """\
+import pulumi
+import pulumi_kubernetes as k8s
+
+from together_clusters.components import BatchJob, BatchJobArgs, ContainerSpec, SharedVolume
+
+config = pulumi.Config()
+provider = k8s.Provider("k8s", render_yaml_to_directory=config.require("renderYamlTo"), namespace="team-a")
+name = config.get("componentName") or "ft"
+aliases = [pulumi.Alias(name=config.get("oldName"))] if config.get("oldName") else []
+image = pulumi.Output.from_input("ghcr.io/example/trainer:1").apply(lambda i: i)  # known only at apply time
+job = BatchJob(
+    name,
+    BatchJobArgs(container=ContainerSpec(image=image), checkpoint=SharedVolume(claim_name="c"), job_name="ft"),
+    opts=pulumi.ResourceOptions(provider=provider, aliases=aliases),
+)
+pulumi.export("job_name", job.job_name)
+pulumi.export("namespace", job.namespace)
+"""
+
+
+def test_renaming_a_component_with_an_alias_keeps_every_urn_and_the_provider_namespace_applies(
+    tmp_path: Path, emulator_url: str
+) -> None:
+    project = _engine.write_project(tmp_path / "program", "components-rename", RENAME_PROGRAM)
+    env = stack_env(tmp_path, emulator_url)
+    render_dir = tmp_path / "rendered"
+
+    def pulumi(*args: str, check: bool = True):  # type: ignore[no-untyped-def]
+        return _engine.run_pulumi(list(args), cwd=project, env=env, check=check)
+
+    pulumi("stack", "init", "e2e")
+    pulumi("config", "set", "renderYamlTo", str(render_dir))
+    try:
+        up = pulumi("up", *_engine.UP_FLAGS, check=False)
+        assert up.returncode == 0, _engine.output(up)
+        (job,) = rendered_objects(render_dir).values()
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/example/trainer:1"
+        outputs = _engine.stack_outputs(project, env)
+        assert outputs["job_name"] == "ft"
+        assert outputs["namespace"] in (None, "team-a")
+
+        pulumi("config", "set", "componentName", "finetune")
+        pulumi("config", "set", "oldName", "ft")
+        preview = pulumi("preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes", check=False)
+        assert preview.returncode == 0, _engine.output(preview)
+    finally:
+        pulumi("destroy", *_engine.UP_FLAGS, check=False)
