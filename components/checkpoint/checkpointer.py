@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig
+from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig, report_resumed
 from .storage import Backend, FilesystemBackend, S3Backend, iter_chunks, read_all
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class Checkpointer:
             return None
         checkpoint = self.latest()
         if checkpoint is not None:
-            log.info("resuming from checkpoint %s (step %d)", checkpoint.name, checkpoint.step)
+            report_resumed(checkpoint.step, checkpoint.name)
         return checkpoint
 
     def prune(self, just_saved: str | None = None) -> None:

@@ -7,6 +7,7 @@ Both sides import the names from here so they cannot drift apart.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +55,27 @@ BACKEND_S3 = "s3"
 
 PREEMPTED_EXIT_CODE = 143
 """128 + SIGTERM: the runtime exits with this after saving, so a Job never counts the pod as complete."""
+
+REPORT_PREFIX = "together_clusters.checkpoint:"
+"""How every line the runtime writes to stderr starts; ``resumed step=<n>`` lines are read by drills."""
+
+
+def report(message: str) -> None:
+    """One line on stderr whatever the logging setup, taking no lock another thread may hold.
+
+    Drills read ``resumed step=<n> checkpoint=<name>`` from a replacement pod's log to say where a
+    preempted run picked up.
+    """
+    try:
+        os.write(2, f"{REPORT_PREFIX} {message}\n".encode())
+    except OSError:
+        pass
+
+
+def report_resumed(step: int, checkpoint: str) -> None:
+    """The line a drill looks for: the step a restarted pod resumed from."""
+    report(f"resumed step={step} checkpoint={checkpoint}")
+
 
 DEFAULT_KEEP = 3
 MIN_EXIT_MARGIN_SECONDS = 10

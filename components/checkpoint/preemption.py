@@ -29,7 +29,7 @@ from types import FrameType
 from typing import Any
 
 from .checkpointer import Checkpointer, FileData
-from .contract import PREEMPTED_EXIT_CODE
+from .contract import PREEMPTED_EXIT_CODE, report
 
 FLUSH_SECONDS = 1.0
 """How long the exit waits for buffered stdout/stderr, which another thread may hold locked."""
@@ -42,14 +42,6 @@ class Snapshot:
     step: int
     files: Mapping[str, FileData]
     metadata: Mapping[str, Any] = field(default_factory=dict)
-
-
-def report(message: str) -> None:
-    """One line on stderr without taking any lock another thread may hold (``logging``'s, ``sys.stderr``'s)."""
-    try:
-        os.write(2, f"together_clusters.checkpoint: {message}\n".encode())
-    except OSError:
-        pass
 
 
 def _flush_then_exit(exit: Callable[[int], Any], code: int) -> None:

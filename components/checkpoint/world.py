@@ -32,7 +32,7 @@ from .checkpointer import (
     VerifiedFiles,
     as_chunks,
 )
-from .contract import ENV_RANK, ENV_WORLD_SIZE
+from .contract import ENV_RANK, ENV_WORLD_SIZE, report_resumed
 from .storage import read_all
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,10 @@ class WorldCheckpointer:
 
     def restore(self) -> Checkpoint | None:
         """:meth:`latest` when the environment asks to resume (CHECKPOINT_RESUME)."""
-        return self.latest() if self.checkpointer.config.resume else None
+        checkpoint = self.latest() if self.checkpointer.config.resume else None
+        if checkpoint is not None:
+            report_resumed(checkpoint.step, checkpoint.name)
+        return checkpoint
 
     def _load_shard(self, entry: str) -> Checkpoint:
         try:

@@ -51,6 +51,11 @@ def test_sigterm_saves_within_budget_and_a_new_process_resumes(tmp_path: Path, w
     assert second.wait_for(lambda line: line.startswith("START")) == f"START {saved.step}"
     assert second.finish() == 0
     assert second.seen[-1] == f"DONE {saved.step + 3}"
+    # What a drill reads from the replacement pod's log, whatever the program's logging setup.
+    assert (
+        f"together_clusters.checkpoint: resumed step={saved.step} checkpoint={saved.name}\n"
+        in second.stderr()
+    )
 
 
 def test_sigkill_mid_write_leaves_the_previous_checkpoint_in_use(
