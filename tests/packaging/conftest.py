@@ -40,7 +40,7 @@ class InstalledVenv:
     def bin(self, name: str) -> Path:
         return self.path / "bin" / name
 
-    def run(self, *args: str | Path, cwd: Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
         """Run a command of this virtualenv with nothing of the repository on the path."""
         return subprocess.run(
             [str(a) for a in args],
@@ -50,7 +50,6 @@ class InstalledVenv:
             text=True,
             timeout=600,
             check=False,
-            **kwargs,  # type: ignore[arg-type]
         )
 
 
@@ -89,7 +88,9 @@ def distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
 
 
 @pytest.fixture(scope="session")
-def installed(distributions: Distributions, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InstalledVenv]:
+def installed(
+    distributions: Distributions, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[InstalledVenv]:
     """A fresh virtualenv outside the repository with the wheel installed from the file (pip's cache serves
     the dependencies)."""
     home = tmp_path_factory.mktemp("user")

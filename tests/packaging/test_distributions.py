@@ -6,6 +6,7 @@ file (``together_clusters/`` links to the repository's top-level folders), the `
 from __future__ import annotations
 
 import email.parser
+import os
 import re
 import stat
 import tarfile
@@ -30,11 +31,11 @@ TEMPLATES = ("cluster", "finetune", "sweep")
 
 def source_files() -> set[str]:
     """Every file of the package in the checkout, as ``together_clusters/...`` paths (through the links)."""
-    return {
-        f"together_clusters/{path.relative_to(PACKAGE)}"
-        for path in PACKAGE.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
-    }
+    files = set()
+    for folder, subfolders, names in os.walk(PACKAGE, followlinks=True):
+        subfolders[:] = [s for s in subfolders if s != "__pycache__"]
+        files |= {f"together_clusters/{Path(folder, n).relative_to(PACKAGE)}" for n in names}
+    return files
 
 
 def wheel_members(wheel: Path) -> list[zipfile.ZipInfo]:
@@ -81,6 +82,7 @@ def test_sdist_holds_every_package_file_once_as_a_real_file(distributions: Distr
         "PKG-INFO",
         "README.md",
         "CHANGELOG.md",
+        "MANIFEST.in",
         "pyproject.toml",
         "setup.cfg",
     }

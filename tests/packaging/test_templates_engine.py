@@ -164,7 +164,15 @@ def test_template_project_deploys_refreshes_and_destroys_with_the_installed_whee
     if template == "cluster":
         # The drift check of the README's CI section, by the command the wheel installs.
         drift = subprocess.run(
-            [str(installed.bin("together-clusters")), "drift", "--stack", STACK, "--cwd", str(project.dir), "--json"],
+            [
+                str(installed.bin("together-clusters")),
+                "drift",
+                "--stack",
+                STACK,
+                "--cwd",
+                str(project.dir),
+                "--json",
+            ],
             cwd=tmp_path,
             env=project.env,
             capture_output=True,

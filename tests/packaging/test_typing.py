@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .conftest import InstalledVenv, clean_env
 
-CORRECT = '''\
+CORRECT = """\
 import pulumi
 
 from together_clusters.components import (
@@ -42,10 +42,10 @@ trainer = ContainerSpec(image="ghcr.io/example/trainer:latest", command=("python
 job = BatchJob("finetune", BatchJobArgs(container=trainer, checkpoint=store.storage))
 sweep = Sweep("sweep", SweepArgs(container=trainer, trials=({"lr": 1e-5}, {"lr": 3e-5}), checkpoint=None))
 gpus: pulumi.Output[int] = cluster.allocated_preemptible_gpus
-'''
+"""
 
 # Each line that must be reported ends with `# expect: <mypy error code>`.
-WRONG = '''\
+WRONG = """\
 import pulumi
 
 from together_clusters.components import BatchJobArgs, ContainerSpec, SweepArgs, provider_for
@@ -59,7 +59,7 @@ job = BatchJobArgs(container=trainer, checkpoint="/checkpoints")  # expect: arg-
 sweep = SweepArgs(container=trainer, trials=[{"lr": 1e-5}], checkpoint=None)  # expect: arg-type
 kubernetes = provider_for(cluster, render_dir=3)  # expect: arg-type
 count: pulumi.Output[str] = cluster.allocated_preemptible_gpus  # expect: assignment
-'''
+"""
 
 ERROR_LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+): error: .*\[(?P<code>[a-z-]+)\]$")
 
