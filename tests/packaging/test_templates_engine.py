@@ -111,7 +111,7 @@ def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[st
 
 @pytest.mark.parametrize("template", ["cluster", "finetune", "sweep"])
 def test_template_project_deploys_refreshes_and_destroys_with_the_installed_wheel(
-    template: str, installed: InstalledVenv, emulator: Emulator, tmp_path: Path
+    engine: None, template: str, installed: InstalledVenv, emulator: Emulator, tmp_path: Path
 ) -> None:
     project = UserProject(tmp_path, template, installed, emulator.base_url)
     source = ok(installed.run(installed.python, "-m", "together_clusters.templates", template, cwd=tmp_path))
@@ -147,44 +147,53 @@ def test_template_project_deploys_refreshes_and_destroys_with_the_installed_whee
     with (project.dir / "__main__.py").open("a") as program:
         program.write(USER_PROGRAM)
 
-    ok(project.pulumi("up", *_engine.UP_FLAGS))
-    outputs = _engine.stack_outputs(project.dir, project.env)
-    assert outputs["user_modules"] == [text.split('"')[1] for text in USER_FILES.values()]
-    assert Path(outputs["package_location"]).resolve().is_relative_to(installed.path.resolve())
-    clusters = {c["cluster_id"]: c for c in emulator.admin.clusters()}
-    assert clusters[outputs["cluster_id"]]["cluster_name"] == f"my-{template}-{STACK}"
-    if template != "cluster":
-        kinds = {yaml.safe_load(p.read_text())["kind"] for p in rendered.rglob("*.yaml")}
-        assert {"Job", "PersistentVolumeClaim"} <= kinds, kinds
+    try:
+        ok(project.pulumi("up", *_engine.UP_FLAGS))
+        outputs = _engine.stack_outputs(project.dir, project.env)
+        assert outputs["user_modules"] == [text.split('"')[1] for text in USER_FILES.values()]
+        assert Path(outputs["package_location"]).resolve().is_relative_to(installed.path.resolve())
+        clusters = {c["cluster_id"]: c for c in emulator.admin.clusters()}
+        assert clusters[outputs["cluster_id"]]["cluster_name"] == f"my-{template}-{STACK}"
+        if template != "cluster":
+            kinds = {
+                doc["kind"]
+                for p in rendered.rglob("*.yaml")
+                for doc in yaml.safe_load_all(p.read_text())
+                if doc
+            }
+            assert {"Job", "PersistentVolumeClaim"} <= kinds, kinds
 
-    ok(project.pulumi("refresh", *_engine.UP_FLAGS))
-    preview = project.pulumi("preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes")
-    assert preview.returncode == 0, _engine.output(preview)
+        ok(project.pulumi("refresh", *_engine.UP_FLAGS))
+        preview = project.pulumi("preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes")
+        assert preview.returncode == 0, _engine.output(preview)
 
-    if template == "cluster":
-        # The drift check of the README's CI section, by the command the wheel installs.
-        drift = subprocess.run(
-            [
-                str(installed.bin("together-clusters")),
-                "drift",
-                "--stack",
-                STACK,
-                "--cwd",
-                str(project.dir),
-                "--json",
-            ],
-            cwd=tmp_path,
-            env=project.env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert drift.returncode == 0, drift.stdout + drift.stderr
-        report = json.loads(drift.stdout)
-        assert report["stack"] == STACK and report["in_sync"] is True, report
+        if template == "cluster":
+            # The drift check of the README's CI section, by the command the wheel installs.
+            drift = subprocess.run(
+                [
+                    str(installed.bin("together-clusters")),
+                    "drift",
+                    "--stack",
+                    STACK,
+                    "--cwd",
+                    str(project.dir),
+                    "--json",
+                ],
+                cwd=tmp_path,
+                env=project.env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            assert drift.returncode == 0, drift.stdout + drift.stderr
+            report = json.loads(drift.stdout)
+            assert report["stack"] == STACK and report["in_sync"] is True, report
 
-    ok(project.pulumi("destroy", *_engine.UP_FLAGS))
+        ok(project.pulumi("destroy", *_engine.UP_FLAGS))
+    finally:
+        if _engine.stack_resources(project.dir, project.env):
+            project.pulumi("destroy", *_engine.UP_FLAGS)
     assert _engine.stack_resources(project.dir, project.env) == []
     emulator.admin.advance(3600)
     assert outputs["cluster_id"] not in {c["cluster_id"] for c in emulator.admin.clusters()}
