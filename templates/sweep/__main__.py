@@ -8,6 +8,9 @@ Edit ``TRIALS`` to choose the grid.
 Stack config: ``region``, ``gpuType``, ``numPreemptibleGpus``, ``image``, ``gpusPerTrial``, ``parallelism``;
 ``clusterName`` (default ``<project>-<stack>``); ``renderYamlTo`` (a directory: write the manifests there
 instead of applying them); the API key as the secret ``together:apiKey`` or ``TOGETHER_API_KEY``.
+
+With ``renderYamlTo`` the Kubernetes objects are only written to files, on no cluster, so ``pulumi refresh``
+cannot read them back: refresh the rest with ``pulumi refresh --exclude '**kubernetes:**'``.
 """
 
 import itertools

@@ -163,7 +163,10 @@ def test_template_project_deploys_refreshes_and_destroys_with_the_installed_whee
             }
             assert {"Job", "PersistentVolumeClaim"} <= kinds, kinds
 
-        ok(project.pulumi("refresh", *_engine.UP_FLAGS))
+        # Objects rendered to YAML are on no cluster: pulumi-kubernetes cannot read them back, so the refresh
+        # leaves them out (as the templates tell users to); the preview that follows covers everything.
+        rendered_only = () if template == "cluster" else ("--exclude", "**kubernetes:**")
+        ok(project.pulumi("refresh", *_engine.UP_FLAGS, *rendered_only))
         preview = project.pulumi("preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes")
         assert preview.returncode == 0, _engine.output(preview)
 
