@@ -94,10 +94,11 @@ class UserProject:
         self.env = _engine.engine_env(
             work, extra={"TOGETHER_BASE_URL": base_url, "TOGETHER_API_KEY": API_KEY}
         )
-        # Only the project's own runtime option may name the virtualenv, and nothing of the repository is on
-        # the path: the program and the dynamic provider import the installed wheel or nothing.
-        for name in ("PULUMI_RUNTIME_VIRTUALENV", "PYTHONPATH"):
-            self.env.pop(name, None)
+        # Only the project's own runtime option may name the virtualenv (the variable, which scripts/pulumi
+        # would otherwise set to the repository's .venv, names one that does not exist), and nothing of the
+        # repository is on the path: the program and the dynamic provider import the installed wheel or fail.
+        self.env["PULUMI_RUNTIME_VIRTUALENV"] = str(work / "no-such-venv")
+        self.env.pop("PYTHONPATH", None)
         self.env["PATH"] = f"{_engine.ROOT / '.engine' / 'bin'}:{self.env['PATH']}"
 
     def pulumi(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
