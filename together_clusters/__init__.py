@@ -7,6 +7,7 @@ or ``drift.py`` beside a Pulumi program never shadows ours:
 - ``together_clusters.components``: preemption-aware workload components and the checkpoint runtime.
 - ``together_clusters.emulator``: the local emulator of the compute API.
 - ``together_clusters.drift``: the ``together-clusters`` command.
+- ``together_clusters.templates``: the ``pulumi new`` templates (``python -m together_clusters.templates``).
 
 In the repository each subpackage keeps its top-level folder; this package links to them.
 """

@@ -1,0 +1,101 @@
+"""The package as a user gets it: the wheel and sdist built by ``python -m build``, and a fresh virtualenv
+outside the repository with the wheel installed (not editable), shared by every test of the session.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests import _engine
+
+ROOT = _engine.ROOT
+
+
+@dataclass(frozen=True)
+class Distributions:
+    """The sdist and the wheel built from it."""
+
+    sdist: Path
+    wheel: Path
+
+
+@dataclass(frozen=True)
+class InstalledVenv:
+    """A virtualenv with only the wheel (and its dependencies) installed."""
+
+    path: Path
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    def bin(self, name: str) -> Path:
+        return self.path / "bin" / name
+
+    def run(self, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+        """Run a command of this virtualenv with nothing of the repository on the path."""
+        return subprocess.run(
+            [str(a) for a in args],
+            cwd=cwd,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without anything that would let a child process import the repository's copy."""
+    env = dict(os.environ)
+    for name in ("PYTHONPATH", "VIRTUAL_ENV", "PULUMI_RUNTIME_VIRTUALENV", "PYTHONHOME"):
+        env.pop(name, None)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _check(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, f"$ {' '.join(map(str, proc.args))}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="session")
+def distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
+    """``python -m build``: the sdist from the checkout, then the wheel from the sdist (the front end's default)."""
+    outdir = tmp_path_factory.mktemp("dist")
+    _check(
+        subprocess.run(
+            [sys.executable, "-m", "build", "--outdir", str(outdir), str(ROOT)],
+            cwd=outdir,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    )
+    (sdist,) = outdir.glob("*.tar.gz")
+    (wheel,) = outdir.glob("*.whl")
+    return Distributions(sdist, wheel)
+
+
+@pytest.fixture(scope="session")
+def installed(
+    distributions: Distributions, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[InstalledVenv]:
+    """A fresh virtualenv outside the repository with the wheel installed from the file (pip's cache serves
+    the dependencies)."""
+    home = tmp_path_factory.mktemp("user")
+    assert not home.resolve().is_relative_to(ROOT)
+    env = InstalledVenv(home / "venv")
+    venv.EnvBuilder(with_pip=True).create(env.path)
+    _check(env.run(env.python, "-m", "pip", "install", "--quiet", distributions.wheel, cwd=home))
+    yield env

@@ -1,0 +1,37 @@
+"""The commands a user runs after ``pip install together-gpu-clusters``, from the installed wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .conftest import InstalledVenv
+
+TEMPLATES = ("cluster", "finetune", "sweep")
+
+
+def test_templates_are_listed_and_found_in_the_installed_package(
+    installed: InstalledVenv, tmp_path: Path
+) -> None:
+    listing = installed.run(installed.python, "-m", "together_clusters.templates", cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert [line.split()[0] for line in listing.stdout.splitlines()] == list(TEMPLATES)
+    for name in TEMPLATES:
+        found = installed.run(installed.python, "-m", "together_clusters.templates", name, cwd=tmp_path)
+        folder = Path(found.stdout.strip())
+        assert folder.resolve().is_relative_to(installed.path.resolve())
+        assert {"Pulumi.yaml", "__main__.py", "requirements.txt", ".gitignore"} <= {
+            p.name for p in folder.iterdir()
+        }
+
+    unknown = installed.run(installed.python, "-m", "together_clusters.templates", "finetuning", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert "no template named 'finetuning'" in unknown.stderr and "cluster, finetune, sweep" in unknown.stderr
+
+
+def test_the_command_and_the_emulator_come_with_the_wheel(installed: InstalledVenv, tmp_path: Path) -> None:
+    command = installed.run(installed.bin("together-clusters"), "--help", cwd=tmp_path)
+    assert command.returncode == 0, command.stderr
+    assert "drift" in command.stdout and "status" in command.stdout
+    emulator = installed.run(installed.python, "-m", "together_clusters.emulator", "--help", cwd=tmp_path)
+    assert emulator.returncode == 0, emulator.stderr
+    assert "--speed" in emulator.stdout
