@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from together_clusters.provider.models import Region, RegionDriverVersion
-
 from .errors import invalid
+from .shapes import Region, RegionDriverVersion
 
 # Free preemptible GPUs per (region, gpu_type) after start or reset. Standard capacity is unlimited.
 DEFAULT_PREEMPTIBLE_POOL_GPUS = 64

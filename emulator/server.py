@@ -89,15 +89,17 @@ def start_emulator(
     state_path: str | Path | None = None,
     speed: float | None = None,
     grace_seconds: float | None = None,
+    extra_fields: bool = False,
 ) -> RunningEmulator:
     """Start an emulator in a background thread and return once it accepts connections.
 
     ``speed`` is emulated seconds per real second (0 freezes the clock; advance it with the admin API);
     ``None`` means the speed saved in ``state_path``, else 60. ``grace_seconds`` (default 300) is how long a
-    preempted node lives after it is cordoned.
+    preempted node lives after it is cordoned. ``extra_fields`` adds fields the official SDK does not define
+    (each GPU node's ``compute_class`` and ``labels``); by default replies have exactly the SDK's shapes.
     """
     store = Store(state_path) if state_path is not None else None
-    platform = Platform(store=store, speed=speed, grace_seconds=grace_seconds)
+    platform = Platform(store=store, speed=speed, grace_seconds=grace_seconds, extra_fields=extra_fields)
     emulator = RunningEmulator(platform, bind_socket(host, port), store)
     emulator._start()
     return emulator

@@ -13,21 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from together_clusters.provider.models import (
-    Cluster,
-    ClusterCreateRequest,
-    ClusterDeleteResponse,
-    ClusterList,
-    ClusterUpdateRequest,
-    RegionList,
-)
-
 from . import catalog, intake, render, validation
 from .clock import EmulatedClock, to_datetime
 from .errors import conflict, invalid, not_found
 from .faults import FailedOutcome, FaultQueue, FaultRule, FaultSpec
 from .lifecycle import DEFAULT_GRACE_SECONDS, DEFAULT_SPEED
 from .records import ClusterRecord
+from .shapes import ClusterCreateRequest, ClusterUpdateRequest
 from .simulation import Simulation, default_pools, pool_key
 from .store import Store
 
@@ -39,7 +31,9 @@ class Platform:
     """The emulated compute platform. Thread-safe; every public method is one atomic operation.
 
     With a ``store`` holding a saved platform, the clusters, pools, faults and clock are restored from it;
-    ``speed`` and ``grace_seconds`` then override the saved values only when given.
+    ``speed`` and ``grace_seconds`` then override the saved values only when given. Replies are JSON-ready
+    dicts shaped exactly like the official SDK's types; ``extra_fields`` adds the fields the SDK does not
+    define (each GPU node's ``compute_class`` and ``labels``).
     """
 
     def __init__(
@@ -48,7 +42,9 @@ class Platform:
         grace_seconds: float | None = None,
         store: Store | None = None,
         speed: float | None = None,
+        extra_fields: bool = False,
     ) -> None:
+        self.extra_fields = extra_fields
         self._lock = threading.RLock()
         self._store = store
         self._sim = Simulation()
@@ -68,11 +64,13 @@ class Platform:
     # --- the compute API ------------------------------------------------------------------------
 
     @staticmethod
-    def list_regions() -> RegionList:
+    def list_regions() -> dict[str, Any]:
         """Every region with its GPU types and driver versions."""
-        return RegionList(regions=catalog.regions())
+        return {"regions": [r.model_dump(mode="json") for r in catalog.regions()]}
 
-    def create_cluster(self, owner: str, default_project_id: str, req: ClusterCreateRequest) -> Cluster:
+    def create_cluster(
+        self, owner: str, default_project_id: str, req: ClusterCreateRequest
+    ) -> dict[str, Any]:
         """Create a cluster for ``owner``; it starts QUEUED and provisions on the clock."""
         driver = validation.check_create(req)
         with self._op() as now:
@@ -93,25 +91,25 @@ class Platform:
                 now=now,
             )
             self._sim.add_cluster(record, now)
-            return render.cluster(record, now)
+            return self._render(record, now)
 
-    def get_cluster(self, owner: str, cluster_id: str) -> Cluster:
+    def get_cluster(self, owner: str, cluster_id: str) -> dict[str, Any]:
         """One of ``owner``'s clusters, as of now."""
         with self._op() as now:
-            return render.cluster(self._owned(owner, cluster_id), now)
+            return self._render(self._owned(owner, cluster_id), now)
 
-    def list_clusters(self, owner: str, project_id: str | None = None) -> ClusterList:
+    def list_clusters(self, owner: str, project_id: str | None = None) -> dict[str, Any]:
         """``owner``'s clusters (of one project, when given), oldest first."""
         with self._op() as now:
-            return ClusterList(
-                clusters=[
-                    render.cluster(c, now)
+            return {
+                "clusters": [
+                    self._render(c, now)
                     for c in self._sim.ordered()
                     if c.owner == owner and (project_id is None or c.project_id == project_id)
                 ]
-            )
+            }
 
-    def update_cluster(self, owner: str, cluster_id: str, req: ClusterUpdateRequest) -> Cluster:
+    def update_cluster(self, owner: str, cluster_id: str, req: ClusterUpdateRequest) -> dict[str, Any]:
         """Change only the fields given; preemptible nodes follow ``num_preemptible_gpus`` later."""
         with self._op() as now:
             record = self._owned(owner, cluster_id)
@@ -123,13 +121,13 @@ class Platform:
             if req.num_preemptible_gpus is not None:
                 self._sim.set_desired_preemptible(record, req.num_preemptible_gpus, now)
             intake.apply_settings(record, req)
-            return render.cluster(record, now)
+            return self._render(record, now)
 
-    def delete_cluster(self, owner: str, cluster_id: str) -> ClusterDeleteResponse:
+    def delete_cluster(self, owner: str, cluster_id: str) -> dict[str, Any]:
         """Start deleting (again: a no-op); the cluster shows as Deleting until it is gone."""
         with self._op() as now:
             self._sim.start_delete(self._owned(owner, cluster_id), now)
-            return ClusterDeleteResponse(cluster_id=cluster_id)
+            return {"cluster_id": cluster_id}
 
     # --- the admin API --------------------------------------------------------------------------
 
@@ -231,10 +229,7 @@ class Platform:
     def all_clusters(self) -> list[dict[str, Any]]:
         """Every cluster of every owner, for tests that check what exists."""
         with self._op() as now:
-            return [
-                render.cluster(c, now).model_dump(mode="json", exclude_none=True) | {"owner": c.owner[:12]}
-                for c in self._sim.ordered()
-            ]
+            return [self._render(c, now) | {"owner": c.owner[:12]} for c in self._sim.ordered()]
 
     def flush(self) -> None:
         """Persist the clock (and everything else) now, e.g. before shutting down."""
@@ -252,6 +247,9 @@ class Platform:
                 yield now
             finally:
                 self._persist(now)
+
+    def _render(self, record: ClusterRecord, now: float) -> dict[str, Any]:
+        return render.cluster(record, now, self.extra_fields)
 
     def _owned(self, owner: str, cluster_id: str) -> ClusterRecord:
         record = self._sim.clusters.get(cluster_id)

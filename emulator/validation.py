@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
-
 from . import catalog
 from .catalog import GPUS_PER_NODE
 from .errors import invalid
 from .records import ClusterRecord
+from .shapes import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
 
 
 def check_gpu_count(field: str, value: int, minimum: int) -> None:
