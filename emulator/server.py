@@ -90,6 +90,7 @@ def start_emulator(
     speed: float | None = None,
     grace_seconds: float | None = None,
     extra_fields: bool = False,
+    default_driver: bool = False,
 ) -> RunningEmulator:
     """Start an emulator in a background thread and return once it accepts connections.
 
@@ -97,9 +98,17 @@ def start_emulator(
     ``None`` means the speed saved in ``state_path``, else 60. ``grace_seconds`` (default 300) is how long a
     preempted node lives after it is cordoned. ``extra_fields`` adds fields the official SDK does not define
     (each GPU node's ``compute_class`` and ``labels``); by default replies have exactly the SDK's shapes.
+    ``default_driver`` accepts a create without a driver selector (the real API refuses it) and picks the
+    region's newest driver.
     """
     store = Store(state_path) if state_path is not None else None
-    platform = Platform(store=store, speed=speed, grace_seconds=grace_seconds, extra_fields=extra_fields)
+    platform = Platform(
+        store=store,
+        speed=speed,
+        grace_seconds=grace_seconds,
+        extra_fields=extra_fields,
+        default_driver=default_driver,
+    )
     emulator = RunningEmulator(platform, bind_socket(host, port), store)
     emulator._start()
     return emulator

@@ -33,7 +33,8 @@ class Platform:
     With a ``store`` holding a saved platform, the clusters, pools, faults and clock are restored from it;
     ``speed`` and ``grace_seconds`` then override the saved values only when given. Replies are JSON-ready
     dicts shaped exactly like the official SDK's types; ``extra_fields`` adds the fields the SDK does not
-    define (each GPU node's ``compute_class`` and ``labels``).
+    define (each GPU node's ``compute_class`` and ``labels``). A create must select a driver, as in the real
+    API; ``default_driver`` picks the region's newest for a create that selects none.
     """
 
     def __init__(
@@ -43,8 +44,10 @@ class Platform:
         store: Store | None = None,
         speed: float | None = None,
         extra_fields: bool = False,
+        default_driver: bool = False,
     ) -> None:
         self.extra_fields = extra_fields
+        self.default_driver = default_driver
         self._lock = threading.RLock()
         self._store = store
         self._sim = Simulation()
@@ -72,7 +75,7 @@ class Platform:
         self, owner: str, default_project_id: str, req: ClusterCreateRequest
     ) -> dict[str, Any]:
         """Create a cluster for ``owner``; it starts QUEUED and provisions on the clock."""
-        driver = validation.check_create(req)
+        driver = validation.check_create(req, self.default_driver)
         with self._op() as now:
             if any(
                 c.owner == owner and c.cluster_name == req.cluster_name and not c.deleting

@@ -1,4 +1,4 @@
-"""The emulator serves exactly the official SDK's shapes; fields the SDK lacks only when asked for."""
+"""The emulator serves exactly the official SDK's shapes; what the real API lacks only when asked for."""
 
 from __future__ import annotations
 
@@ -68,9 +68,10 @@ def test_extra_fields_option_adds_each_nodes_class(with_extras: RunningEmulator)
         strict_cluster(raw)
 
 
-def test_extra_fields_command_line_flag() -> None:
+def test_command_line_options_extra_fields_and_default_driver() -> None:
+    command = ["--port", "0", "--speed", "0", "--extra-fields", "--default-driver"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "together_clusters.emulator", "--port", "0", "--speed", "0", "--extra-fields"],
+        [sys.executable, "-m", "together_clusters.emulator", *command],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -79,11 +80,25 @@ def test_extra_fields_command_line_flag() -> None:
         base_url = proc.stdout.readline().strip()
         # The socket listens before the URL is printed: requests wait in its backlog until serving starts.
         with httpx.Client(base_url=base_url, headers=HEADERS, timeout=30) as client:
-            cluster_id = client.post("/v1/compute/clusters", json=create_body()).json()["cluster_id"]
+            no_driver = create_body(nvidia_version_id=None)
+            cluster_id = client.post("/v1/compute/clusters", json=no_driver).json()["cluster_id"]
             client.post("/_emulator/clock", json={"advance_s": 700})
-            node = client.get(f"/v1/compute/clusters/{cluster_id}").json()["gpu_worker_nodes"][0]
+            cluster = client.get(f"/v1/compute/clusters/{cluster_id}").json()
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    node = cluster["gpu_worker_nodes"][0]
     assert node["compute_class"] == "standard"
     assert node["labels"] == {"together.ai/compute-class": "standard"}
+    assert cluster["nvidia_driver_version_id"] == "nv-570-cu128-ubuntu2204"
+
+
+def test_default_driver_option_picks_the_regions_newest() -> None:
+    with start_emulator(port=0, speed=0, default_driver=True) as emu, _client(emu) as client:
+        created = client.post("/v1/compute/clusters", json=create_body(nvidia_version_id=None))
+        chosen = client.post(
+            "/v1/compute/clusters",
+            json=create_body(cluster_name="chosen", nvidia_version_id="nv-550-cu124-ubuntu2204"),
+        )
+    assert strict_cluster(created.text).nvidia_driver_version_id == "nv-570-cu128-ubuntu2204"
+    assert strict_cluster(chosen.text).nvidia_driver_version_id == "nv-550-cu124-ubuntu2204"
