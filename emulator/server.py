@@ -19,7 +19,9 @@ from .store import Store
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening socket; port 0 picks a free port, which is then known before serving starts."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # Named as TCP, asyncio sets TCP_NODELAY on every accepted connection (it checks the protocol):
+    # without it each small reply waits for the client's delayed ACK, about 40 ms.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)
