@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -154,3 +155,36 @@ def test_parallel_preemptions_never_pick_the_same_node() -> None:
     with pytest.raises(EmulatorError) as err:
         platform.preempt(cluster_id)
     assert err.value.status == 409
+
+
+class _CountingStore(Store):
+    """A real state file that also counts the cluster rows each save hands to SQLite."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.rows_per_save: list[int] = []
+
+    def save(self, meta: dict[str, object], clusters: dict[str, str], complete: bool = True) -> None:
+        self.rows_per_save.append(len(clusters))
+        super().save(meta, clusters, complete)
+
+
+def test_reads_do_not_reserialise_the_clusters(tmp_path: Path) -> None:
+    store = _CountingStore(tmp_path / "state.sqlite")
+    platform = _platform(store)
+    ids = [_create(platform, cluster_name=f"c{i}") for i in range(30)]
+    store.rows_per_save.clear()
+    platform.get_cluster("owner", ids[0])
+    platform.list_clusters("owner")
+    assert store.rows_per_save == [0, 0]
+    # A write saves the cluster it changed, not every cluster.
+    platform.delete_cluster("owner", ids[1])
+    assert store.rows_per_save[-1] == 1
+    # Timed actions due on the clock (the deletion finishing) are saved by the next request, even a read.
+    platform.clock.advance(3600)
+    platform.get_cluster("owner", ids[0])
+    store.close()
+    reopened = Store(tmp_path / "state.sqlite")
+    _, saved = reopened.load()
+    reopened.close()
+    assert {json.loads(data)["cluster_id"] for data in saved} == set(ids) - {ids[1]}
