@@ -7,6 +7,7 @@ The faults a fault campaign needs, each one call:
 - :meth:`unreadable_reply`: the request takes effect; its 2xx reply is cut short, is not JSON, or has fields
   changed (an enum value from a later release, ``null`` where a value was expected).
 - :meth:`drop_reply`: the request takes effect; the connection is closed without a reply.
+- :meth:`reset_connection`: the connection is closed before the request takes effect.
 - :meth:`slow_commit`: the request takes effect only after a delay (even if the client gave up).
 - :meth:`slow_reply`: the request takes effect at once; its reply comes after a delay.
 - :meth:`settings` ``list_lag_s=``: new clusters stay out of listings for a while (emulated seconds).
@@ -74,6 +75,10 @@ class AdminClient:
     def drop_reply(self, count: int = 1, **match: Any) -> dict[str, Any]:
         """The next ``count`` matching requests take effect, then the connection closes without a reply."""
         return self.add_fault(None, count, reply="drop", **match)
+
+    def reset_connection(self, count: int = 1, **match: Any) -> dict[str, Any]:
+        """Close the connection of the next ``count`` matching requests before they take effect."""
+        return self.add_fault(None, count, reply="reset", **match)
 
     def slow_commit(self, delay_s: float, count: int = 1, **match: Any) -> dict[str, Any]:
         """Hold the next ``count`` matching requests ``delay_s`` real seconds, then let them take effect.

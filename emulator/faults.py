@@ -12,8 +12,9 @@ from .errors import invalid
 ProvisioningOutcome = Literal["ready", "acceptance_tests_failed", "nccl_tests_failed", "stuck"]
 FailedOutcome = Literal["acceptance_tests_failed", "nccl_tests_failed", "stuck"]
 # What happens to the reply of a request that took effect: cut in half, replaced by a non-JSON page,
-# merged with ``patch`` (top-level fields), or never sent (the connection is closed).
-ReplyFault = Literal["truncated", "invalid_json", "patch", "drop"]
+# merged with ``patch`` (top-level fields), or never sent (the connection is closed). "reset" closes the
+# connection before the request takes effect: nothing changes.
+ReplyFault = Literal["truncated", "invalid_json", "patch", "drop", "reset"]
 
 
 class FaultSpec(BaseModel):
@@ -23,7 +24,8 @@ class FaultSpec(BaseModel):
       (it takes effect) and answer the error instead of its reply.
     - ``delay_s`` (real seconds): hold the request that long before it takes effect (a slow commit: it
       still takes effect if the client gave up), or with ``after_commit`` hold its reply (a slow reply).
-    - ``reply``: serve the request, then cut, garble (``patch``) or drop its reply (always after commit).
+    - ``reply``: serve the request, then cut, garble (``patch``) or drop its reply (always after commit);
+      ``"reset"``: close the connection without serving the request.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -42,7 +44,7 @@ class FaultSpec(BaseModel):
     @property
     def commits_first(self) -> bool:
         """Whether the request takes effect before the fault acts on its reply."""
-        return self.after_commit or self.reply is not None
+        return self.after_commit or self.reply not in (None, "reset")
 
 
 class FaultRule(FaultSpec):

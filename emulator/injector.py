@@ -63,7 +63,9 @@ class FaultInjector:
         if not fault.commits_first:
             if fault.delay_s:
                 await asyncio.sleep(fault.delay_s)
-            if fault.status is not None:
+            if fault.reply == "reset":
+                await _drop_connection(send, {"status": 502, "headers": []}, b"")
+            elif fault.status is not None:
                 await _error(fault, scope, replay, send_with_id)
             else:
                 await self.app(scope, replay, send_with_id)

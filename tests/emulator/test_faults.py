@@ -114,6 +114,16 @@ def test_commit_then_drop_the_connection(http: Any, sdk: Any, admin: Any) -> Non
     assert admin.clusters()[0]["status"] == "Deleting"
 
 
+def test_connection_reset_before_the_request_takes_effect(http: Any, sdk: Any, admin: Any) -> None:
+    admin.reset_connection(method="POST", path="/v1/compute/clusters", count=2)
+    with pytest.raises(httpx.TransportError):
+        http().post("/v1/compute/clusters", json=create_body(cluster_name="never"))
+    with pytest.raises(together.APIConnectionError):
+        sdk(max_retries=0).clusters.create(**create_body(cluster_name="never"))
+    assert _names(admin) == []
+    assert http().post("/v1/compute/clusters", json=create_body(cluster_name="never")).status_code == 200
+
+
 def test_slow_commit_takes_effect_after_the_client_gave_up(emu: Any, admin: Any) -> None:
     admin.slow_commit(3.0, method="POST", path="/v1/compute/clusters")
     headers = {"Authorization": "Bearer key-alice"}
