@@ -35,7 +35,14 @@ def base_url_of(sock: socket.socket) -> str:
 
 
 def uvicorn_config(platform: Platform) -> uvicorn.Config:
-    return uvicorn.Config(asgi_app(platform), log_level="warning", access_log=False, lifespan="off")
+    # A request held by an injected delay must not hold up a shutdown: it is cancelled after a moment.
+    return uvicorn.Config(
+        asgi_app(platform),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+    )
 
 
 class RunningEmulator:
