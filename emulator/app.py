@@ -25,7 +25,7 @@ from together_clusters.provider.models import (
 )
 
 from . import admin
-from .auth import Caller, caller_for_key
+from .auth import Caller, WhoamiProjectAPIKey, caller_for_key, whoami
 from .errors import EmulatorError
 from .faults import FaultRule
 from .http_errors import (
@@ -76,6 +76,10 @@ def create_app(platform: Platform) -> FastAPI:
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/v3/whoami", response_model=WhoamiProjectAPIKey, responses=_ERRORS, tags=["identity"])
+    def who_am_i(caller: CallerDep) -> JSONResponse:
+        return _json(whoami(caller))
 
     @app.get("/v1/compute/regions", response_model=RegionList, responses=_ERRORS, tags=["clusters"])
     def list_regions(caller: CallerDep) -> JSONResponse:

@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 import pydantic
-from together.types import Cluster, ClusterDeleteResponse, ClusterListRegionsResponse, ClusterListResponse
+from together.types import (
+    Cluster,
+    ClusterDeleteResponse,
+    ClusterListRegionsResponse,
+    ClusterListResponse,
+    WhoamiProjectAPIKey,
+)
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -57,3 +63,9 @@ def strict_regions(raw_json: str) -> ClusterListRegionsResponse:
 
 def strict_delete(raw_json: str) -> ClusterDeleteResponse:
     return strict(ClusterDeleteResponse, raw_json)
+
+
+def strict_whoami(raw_json: str) -> WhoamiProjectAPIKey:
+    me = strict(WhoamiProjectAPIKey, raw_json)
+    _no_unexpected_extras(me, "whoami", set())
+    return me

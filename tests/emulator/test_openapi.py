@@ -8,7 +8,12 @@ from typing import Any
 def test_openapi_lists_public_paths(http: Any) -> None:
     doc = http(None).get("/openapi.json").json()
     paths = doc["paths"]
-    assert set(paths) == {"/v1/compute/clusters", "/v1/compute/clusters/{cluster_id}", "/v1/compute/regions"}
+    assert set(paths) == {
+        "/v1/compute/clusters",
+        "/v1/compute/clusters/{cluster_id}",
+        "/v1/compute/regions",
+        "/v3/whoami",
+    }
     assert set(paths["/v1/compute/clusters"]) == {"get", "post"}
     assert set(paths["/v1/compute/clusters/{cluster_id}"]) == {"get", "put", "delete"}
     schemas = doc["components"]["schemas"]
@@ -21,6 +26,7 @@ def test_openapi_lists_public_paths(http: Any) -> None:
         "ClusterList",
         "ClusterDeleteResponse",
         "ErrorResponse",
+        "WhoamiProjectAPIKey",
     ):
         assert name in schemas, name
     ok = paths["/v1/compute/clusters"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
