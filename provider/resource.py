@@ -161,7 +161,8 @@ class ClusterProvider(ResourceProvider):
             failures += plan.refusals
             replaces = bool(plan.replace)
         adopting = inputs.get("adopt_cluster_id")
-        if adopting is not None and olds.get("cluster_id") and adopting == olds.get("adopt_cluster_id"):
+        if adopting is not None and old_inputs and adopting == old_inputs.get("adopt_cluster_id"):
+            # ``olds`` are the resource's previous inputs: it exists, and this adoption already happened.
             inputs[ADOPTION_DONE] = True
         new_cluster = not old_inputs or replaces
         needs_driver = (

@@ -172,8 +172,9 @@ def test_adopt_then_replace_creates_a_new_cluster_instead_of_adopting_the_delete
     adopted = provider.create(checked)
     assert adopted.id == stray.cluster_id
 
-    # The engine's steps for a change that forces replacement: check, diff, delete, create.
-    changed = provider.check(adopted.outs, code | {"gpu_type": "H200_SXM"})
+    # The engine's steps for a change that forces replacement: check (against the old inputs), diff
+    # (against the old outputs), delete, create.
+    changed = provider.check(checked, code | {"gpu_type": "H200_SXM"})
     assert changed.failures == []
     plan = provider.diff(adopted.id, adopted.outs, changed.inputs)
     assert plan.replaces and plan.delete_before_replace
@@ -182,7 +183,7 @@ def test_adopt_then_replace_creates_a_new_cluster_instead_of_adopting_the_delete
     assert replaced.id != stray.cluster_id
     assert [(c["cluster_id"], c["gpu_type"]) for c in live(emu)] == [(replaced.id, "H200_SXM")]
     # And the next preview is quiet.
-    again = provider.check(replaced.outs, code | {"gpu_type": "H200_SXM"}).inputs
+    again = provider.check(changed.inputs, code | {"gpu_type": "H200_SXM"}).inputs
     assert provider.diff(replaced.id, replaced.outs, again).changes is False
 
 
