@@ -257,12 +257,15 @@ class TogetherClient:
     def get_cluster(self, cluster_id: str) -> Cluster:
         """One cluster; ``NotFoundError`` when it does not exist (any more)."""
         path = _cluster_path(cluster_id)
-        return parse(Cluster, self._request("GET", path), f"GET {path}")
+        return _the_cluster(
+            cluster_id, parse(Cluster, self._request("GET", path), f"GET {path}"), f"GET {path}"
+        )
 
     def update_cluster(self, cluster_id: str, request: ClusterUpdateRequest) -> Cluster:
         """PUT only the fields being changed; the rest keep their current values."""
         path = _cluster_path(cluster_id)
-        return parse(Cluster, self._request("PUT", path, json=request.to_json()), f"PUT {path}")
+        reply = parse(Cluster, self._request("PUT", path, json=request.to_json()), f"PUT {path}")
+        return _the_cluster(cluster_id, reply, f"PUT {path}")
 
     def delete_cluster(self, cluster_id: str) -> ClusterDeleteResponse:
         """Ask for deletion; the cluster passes through ``Deleting`` before it is gone."""
@@ -407,6 +410,15 @@ class TogetherClient:
         delay = self.retry.backoff(attempt, retry_after, self._rng)
         log.info("%s: %s, retry %d in %.1fs", what, status or "connection error", attempt, delay)
         self._sleep(delay)
+
+
+def _the_cluster(cluster_id: str, cluster: Cluster, what: str) -> Cluster:
+    """``cluster`` if it is the one asked for: lenient parsing must not pass off another reply as it."""
+    if cluster.cluster_id != cluster_id:
+        raise errors.UnreadableReplyError(
+            f"{what}: the reply is not cluster {cluster_id} (its cluster_id is {cluster.cluster_id!r})"
+        )
+    return cluster
 
 
 def _cluster_path(cluster_id: str) -> str:

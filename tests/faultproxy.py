@@ -63,7 +63,9 @@ class Fault:
     stale_body: bytes | None = field(default=None, repr=False)
 
     def matches(self, method: str, path: str) -> bool:
-        return path.startswith(self.path) and (self.method is None or self.method == method)
+        # A stale reply stands for one resource (a listing): only its own path, not the ones below it.
+        where = path == self.path if self.kind == "stale" else path.startswith(self.path)
+        return where and (self.method is None or self.method == method)
 
 
 class FaultProxy:

@@ -65,6 +65,7 @@ class Results:
     faults: Counter[str] = field(default_factory=Counter)
     failed_operations: int = 0
     violations: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
 
     @property
     def faults_injected(self) -> int:
@@ -184,8 +185,11 @@ class Campaign:
         except (TogetherError, CheckFailed) as exc:
             self.results.failed_operations += 1
             logging.getLogger("campaign").info("%s under %s failed: %s", op, fault, exc)
+            self.results.failures.append(f"{name} {op} under {fault}: {type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - any other exception is a crash the user would see
-            self.results.violations.append(f"{op} under {fault}: crashed with {type(exc).__name__}: {exc}")
+            self.results.violations.append(
+                f"{name} {op} under {fault}: crashed with {type(exc).__name__}: {exc}"
+            )
         else:
             if fault in TARGET_FAULTS and op in ("refresh", "delete"):
                 self.results.violations.append(f"{op} under {fault}: not refused")

@@ -24,6 +24,11 @@ def test_in_process_campaign_keeps_every_invariant(tmp_path, capsys: pytest.Capt
     with capsys.disabled():
         print(f"\n{results.summary()} (seed {seed})")
         print(f"faults by kind: {dict(sorted(results.faults.items()))}")
+        if results.violations:
+            for failure in results.failures:
+                print(f"failed: {failure}")
+        for violation in results.violations:
+            print(f"VIOLATION {violation}")
     assert results.sequences == sequences
     assert results.faults_injected > 0
     assert results.violations == []
