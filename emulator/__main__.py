@@ -32,6 +32,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="emulated seconds a preempted node lives after being cordoned (default 300)",
     )
+    parser.add_argument(
+        "--extra-fields",
+        action="store_true",
+        help="add fields the official SDK does not define: each GPU node's compute_class and labels "
+        "(by default replies have exactly the SDK's shapes)",
+    )
+    parser.add_argument(
+        "--default-driver",
+        action="store_true",
+        help="accept a create without a driver selector and pick the region's newest driver "
+        "(the real API refuses it: give nvidia_version_id, or cuda_version with nvidia_driver_version)",
+    )
     return parser.parse_args(argv)
 
 
@@ -42,7 +54,13 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     store = Store(args.state) if args.state else None
-    platform = Platform(store=store, speed=args.speed, grace_seconds=args.grace_seconds)
+    platform = Platform(
+        store=store,
+        speed=args.speed,
+        grace_seconds=args.grace_seconds,
+        extra_fields=args.extra_fields,
+        default_driver=args.default_driver,
+    )
     sock = bind_socket(args.host, args.port)
     print(base_url_of(sock), flush=True)
     # Uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal: make both a clean exit.

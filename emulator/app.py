@@ -15,15 +15,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from together_clusters.provider.models import (
-    Cluster,
-    ClusterCreateRequest,
-    ClusterDeleteResponse,
-    ClusterList,
-    ClusterUpdateRequest,
-    RegionList,
-)
-
 from . import admin
 from .auth import Caller, WhoamiProjectAPIKey, caller_for_key, whoami
 from .errors import EmulatorError
@@ -34,6 +25,14 @@ from .http_errors import (
     error_response,
     from_emulator_error,
     internal_error,
+)
+from .shapes import (
+    Cluster,
+    ClusterCreateRequest,
+    ClusterDeleteResponse,
+    ClusterList,
+    ClusterUpdateRequest,
+    RegionList,
 )
 from .state import Platform
 
@@ -46,8 +45,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _NEVER_FAULTED = ("/_emulator", "/healthz", "/openapi.json", "/docs")
 
 
-def _json(model: BaseModel) -> JSONResponse:
-    return JSONResponse(model.model_dump(mode="json", exclude_none=True))
+def _json(body: BaseModel | dict[str, Any]) -> JSONResponse:
+    if isinstance(body, BaseModel):
+        body = body.model_dump(mode="json", exclude_none=True)
+    return JSONResponse(body)
 
 
 def _caller(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Caller:

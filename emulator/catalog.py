@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from together_clusters.provider.models import Region, RegionDriverVersion
-
 from .errors import invalid
+from .shapes import Region, RegionDriverVersion
 
 # Free preemptible GPUs per (region, gpu_type) after start or reset. Standard capacity is unlimited.
 DEFAULT_PREEMPTIBLE_POOL_GPUS = 64
@@ -53,11 +52,27 @@ def check_offered(region: str, gpu_type: str) -> None:
 
 
 def resolve_driver(
-    region: str, nvidia_version_id: str | None, cuda_version: str | None, nvidia_driver_version: str | None
+    region: str,
+    nvidia_version_id: str | None,
+    cuda_version: str | None,
+    nvidia_driver_version: str | None,
+    default_driver: bool = False,
 ) -> RegionDriverVersion:
-    """The region's driver entry the request selects; the region's newest one when it selects none."""
+    """The region's driver entry the request selects.
+
+    The real API refuses a request that selects none; ``default_driver`` (an emulator option for clients
+    that predate the rule) picks the region's newest driver instead.
+    """
     _check_region(region)
     by_id = {d.id: d for d in _DRIVERS}
+    if nvidia_version_id is None and cuda_version is None and nvidia_driver_version is None:
+        if default_driver:
+            return max(_DRIVERS, key=lambda d: int(d.nvidia_driver_version)).model_copy()
+        raise invalid(
+            "a driver is required: give nvidia_version_id (in region "
+            f"{region!r}: {', '.join(by_id)}) or cuda_version with nvidia_driver_version; got neither",
+            "nvidia_version_id",
+        )
     if (cuda_version is None) != (nvidia_driver_version is None):
         missing = "nvidia_driver_version" if nvidia_driver_version is None else "cuda_version"
         raise invalid(
@@ -94,9 +109,8 @@ def resolve_driver(
                 "nvidia_version_id",
             )
         return chosen.model_copy()
-    if by_pair is not None:
-        return by_pair.model_copy()
-    return max(_DRIVERS, key=lambda d: int(d.nvidia_driver_version)).model_copy()
+    assert by_pair is not None
+    return by_pair.model_copy()
 
 
 def _check_region(region: str) -> None:

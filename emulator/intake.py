@@ -9,11 +9,10 @@ import secrets
 import uuid
 from typing import Any
 
-from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
-
 from .faults import ProvisioningOutcome
 from .lifecycle import cluster_schedule, control_plane_schedule
 from .records import ClusterRecord, NodeRecord
+from .shapes import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
 
 # Create-time fields the response echoes back unchanged when given.
 _ECHOED_CREATE_FIELDS = (

@@ -10,10 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from together_clusters.provider.models import BillingType, ClusterType, GpuType
-
 from .catalog import GPUS_PER_NODE
 from .faults import ProvisioningOutcome
+from .shapes import BillingType, ClusterType, GpuType
 
 ComputeClass = Literal["standard", "preemptible"]
 

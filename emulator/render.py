@@ -1,26 +1,25 @@
-"""Render internal records as the API's response models, as of an emulated time."""
+"""Render internal records as the API's JSON replies, as of an emulated time.
+
+Replies are plain JSON-ready dicts shaped exactly like the official SDK's types (see
+:mod:`together_clusters.emulator.shapes`): building them directly keeps a listing of many clusters cheap.
+Fields the SDK does not define are added only with ``extra_fields`` (an explicit emulator option).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from together_clusters.provider.models import (
-    AddOn,
-    Cluster,
-    ControlPlaneNode,
-    GPUWorkerNode,
-    NodeLifecycleEvent,
-    NodePhaseTransition,
-    PhaseTransition,
-    Volume,
-)
-
 from .catalog import GPUS_PER_NODE
 from .clock import to_datetime
 from .lifecycle import NODE_STATUS_BY_PHASE, STATUS_BY_PHASE, visible
-from .records import ClusterRecord, NodeRecord
+from .records import ClusterRecord, NodeRecord, Timed
 
 COMPUTE_CLASS_LABEL = "together.ai/compute-class"
+
+
+def _iso(t: float) -> str:
+    """An emulated timestamp as the API writes it: ISO 8601 in UTC, ending in ``Z``."""
+    return to_datetime(t).isoformat().replace("+00:00", "Z")
 
 
 def _kubeconfig(record: ClusterRecord) -> str:
@@ -47,11 +46,8 @@ def _kubeconfig(record: ClusterRecord) -> str:
     )
 
 
-def _node_transitions(node: NodeRecord, now: float) -> list[NodePhaseTransition]:
-    return [
-        NodePhaseTransition.model_validate({"phase": t.phase, "transition_time": to_datetime(t.at)})
-        for t in visible(node.schedule, now)
-    ]
+def _transitions(schedule: list[Timed], now: float) -> list[dict[str, Any]]:
+    return [{"phase": t.phase, "transition_time": _iso(t.at)} for t in visible(schedule, now)]
 
 
 def _node_status(node: NodeRecord, now: float) -> str:
@@ -63,59 +59,62 @@ def _node_status(node: NodeRecord, now: float) -> str:
     return NODE_STATUS_BY_PHASE.get(seen[-1].phase, "Pending") if seen else "Pending"
 
 
-def _gpu_worker_node(node: NodeRecord, now: float) -> GPUWorkerNode:
-    extra: dict[str, Any] = {
-        "compute_class": node.compute_class,
-        "labels": {COMPUTE_CLASS_LABEL: node.compute_class},
+def _gpu_worker_node(node: NodeRecord, now: float, extra_fields: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "host_name": node.node_id,
+        "memory_gib": 2048.0,
+        "networks": ["10.64.0.0/16"],
+        "node_id": node.node_id,
+        "num_cpu_cores": 224,
+        "num_gpus": GPUS_PER_NODE,
+        "phase_transitions": _transitions(node.schedule, now),
+        "status": _node_status(node, now),
+        "auto_remediation_enabled": False,
+        "ephemeral_storage": "1Ti",
+        "ib_hca_count": 8,
+        "ib_hca_type": "ConnectX-7",
+        "instance_id": node.instance_id,
+        "marked_for_deletion": node.cordoned_at is not None,
+        "nvswitch_count": 4,
+        "nvswitch_type": "NVSwitch-4",
     }
-    return GPUWorkerNode(
-        host_name=node.node_id,
-        memory_gib=2048.0,
-        networks=["10.64.0.0/16"],
-        node_id=node.node_id,
-        num_cpu_cores=224,
-        num_gpus=GPUS_PER_NODE,
-        phase_transitions=_node_transitions(node, now),
-        status=_node_status(node, now),
-        auto_remediation_enabled=False,
-        deleted_at=to_datetime(node.deleted_at) if node.deleted_at is not None else None,
-        ephemeral_storage="1Ti",
-        ib_hca_count=8,
-        ib_hca_type="ConnectX-7",
-        instance_id=node.instance_id,
-        marked_for_deletion=node.cordoned_at is not None,
-        nvswitch_count=4,
-        nvswitch_type="NVSwitch-4",
-        **extra,
-    )
+    if node.deleted_at is not None:
+        body["deleted_at"] = _iso(node.deleted_at)
+    if extra_fields:
+        body["compute_class"] = node.compute_class
+        body["labels"] = {COMPUTE_CLASS_LABEL: node.compute_class}
+    return body
 
 
-def _control_plane_nodes(record: ClusterRecord, now: float) -> list[ControlPlaneNode]:
+def _control_plane_nodes(record: ClusterRecord, now: float) -> list[dict[str, Any]]:
     node = record.control_plane
     if node is None or node.appears_at > now:
         return []
     return [
-        ControlPlaneNode(
-            host_name=node.node_id,
-            memory_gib=64.0,
-            network="10.0.0.0/24",
-            node_id=node.node_id,
-            num_cpu_cores=16,
-            phase_transitions=_node_transitions(node, now),
-            status=_node_status(node, now),
-        )
+        {
+            "host_name": node.node_id,
+            "memory_gib": 64.0,
+            "network": "10.0.0.0/24",
+            "node_id": node.node_id,
+            "num_cpu_cores": 16,
+            "phase_transitions": _transitions(node.schedule, now),
+            "status": _node_status(node, now),
+        }
     ]
 
 
-def cluster(record: ClusterRecord, now: float) -> Cluster:
-    """The cluster as ``GET /v1/compute/clusters/{id}`` shows it at emulated time ``now``."""
+def cluster(record: ClusterRecord, now: float, extra_fields: bool = False) -> dict[str, Any]:
+    """The cluster as ``GET /v1/compute/clusters/{id}`` shows it at emulated time ``now``, as JSON.
+
+    ``extra_fields`` adds what the SDK does not define: each GPU node's ``compute_class`` and ``labels``.
+    """
     # The first phase starts at creation, so it is always visible.
     phases = visible(record.schedule, now)
     phase = phases[-1].phase
     ready_at = next((t.at for t in phases if t.phase == "CLUSTER_PHASE_READY"), None)
     # The control plane is up once provisioning has moved on to the data plane.
     data_plane_reached = any(t.phase == "CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES" for t in phases)
-    add_ons = [AddOn.model_validate(a) for a in record.add_ons if _enabled(a.get("config"))]
+    add_ons = [a for a in record.add_ons if _enabled(a.get("config"))]
     body: dict[str, Any] = {
         "add_ons": add_ons,
         "allocated_preemptible_gpus": record.allocated_preemptible_gpus,
@@ -127,37 +126,35 @@ def cluster(record: ClusterRecord, now: float) -> Cluster:
         "cuda_version": record.driver["cuda_version"],
         "desired_preemptible_gpus": record.desired_preemptible_gpus,
         "gpu_type": record.gpu_type,
-        "gpu_worker_nodes": [_gpu_worker_node(n, now) for n in record.nodes if n.appears_at <= now],
+        "gpu_worker_nodes": [
+            _gpu_worker_node(n, now, extra_fields) for n in record.nodes if n.appears_at <= now
+        ],
         "kube_config": _kubeconfig(record),
         "num_capacity_pool_gpus": record.num_capacity_pool_gpus,
         "num_cpu_workers": 0,
         "num_gpus": record.num_gpus,
         "num_reserved_gpus": record.num_reserved_gpus,
         "nvidia_driver_version": record.driver["nvidia_driver_version"],
-        "phase_transitions": [
-            PhaseTransition.model_validate({"phase": t.phase, "transition_time": to_datetime(t.at)})
-            for t in phases
-        ],
+        "phase_transitions": _transitions(record.schedule, now),
         "project_id": record.project_id,
         "region": record.region,
         "status": STATUS_BY_PHASE[phase],
-        "volumes": [Volume.model_validate(v) for v in record.volumes],
+        "volumes": record.volumes,
         "control_plane_ready": data_plane_reached and not record.deleting,
-        "created_at": to_datetime(record.created_at),
-        "deleted_gpu_worker_nodes": [_gpu_worker_node(n, now) for n in record.deleted_nodes],
-        "first_ready_at": to_datetime(ready_at) if ready_at is not None else None,
+        "created_at": _iso(record.created_at),
+        "deleted_gpu_worker_nodes": [_gpu_worker_node(n, now, extra_fields) for n in record.deleted_nodes],
         "node_lifecycle_events": [
-            NodeLifecycleEvent(
-                node_id=e.node_id, reason=e.reason, message=e.message, timestamp=to_datetime(e.at)
-            )
+            {"message": e.message, "node_id": e.node_id, "reason": e.reason, "timestamp": _iso(e.at)}
             for e in sorted(record.events, key=lambda e: e.at)
             if e.at <= now
         ],
         "nvidia_driver_version_id": record.driver["id"],
         "os_image": record.driver["os"],
     }
+    if ready_at is not None:
+        body["first_ready_at"] = _iso(ready_at)
     body.update(record.echoed)
-    return Cluster.model_validate(body)
+    return body
 
 
 def _enabled(config: dict[str, Any] | None) -> bool:

@@ -19,7 +19,9 @@ from .store import Store
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening socket; port 0 picks a free port, which is then known before serving starts."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # Named as TCP, asyncio sets TCP_NODELAY on every accepted connection (it checks the protocol):
+    # without it each small reply waits for the client's delayed ACK, about 40 ms.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)
@@ -89,15 +91,26 @@ def start_emulator(
     state_path: str | Path | None = None,
     speed: float | None = None,
     grace_seconds: float | None = None,
+    extra_fields: bool = False,
+    default_driver: bool = False,
 ) -> RunningEmulator:
     """Start an emulator in a background thread and return once it accepts connections.
 
     ``speed`` is emulated seconds per real second (0 freezes the clock; advance it with the admin API);
     ``None`` means the speed saved in ``state_path``, else 60. ``grace_seconds`` (default 300) is how long a
-    preempted node lives after it is cordoned.
+    preempted node lives after it is cordoned. ``extra_fields`` adds fields the official SDK does not define
+    (each GPU node's ``compute_class`` and ``labels``); by default replies have exactly the SDK's shapes.
+    ``default_driver`` accepts a create without a driver selector (the real API refuses it) and picks the
+    region's newest driver.
     """
     store = Store(state_path) if state_path is not None else None
-    platform = Platform(store=store, speed=speed, grace_seconds=grace_seconds)
+    platform = Platform(
+        store=store,
+        speed=speed,
+        grace_seconds=grace_seconds,
+        extra_fields=extra_fields,
+        default_driver=default_driver,
+    )
     emulator = RunningEmulator(platform, bind_socket(host, port), store)
     emulator._start()
     return emulator

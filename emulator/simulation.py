@@ -71,6 +71,10 @@ class Simulation:
             else:
                 self._fill(record, at)
 
+    def has_due_action(self, now: float) -> bool:
+        """Whether :meth:`advance_to` ``now`` would change anything."""
+        return self._next_action(now) is not None
+
     def _next_action(self, now: float) -> tuple[float, ActionKind, ClusterRecord, NodeRecord | None] | None:
         best: tuple[tuple[float, int, int], ActionKind, ClusterRecord, NodeRecord | None] | None = None
         for record in self.clusters.values():

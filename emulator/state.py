@@ -11,16 +11,7 @@ import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
-
-from together_clusters.provider.models import (
-    Cluster,
-    ClusterCreateRequest,
-    ClusterDeleteResponse,
-    ClusterList,
-    ClusterUpdateRequest,
-    RegionList,
-)
+from typing import Any, Literal
 
 from . import catalog, intake, render, validation
 from .clock import EmulatedClock, to_datetime
@@ -28,6 +19,7 @@ from .errors import conflict, invalid, not_found
 from .faults import FailedOutcome, FaultQueue, FaultRule, FaultSpec
 from .lifecycle import DEFAULT_GRACE_SECONDS, DEFAULT_SPEED
 from .records import ClusterRecord
+from .shapes import ClusterCreateRequest, ClusterUpdateRequest
 from .simulation import Simulation, default_pools, pool_key
 from .store import Store
 
@@ -39,7 +31,10 @@ class Platform:
     """The emulated compute platform. Thread-safe; every public method is one atomic operation.
 
     With a ``store`` holding a saved platform, the clusters, pools, faults and clock are restored from it;
-    ``speed`` and ``grace_seconds`` then override the saved values only when given.
+    ``speed`` and ``grace_seconds`` then override the saved values only when given. Replies are JSON-ready
+    dicts shaped exactly like the official SDK's types; ``extra_fields`` adds the fields the SDK does not
+    define (each GPU node's ``compute_class`` and ``labels``). A create must select a driver, as in the real
+    API; ``default_driver`` picks the region's newest for a create that selects none.
     """
 
     def __init__(
@@ -48,11 +43,17 @@ class Platform:
         grace_seconds: float | None = None,
         store: Store | None = None,
         speed: float | None = None,
+        extra_fields: bool = False,
+        default_driver: bool = False,
     ) -> None:
+        self.extra_fields = extra_fields
+        self.default_driver = default_driver
         self._lock = threading.RLock()
         self._store = store
         self._sim = Simulation()
         self._faults = FaultQueue()
+        # The clusters the running operation changed (see _op).
+        self._touched: set[str] = set()
         self._initial_grace = DEFAULT_GRACE_SECONDS if grace_seconds is None else float(grace_seconds)
         self.grace_seconds = self._initial_grace
         saved = self._load() if store is not None else None
@@ -68,14 +69,16 @@ class Platform:
     # --- the compute API ------------------------------------------------------------------------
 
     @staticmethod
-    def list_regions() -> RegionList:
+    def list_regions() -> dict[str, Any]:
         """Every region with its GPU types and driver versions."""
-        return RegionList(regions=catalog.regions())
+        return {"regions": [r.model_dump(mode="json") for r in catalog.regions()]}
 
-    def create_cluster(self, owner: str, default_project_id: str, req: ClusterCreateRequest) -> Cluster:
+    def create_cluster(
+        self, owner: str, default_project_id: str, req: ClusterCreateRequest
+    ) -> dict[str, Any]:
         """Create a cluster for ``owner``; it starts QUEUED and provisions on the clock."""
-        driver = validation.check_create(req)
-        with self._op() as now:
+        driver = validation.check_create(req, self.default_driver)
+        with self._op(saves="touched") as now:
             if any(
                 c.owner == owner and c.cluster_name == req.cluster_name and not c.deleting
                 for c in self._sim.clusters.values()
@@ -93,25 +96,26 @@ class Platform:
                 now=now,
             )
             self._sim.add_cluster(record, now)
-            return render.cluster(record, now)
+            self._touched.add(record.cluster_id)
+            return self._render(record, now)
 
-    def get_cluster(self, owner: str, cluster_id: str) -> Cluster:
+    def get_cluster(self, owner: str, cluster_id: str) -> dict[str, Any]:
         """One of ``owner``'s clusters, as of now."""
-        with self._op() as now:
-            return render.cluster(self._owned(owner, cluster_id), now)
+        with self._op(saves="touched") as now:
+            return self._render(self._owned(owner, cluster_id), now)
 
-    def list_clusters(self, owner: str, project_id: str | None = None) -> ClusterList:
+    def list_clusters(self, owner: str, project_id: str | None = None) -> dict[str, Any]:
         """``owner``'s clusters (of one project, when given), oldest first."""
-        with self._op() as now:
-            return ClusterList(
-                clusters=[
-                    render.cluster(c, now)
+        with self._op(saves="touched") as now:
+            return {
+                "clusters": [
+                    self._render(c, now)
                     for c in self._sim.ordered()
                     if c.owner == owner and (project_id is None or c.project_id == project_id)
                 ]
-            )
+            }
 
-    def update_cluster(self, owner: str, cluster_id: str, req: ClusterUpdateRequest) -> Cluster:
+    def update_cluster(self, owner: str, cluster_id: str, req: ClusterUpdateRequest) -> dict[str, Any]:
         """Change only the fields given; preemptible nodes follow ``num_preemptible_gpus`` later."""
         with self._op() as now:
             record = self._owned(owner, cluster_id)
@@ -123,13 +127,14 @@ class Platform:
             if req.num_preemptible_gpus is not None:
                 self._sim.set_desired_preemptible(record, req.num_preemptible_gpus, now)
             intake.apply_settings(record, req)
-            return render.cluster(record, now)
+            return self._render(record, now)
 
-    def delete_cluster(self, owner: str, cluster_id: str) -> ClusterDeleteResponse:
+    def delete_cluster(self, owner: str, cluster_id: str) -> dict[str, Any]:
         """Start deleting (again: a no-op); the cluster shows as Deleting until it is gone."""
-        with self._op() as now:
+        with self._op(saves="touched") as now:
             self._sim.start_delete(self._owned(owner, cluster_id), now)
-            return ClusterDeleteResponse(cluster_id=cluster_id)
+            self._touched.add(cluster_id)
+            return {"cluster_id": cluster_id}
 
     # --- the admin API --------------------------------------------------------------------------
 
@@ -137,11 +142,12 @@ class Platform:
         """Reclaim ``count`` preemptible nodes: cordon now, delete after the grace period."""
         if count < 1:
             raise invalid(f"count must be at least 1; got {count}", "count")
-        with self._op() as now:
+        with self._op(saves="touched") as now:
             record = self._sim.clusters.get(cluster_id)
             if record is None:
                 raise not_found(f"cluster {cluster_id} not found", "cluster_id")
             preempted = self._sim.preempt(record, count, self.grace_seconds, now)
+            self._touched.add(cluster_id)
             return {
                 "cluster_id": cluster_id,
                 "preempted": [n.node_id for n in preempted],
@@ -161,43 +167,43 @@ class Platform:
 
     def capacity(self) -> list[dict[str, Any]]:
         """Every preemptible pool: free GPUs, and what its clusters hold and want."""
-        with self._op():
+        with self._op(saves="touched"):
             return [self._sim.pool_info(key) for key in self._sim.pools]
 
     def add_fault(self, spec: FaultSpec) -> FaultRule:
         """Queue an HTTP fault for the requests it matches."""
-        with self._op():
+        with self._op(saves="touched"):
             return self._faults.add(spec)
 
     def list_faults(self) -> list[FaultRule]:
         """The HTTP faults still to happen."""
-        with self._op():
+        with self._op(saves="touched"):
             return list(self._faults.rules)
 
     def clear_faults(self) -> None:
         """Forget every pending HTTP and provisioning fault."""
-        with self._op():
+        with self._op(saves="touched"):
             self._faults.clear()
 
     def take_fault(self, method: str, path: str) -> FaultRule | None:
         """The first fault matching the request, counted down; ``None`` when no fault applies."""
-        with self._op():
+        with self._op(saves="touched"):
             return self._faults.take(method, path)
 
     def add_provisioning_faults(self, outcome: FailedOutcome, count: int = 1) -> list[str]:
         """Make the next ``count`` created clusters end their provisioning with ``outcome``."""
-        with self._op():
+        with self._op(saves="touched"):
             self._faults.add_outcomes(outcome, count)
             return list(self._faults.outcomes)
 
     def pending_provisioning_faults(self) -> list[str]:
         """The outcomes waiting for the next creates, in order."""
-        with self._op():
+        with self._op(saves="touched"):
             return list(self._faults.outcomes)
 
     def clock_info(self) -> dict[str, Any]:
         """The emulated time (ISO and epoch seconds) and the clock's speed."""
-        with self._op() as now:
+        with self._op(saves="touched") as now:
             return {"now": to_datetime(now).isoformat(), "now_s": now, "speed": self.clock.speed}
 
     def set_clock(self, speed: float | None = None, advance_s: float | None = None) -> dict[str, Any]:
@@ -230,11 +236,8 @@ class Platform:
 
     def all_clusters(self) -> list[dict[str, Any]]:
         """Every cluster of every owner, for tests that check what exists."""
-        with self._op() as now:
-            return [
-                render.cluster(c, now).model_dump(mode="json", exclude_none=True) | {"owner": c.owner[:12]}
-                for c in self._sim.ordered()
-            ]
+        with self._op(saves="touched") as now:
+            return [self._render(c, now) | {"owner": c.owner[:12]} for c in self._sim.ordered()]
 
     def flush(self) -> None:
         """Persist the clock (and everything else) now, e.g. before shutting down."""
@@ -244,14 +247,24 @@ class Platform:
     # --- internals ------------------------------------------------------------------------------
 
     @contextmanager
-    def _op(self) -> Iterator[float]:
+    def _op(self, saves: Literal["all", "touched"] = "all") -> Iterator[float]:
+        """One atomic operation at the clock's now, persisted when it ends.
+
+        ``saves="touched"``: the operation changes no cluster but those it adds to ``self._touched`` (a read
+        adds none), so only those are written again, unless timed actions on the clock changed others.
+        """
         with self._lock:
             now = self.clock.now()
+            save_all = saves == "all" or (self._store is not None and self._sim.has_due_action(now))
+            self._touched = set()
             self._sim.advance_to(now)
             try:
                 yield now
             finally:
-                self._persist(now)
+                self._persist(now, None if save_all else self._touched)
+
+    def _render(self, record: ClusterRecord, now: float) -> dict[str, Any]:
+        return render.cluster(record, now, self.extra_fields)
 
     def _owned(self, owner: str, cluster_id: str) -> ClusterRecord:
         record = self._sim.clusters.get(cluster_id)
@@ -259,7 +272,8 @@ class Platform:
             raise not_found(f"cluster {cluster_id} not found", "cluster_id")
         return record
 
-    def _persist(self, now: float) -> None:
+    def _persist(self, now: float, touched: set[str] | None) -> None:
+        """Save the platform; of the clusters, only the ``touched`` ones unless that is ``None`` (all)."""
         if self._store is None:
             return
         saved = {
@@ -270,7 +284,13 @@ class Platform:
             "seq": self._sim.seq,
             **self._faults.to_json(),
         }
-        self._store.save(saved, {cid: c.model_dump_json() for cid, c in self._sim.clusters.items()})
+        if touched is None:
+            clusters = {cid: c.model_dump_json() for cid, c in self._sim.clusters.items()}
+        else:
+            clusters = {
+                cid: self._sim.clusters[cid].model_dump_json() for cid in touched if cid in self._sim.clusters
+            }
+        self._store.save(saved, clusters, complete=touched is None)
 
     def _load(self) -> dict[str, Any] | None:
         assert self._store is not None

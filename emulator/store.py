@@ -34,13 +34,14 @@ class Store:
         self._written = dict(self._db.execute("SELECT cluster_id, data FROM clusters").fetchall())
         return (json.loads(row[0]) if row else None), list(self._written.values())
 
-    def save(self, meta: dict[str, Any], clusters: dict[str, str]) -> None:
-        """Write the platform document and every cluster (by id) in one transaction.
+    def save(self, meta: dict[str, Any], clusters: dict[str, str], complete: bool = True) -> None:
+        """Write the platform document and clusters (JSON by id) in one transaction.
 
-        Clusters unchanged since the last save are not written again; clusters missing are deleted.
+        ``complete``: ``clusters`` is every cluster; those missing are deleted. Otherwise it holds only the
+        clusters that changed. Either way, clusters unchanged since the last save are not written again.
         """
         changed = {cid: data for cid, data in clusters.items() if self._written.get(cid) != data}
-        removed = set(self._written) - set(clusters)
+        removed = set(self._written) - set(clusters) if complete else set()
         with self._transaction():
             self._db.execute(
                 "INSERT INTO meta (key, value) VALUES ('platform', ?) "
@@ -53,7 +54,10 @@ class Store:
                 list(changed.items()),
             )
             self._db.executemany("DELETE FROM clusters WHERE cluster_id = ?", [(cid,) for cid in removed])
-        self._written = dict(clusters)
+        if complete:
+            self._written = dict(clusters)
+        else:
+            self._written.update(clusters)
 
     def close(self) -> None:
         """Close the file; the store is unusable afterwards."""

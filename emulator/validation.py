@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
-
 from . import catalog
 from .catalog import GPUS_PER_NODE
 from .errors import invalid
 from .records import ClusterRecord
+from .shapes import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
 
 
 def check_gpu_count(field: str, value: int, minimum: int) -> None:
@@ -26,8 +25,11 @@ def check_gpu_count(field: str, value: int, minimum: int) -> None:
     raise invalid(f"{field} must be {rule}; got {value}", field)
 
 
-def check_create(req: ClusterCreateRequest) -> RegionDriverVersion:
-    """Refuse a create request the platform would refuse; returns the driver entry it selects."""
+def check_create(req: ClusterCreateRequest, default_driver: bool = False) -> RegionDriverVersion:
+    """Refuse a create request the platform would refuse; returns the driver entry it selects.
+
+    ``default_driver`` accepts a request without a driver selector (see :func:`catalog.resolve_driver`).
+    """
     if not req.cluster_name.strip():
         raise invalid(f"cluster_name must not be empty; got {req.cluster_name!r}", "cluster_name")
     check_gpu_count("num_gpus", req.num_gpus, GPUS_PER_NODE)
@@ -35,7 +37,7 @@ def check_create(req: ClusterCreateRequest) -> RegionDriverVersion:
         check_gpu_count("num_preemptible_gpus", req.num_preemptible_gpus, 0)
     catalog.check_offered(req.region, req.gpu_type)
     driver = catalog.resolve_driver(
-        req.region, req.nvidia_version_id, req.cuda_version, req.nvidia_driver_version
+        req.region, req.nvidia_version_id, req.cuda_version, req.nvidia_driver_version, default_driver
     )
     if req.billing_type == "SCHEDULED_CAPACITY":
         for field in ("reservation_start_time", "reservation_end_time"):

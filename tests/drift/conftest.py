@@ -135,7 +135,8 @@ def engine_env_for(workdir: Path, base_url: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def emu() -> Iterator[RunningEmulator]:
-    with start_emulator(speed=SPEED) as running:
+    # default_driver: the provider does not yet send a driver selector (issue 9, point 10).
+    with start_emulator(speed=SPEED, default_driver=True) as running:
         yield running
 
 

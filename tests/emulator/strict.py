@@ -1,8 +1,9 @@
-"""Strict validation of raw JSON replies with the official SDK's own types.
+"""Strict validation of raw JSON replies with the official SDK's own types: the independent oracle.
 
 The SDK parses replies leniently (``construct``: no validation at all), so a wrong shape would go unnoticed
-through ``client.clusters.*``. Here the raw JSON goes through pydantic validation in strict mode: no type
-coercion, every required field present, every literal known.
+through ``client.clusters.*``. Here the raw JSON goes through pydantic validation in strict mode (no type
+coercion, every required field present, every literal known) and, as with ``extra="forbid"``, a field the
+SDK's model does not define fails the check wherever it appears.
 """
 
 from __future__ import annotations
@@ -20,45 +21,40 @@ from together.types import (
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
-# Extra fields the emulator adds on purpose (the SDK tolerates them).
-ALLOWED_NODE_EXTRAS = {"compute_class", "labels"}
+# The fields the emulator adds to GPU worker nodes only when started with extra fields.
+NODE_EXTRA_FIELDS = frozenset({"compute_class", "labels"})
+_NODE_LISTS = ("gpu_worker_nodes", "deleted_gpu_worker_nodes")
 
 
-def strict(model: type[M], raw_json: str) -> M:
-    return model.model_validate_json(raw_json, strict=True)
+def strict(model: type[M], raw_json: str, node_extras: frozenset[str] = frozenset()) -> M:
+    """``raw_json`` as ``model``, strictly; only ``node_extras`` may appear beyond the SDK's fields, on nodes."""
+    parsed = model.model_validate_json(raw_json, strict=True)
+    _forbid_extras(parsed, model.__name__, frozenset(), node_extras)
+    return parsed
 
 
-def _no_unexpected_extras(obj: Any, path: str, allowed: set[str]) -> None:
+def _forbid_extras(obj: Any, path: str, allowed: frozenset[str], node_extras: frozenset[str]) -> None:
     if isinstance(obj, pydantic.BaseModel):
-        extras = set(obj.model_extra or {})
-        unexpected = extras - allowed
-        assert not unexpected, f"{path} has fields the SDK does not know: {sorted(unexpected)}"
+        unexpected = set(obj.model_extra or {}) - allowed
+        assert not unexpected, f"{path} has fields the SDK does not define: {sorted(unexpected)}"
         for name in type(obj).model_fields:
-            child_allowed = (
-                ALLOWED_NODE_EXTRAS if name in ("gpu_worker_nodes", "deleted_gpu_worker_nodes") else set()
-            )
-            _no_unexpected_extras(getattr(obj, name), f"{path}.{name}", child_allowed)
+            child_allowed = node_extras if name in _NODE_LISTS else frozenset()
+            _forbid_extras(getattr(obj, name), f"{path}.{name}", child_allowed, node_extras)
     elif isinstance(obj, list):
         for i, item in enumerate(obj):
-            _no_unexpected_extras(item, f"{path}[{i}]", allowed)
+            _forbid_extras(item, f"{path}[{i}]", allowed, node_extras)
 
 
-def strict_cluster(raw_json: str) -> Cluster:
-    cluster = strict(Cluster, raw_json)
-    _no_unexpected_extras(cluster, "cluster", set())
-    return cluster
+def strict_cluster(raw_json: str, node_extras: frozenset[str] = frozenset()) -> Cluster:
+    return strict(Cluster, raw_json, node_extras)
 
 
-def strict_list(raw_json: str) -> ClusterListResponse:
-    listing = strict(ClusterListResponse, raw_json)
-    _no_unexpected_extras(listing, "list", set())
-    return listing
+def strict_list(raw_json: str, node_extras: frozenset[str] = frozenset()) -> ClusterListResponse:
+    return strict(ClusterListResponse, raw_json, node_extras)
 
 
 def strict_regions(raw_json: str) -> ClusterListRegionsResponse:
-    regions = strict(ClusterListRegionsResponse, raw_json)
-    _no_unexpected_extras(regions, "regions", set())
-    return regions
+    return strict(ClusterListRegionsResponse, raw_json)
 
 
 def strict_delete(raw_json: str) -> ClusterDeleteResponse:
@@ -66,6 +62,4 @@ def strict_delete(raw_json: str) -> ClusterDeleteResponse:
 
 
 def strict_whoami(raw_json: str) -> WhoamiProjectAPIKey:
-    me = strict(WhoamiProjectAPIKey, raw_json)
-    _no_unexpected_extras(me, "whoami", set())
-    return me
+    return strict(WhoamiProjectAPIKey, raw_json)

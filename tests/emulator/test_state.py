@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -11,9 +12,9 @@ import pytest
 from together_clusters.emulator.clock import EmulatedClock
 from together_clusters.emulator.errors import EmulatorError
 from together_clusters.emulator.faults import FaultSpec
+from together_clusters.emulator.shapes import ClusterCreateRequest, ClusterUpdateRequest
 from together_clusters.emulator.state import Platform
 from together_clusters.emulator.store import Store
-from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest
 
 from .conftest import GPU, REGION, create_body
 
@@ -26,7 +27,7 @@ def _platform(store: Store | None = None) -> Platform:
 
 def _create(platform: Platform, **overrides: object) -> str:
     req = ClusterCreateRequest.model_validate(create_body(**overrides))
-    return platform.create_cluster("owner", "proj-owner", req).cluster_id
+    return str(platform.create_cluster("owner", "proj-owner", req)["cluster_id"])
 
 
 def test_same_calls_same_result() -> None:
@@ -37,9 +38,8 @@ def test_same_calls_same_result() -> None:
         platform.clock.advance(650)
         platform.preempt(cluster_id)
         platform.clock.advance(300)
-        view = platform.get_cluster("owner", cluster_id).model_dump(
-            mode="json", exclude={"cluster_id", "kube_config"}
-        )
+        view = platform.get_cluster("owner", cluster_id)
+        del view["cluster_id"], view["kube_config"]
         for node in view["gpu_worker_nodes"] + view["deleted_gpu_worker_nodes"]:
             node.pop("instance_id")
         views.append(view)
@@ -63,7 +63,7 @@ def test_update_only_touches_given_fields() -> None:
     platform = _platform()
     cluster_id = _create(platform, num_gpus=16, num_preemptible_gpus=8)
     updated = platform.update_cluster("owner", cluster_id, ClusterUpdateRequest(num_preemptible_gpus=0))
-    assert (updated.num_gpus, updated.desired_preemptible_gpus) == (16, 0)
+    assert (updated["num_gpus"], updated["desired_preemptible_gpus"]) == (16, 0)
     with pytest.raises(EmulatorError) as err:
         platform.update_cluster("someone-else", cluster_id, ClusterUpdateRequest(num_gpus=8))
     assert err.value.status == 404
@@ -133,8 +133,8 @@ def test_restart_resumes_pending_fills_deletions_preemptions_and_faults(tmp_path
     assert [f.count for f in restored.list_faults()] == [2]
     assert restored.pending_provisioning_faults() == ["stuck"]
     restored.clock.advance(300)
-    assert restored.get_cluster("owner", waiting).allocated_preemptible_gpus == 16
-    assert restored.get_cluster("owner", preempted).allocated_preemptible_gpus == 0
+    assert restored.get_cluster("owner", waiting)["allocated_preemptible_gpus"] == 16
+    assert restored.get_cluster("owner", preempted)["allocated_preemptible_gpus"] == 0
     with pytest.raises(EmulatorError):
         restored.get_cluster("owner", going)
     store.close()
@@ -155,3 +155,36 @@ def test_parallel_preemptions_never_pick_the_same_node() -> None:
     with pytest.raises(EmulatorError) as err:
         platform.preempt(cluster_id)
     assert err.value.status == 409
+
+
+class _CountingStore(Store):
+    """A real state file that also counts the cluster rows each save hands to SQLite."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.rows_per_save: list[int] = []
+
+    def save(self, meta: dict[str, object], clusters: dict[str, str], complete: bool = True) -> None:
+        self.rows_per_save.append(len(clusters))
+        super().save(meta, clusters, complete)
+
+
+def test_reads_do_not_reserialise_the_clusters(tmp_path: Path) -> None:
+    store = _CountingStore(tmp_path / "state.sqlite")
+    platform = _platform(store)
+    ids = [_create(platform, cluster_name=f"c{i}") for i in range(30)]
+    store.rows_per_save.clear()
+    platform.get_cluster("owner", ids[0])
+    platform.list_clusters("owner")
+    assert store.rows_per_save == [0, 0]
+    # A write saves the cluster it changed, not every cluster.
+    platform.delete_cluster("owner", ids[1])
+    assert store.rows_per_save[-1] == 1
+    # Timed actions due on the clock (the deletion finishing) are saved by the next request, even a read.
+    platform.clock.advance(3600)
+    platform.get_cluster("owner", ids[0])
+    store.close()
+    reopened = Store(tmp_path / "state.sqlite")
+    _, saved = reopened.load()
+    reopened.close()
+    assert {json.loads(data)["cluster_id"] for data in saved} == set(ids) - {ids[1]}

@@ -26,6 +26,9 @@ CREATE_CASES = [
     ),
     ({"nvidia_version_id": None, "cuda_version": "12.4"}, "nvidia_driver_version", "missing"),
     ({"cuda_version": "12.4", "nvidia_driver_version": "550"}, "nvidia_version_id", "does not match"),
+    # No driver selector at all: the SDK refuses it, so does the API; nothing picks a default.
+    ({"nvidia_version_id": None}, "nvidia_version_id", "nvidia_driver_version"),
+    ({"nvidia_version_id": None, "nvidia_driver_version": "570"}, "cuda_version", "missing"),
     ({"billing_type": "SCHEDULED_CAPACITY"}, "reservation_start_time", "SCHEDULED_CAPACITY"),
     (
         {"billing_type": "SCHEDULED_CAPACITY", "reservation_start_time": "2030-01-01T00:00:00Z"},

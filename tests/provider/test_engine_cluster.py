@@ -58,7 +58,8 @@ class Stack:
 @pytest.fixture(scope="module")
 def emu():
     _engine.require_engine()
-    with start_emulator(speed=600) as running:
+    # default_driver: the provider does not yet send a driver selector (issue 9, point 10).
+    with start_emulator(speed=600, default_driver=True) as running:
         yield running
 
 

@@ -16,7 +16,8 @@ KEY = "lifecycle-test-key"
 
 @pytest.fixture(scope="module")
 def emu():
-    with start_emulator(speed=600) as running:
+    # default_driver: the provider does not yet send a driver selector (issue 9, point 10).
+    with start_emulator(speed=600, default_driver=True) as running:
         yield running
 
 
