@@ -19,8 +19,7 @@ SECRET_KEY = "tgp_v1_client-test-secret-0123456789abcdef"
 
 @pytest.fixture(scope="module")
 def emu():
-    # default_driver: the provider does not yet send a driver selector (issue 9, point 10).
-    with start_emulator(speed=600, default_driver=True) as running:
+    with start_emulator(speed=600) as running:
         yield running
 
 
@@ -57,6 +56,7 @@ def request(name: str = "alpha", **overrides) -> ClusterCreateRequest:
         "num_gpus": 8,
         "num_preemptible_gpus": 8,
         "billing_type": "ON_DEMAND",
+        "nvidia_version_id": "nv-570-cu128-ubuntu2204",
     }
     return ClusterCreateRequest.model_validate(body | overrides)
 

@@ -222,3 +222,22 @@ def test_without_a_driver_the_regions_newest_is_resolved_at_preview(proxy):
     offered = next(r for r in regions["regions"] if r["name"] == "us-central-8")["driver_versions"]
     newest = max(offered, key=lambda d: [int(p) for p in d["nvidia_driver_version"].split(".")])
     assert result.inputs["nvidia_version_id"] == newest["id"]
+
+
+# --- point 9: the update wait works from the SDK's node shape (no compute class) ---------------------
+
+
+def test_an_update_of_num_gpus_returns_only_once_the_new_standard_node_runs(proxy, emu):
+    provider = ClusterProvider()
+    code = inputs(cluster_name="grow", num_gpus=8, num_preemptible_gpus=8)
+    created = provider.create(code)
+    (before,) = live(emu)
+    assert all("compute_class" not in n for n in before["gpu_worker_nodes"])  # the SDK's shape
+    emu.admin.set_speed(60)  # slow enough that the new node is still booting when the PUT returns
+    grown = code | {"num_gpus": 16}
+    updated = provider.update(created.id, created.outs, grown)
+    (after,) = live(emu)
+    staying = [n for n in after["gpu_worker_nodes"] if not n.get("marked_for_deletion")]
+    phases = [max(n["phase_transitions"], key=lambda t: t["transition_time"])["phase"] for n in staying]
+    assert len(staying) == 3 and set(phases) == {"NODE_PHASE_RUNNING"}
+    assert updated.outs["num_gpus"] == 16

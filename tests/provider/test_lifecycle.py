@@ -16,8 +16,7 @@ KEY = "lifecycle-test-key"
 
 @pytest.fixture(scope="module")
 def emu():
-    # default_driver: the provider does not yet send a driver selector (issue 9, point 10).
-    with start_emulator(speed=600, default_driver=True) as running:
+    with start_emulator(speed=600) as running:
         yield running
 
 
