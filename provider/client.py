@@ -254,12 +254,14 @@ class TogetherClient:
         reply = self._request("GET", "/v1/compute/clusters", params=params)
         return parse(ClusterList, reply, "GET /v1/compute/clusters").clusters
 
-    def get_cluster(self, cluster_id: str) -> Cluster:
-        """One cluster; ``NotFoundError`` when it does not exist (any more)."""
+    def get_cluster(self, cluster_id: str, *, attempts: int | None = None) -> Cluster:
+        """One cluster; ``NotFoundError`` when it does not exist (any more).
+
+        ``attempts=1`` is for polls, which have their own pace and deadline.
+        """
         path = _cluster_path(cluster_id)
-        return _the_cluster(
-            cluster_id, parse(Cluster, self._request("GET", path), f"GET {path}"), f"GET {path}"
-        )
+        reply = parse(Cluster, self._request("GET", path, attempts=attempts), f"GET {path}")
+        return _the_cluster(cluster_id, reply, f"GET {path}")
 
     def update_cluster(self, cluster_id: str, request: ClusterUpdateRequest) -> Cluster:
         """PUT only the fields being changed; the rest keep their current values."""

@@ -51,7 +51,7 @@ def wait_ready(client: TogetherClient, cluster_id: str, timeout_s: float) -> Clu
     """Wait for ``Ready``; fail at once on a failed acceptance or NCCL test phase."""
 
     def fetch() -> Cluster:
-        cluster = client.get_cluster(cluster_id)
+        cluster = client.get_cluster(cluster_id, attempts=1)
         if cluster.latest_phase in FAILED_PHASES:
             raise ProvisioningFailedError(
                 f"cluster {cluster_id} failed provisioning in phase {cluster.latest_phase}; it will not become Ready"
@@ -79,7 +79,7 @@ def wait_standard_converged(
     in the outputs."""
     target = num_gpus // GPUS_PER_NODE
     return wait_until(
-        lambda: client.get_cluster(cluster_id),
+        lambda: client.get_cluster(cluster_id, attempts=1),
         lambda cluster: standard_capacity_settled(cluster, num_gpus),
         timeout_s=timeout_s,
         what=f"waiting for cluster {cluster_id} to run {target} standard nodes",
@@ -87,9 +87,9 @@ def wait_standard_converged(
     )
 
 
-def get_or_none(client: TogetherClient, cluster_id: str) -> Cluster | None:
+def get_or_none(client: TogetherClient, cluster_id: str, attempts: int | None = None) -> Cluster | None:
     try:
-        return client.get_cluster(cluster_id)
+        return client.get_cluster(cluster_id, attempts=attempts)
     except NotFoundError:
         return None
 
@@ -107,7 +107,7 @@ def delete_and_wait(client: TogetherClient, cluster_id: str, timeout_s: float = 
             return
         client.delete_cluster(cluster_id)
     wait_until(
-        lambda: get_or_none(client, cluster_id),
+        lambda: get_or_none(client, cluster_id, attempts=1),
         lambda c: c is None,
         timeout_s=timeout_s,
         what=f"deleting cluster {cluster_id}",

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-# 429 means the request was not processed; 502/503/504 usually mean it never reached the service.
-RETRYABLE_STATUS: frozenset[int] = frozenset({429, 502, 503, 504})
+# 429 means the request was not processed; 502/503/504 usually mean it never reached the service; a
+# 500 may have been processed, which sending an idempotent request again does not change.
+RETRYABLE_STATUS: frozenset[int] = frozenset({429, 500, 502, 503, 504})
 # Methods that are safe to send again. POST (create) is not: it is reconciled instead.
 IDEMPOTENT_METHODS: frozenset[str] = frozenset({"GET", "PUT", "DELETE", "HEAD", "OPTIONS"})
 
