@@ -157,7 +157,7 @@ class ClusterProvider(ResourceProvider):
         old_inputs = _inputs_of(olds)
         replaces = False
         if old_inputs and not failures:
-            plan = plan_change(olds, inputs)
+            plan = plan_change(old_inputs, inputs)
             failures += plan.refusals
             replaces = bool(plan.replace)
         adopting = inputs.get("adopt_cluster_id")

@@ -329,3 +329,10 @@ def test_adding_an_add_on_is_a_replacement_at_preview_and_a_config_change_is_an_
     assert plan_change(olds, grown).replace == ["add_ons"]
     off = dict(dash, config={"dashboard": {"enabled": False}})
     assert plan_change(olds, BASE | {"add_ons": [off]}).update == ["add_ons"]
+
+
+def test_conversion_is_refused_with_old_inputs_as_the_engine_sends_them():
+    """The engine's wire has one number type: old inputs arrive as 16.0, and must still be compared."""
+    olds = BASE | {"num_gpus": 16.0, "num_preemptible_gpus": 8.0}
+    failures = check(BASE | {"num_gpus": 8, "num_preemptible_gpus": 16}, olds=olds)
+    assert "convert standard nodes into preemptible ones" in failures["num_gpus"]
