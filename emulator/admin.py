@@ -38,6 +38,8 @@ class ClockBody(_Body):
 
 class SettingsBody(_Body):
     grace_seconds: float | None = None
+    list_lag_s: float | None = None
+    unique_names: bool | None = None
 
 
 def router(platform: Platform) -> APIRouter:
@@ -90,7 +92,7 @@ def router(platform: Platform) -> APIRouter:
 
     @r.post("/settings")
     def set_settings(body: SettingsBody) -> dict[str, Any]:
-        return platform.settings(body.grace_seconds)
+        return platform.settings(body.grace_seconds, body.list_lag_s, body.unique_names)
 
     @r.post("/reset")
     def reset() -> dict[str, Any]:

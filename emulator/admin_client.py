@@ -1,4 +1,22 @@
-"""A small client of the admin API (``/_emulator``), for tests and scripts; works against any emulator URL."""
+"""A small client of the admin API (``/_emulator``), for tests and scripts; works against any emulator URL.
+
+The faults a fault campaign needs, each one call:
+
+- errors: :meth:`add_fault` with a ``status`` (429/5xx storms with ``count=`` and ``retry_after=``);
+  ``after_commit=True`` makes the request take effect and then answers the error (a lost reply).
+- :meth:`unreadable_reply`: the request takes effect; its 2xx reply is cut short, is not JSON, or has fields
+  changed (an enum value from a later release, ``null`` where a value was expected).
+- :meth:`drop_reply`: the request takes effect; the connection is closed without a reply.
+- :meth:`reset_connection`: the connection is closed before the request takes effect.
+- :meth:`slow_commit`: the request takes effect only after a delay (even if the client gave up).
+- :meth:`slow_reply`: the request takes effect at once; its reply comes after a delay.
+- :meth:`settings` ``list_lag_s=``: new clusters stay out of listings for a while (emulated seconds).
+- :meth:`settings` ``unique_names=``: duplicate names refused with 409 (the default) or allowed.
+- provisioning that ends badly: :meth:`add_provisioning_fault`; preemption: :meth:`preempt`.
+
+Faults match requests by ``method`` and ``path`` prefix (default: every ``/v1/`` request) and apply to the
+next ``count`` of them; the admin API itself and ``/healthz`` are never faulted.
+"""
 
 from __future__ import annotations
 
@@ -36,8 +54,42 @@ class AdminClient:
         return next(p for p in self.capacity() if p["region"] == region and p["gpu_type"] == gpu_type)
 
     def add_fault(self, status: int | None = None, count: int = 1, **options: Any) -> dict[str, Any]:
-        """Fail (``status``) and/or delay (``delay_s=``) the next ``count`` matching requests."""
+        """Fail (``status``) and/or delay (``delay_s=``) the next ``count`` matching requests.
+
+        Options: ``method``, ``path`` (a prefix), ``retry_after``, ``message``, ``after_commit``, ``delay_s``,
+        ``reply`` and ``patch`` (see :class:`together_clusters.emulator.faults.FaultSpec`).
+        """
         return self._call("POST", "/faults", {"status": status, "count": count, **options})
+
+    def unreadable_reply(
+        self, mode: str = "truncated", count: int = 1, patch: dict[str, Any] | None = None, **match: Any
+    ) -> dict[str, Any]:
+        """The next ``count`` matching requests take effect; their reply keeps its 2xx status but is unreadable.
+
+        ``mode``: ``"truncated"`` (the JSON cut in half), ``"invalid_json"`` (an HTML error page), or
+        ``"patch"`` (``patch``'s fields merged into the JSON, e.g. ``{"status": "Hibernating"}``).
+        """
+        options = {"patch": patch} if patch is not None else {}
+        return self.add_fault(None, count, reply=mode, **options, **match)
+
+    def drop_reply(self, count: int = 1, **match: Any) -> dict[str, Any]:
+        """The next ``count`` matching requests take effect, then the connection closes without a reply."""
+        return self.add_fault(None, count, reply="drop", **match)
+
+    def reset_connection(self, count: int = 1, **match: Any) -> dict[str, Any]:
+        """Close the connection of the next ``count`` matching requests before they take effect."""
+        return self.add_fault(None, count, reply="reset", **match)
+
+    def slow_commit(self, delay_s: float, count: int = 1, **match: Any) -> dict[str, Any]:
+        """Hold the next ``count`` matching requests ``delay_s`` real seconds, then let them take effect.
+
+        A client that times out meanwhile still gets its change made: the outcome it saw is ambiguous.
+        """
+        return self.add_fault(None, count, delay_s=delay_s, **match)
+
+    def slow_reply(self, delay_s: float, count: int = 1, **match: Any) -> dict[str, Any]:
+        """The next ``count`` matching requests take effect at once; their reply waits ``delay_s`` real seconds."""
+        return self.add_fault(None, count, delay_s=delay_s, after_commit=True, **match)
 
     def clear_faults(self) -> None:
         """Forget every pending HTTP and provisioning fault."""
@@ -65,8 +117,19 @@ class AdminClient:
         """How long a preempted node lives after being cordoned."""
         return self._call("POST", "/settings", {"grace_seconds": seconds})
 
+    def settings(self, **changes: Any) -> dict[str, Any]:
+        """The platform's settings, after applying ``changes`` (none: just read them).
+
+        ``grace_seconds``: a preempted node's life after being cordoned. ``list_lag_s``: emulated seconds a
+        new cluster stays out of ``GET /v1/compute/clusters`` (reading it by id works at once).
+        ``unique_names``: ``True`` refuses a duplicate live name with 409, ``False`` allows duplicates.
+        """
+        if not changes:
+            return self._call("GET", "/settings")
+        return self._call("POST", "/settings", changes)
+
     def reset(self) -> None:
-        """Forget every cluster, fault and pool change; the clock keeps running."""
+        """Forget every cluster, fault, pool change and setting; the clock keeps running."""
         self._call("POST", "/reset")
 
     def clusters(self) -> list[dict[str, Any]]:

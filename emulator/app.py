@@ -1,11 +1,7 @@
-"""The HTTP face of the emulator: routes, auth, JSON in and out, error mapping and injected faults."""
+"""The HTTP face of the emulator: routes, auth, JSON in and out, error mapping (faults: see injector)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import secrets
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request, Response
@@ -14,11 +10,11 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp
 
 from . import admin
 from .auth import Caller, WhoamiProjectAPIKey, caller_for_key, whoami
 from .errors import EmulatorError
-from .faults import FaultRule
 from .http_errors import (
     ErrorResponse,
     describe_validation_error,
@@ -26,6 +22,7 @@ from .http_errors import (
     from_emulator_error,
     internal_error,
 )
+from .injector import FaultInjector
 from .shapes import (
     Cluster,
     ClusterCreateRequest,
@@ -36,13 +33,10 @@ from .shapes import (
 )
 from .state import Platform
 
-_log = logging.getLogger("together_clusters.emulator")
 _bearer = HTTPBearer(auto_error=False, description="A Together API key; each key is its own project.")
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 429, 500, 503)
 }
-# Paths the fault injector never touches, so tests can always steer the emulator.
-_NEVER_FAULTED = ("/_emulator", "/healthz", "/openapi.json", "/docs")
 
 
 def _json(body: BaseModel | dict[str, Any]) -> JSONResponse:
@@ -51,7 +45,7 @@ def _json(body: BaseModel | dict[str, Any]) -> JSONResponse:
     return JSONResponse(body)
 
 
-def _caller(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Caller:
+async def _caller(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Caller:
     if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials.strip():
         raise EmulatorError(
             "authentication_error", "missing or empty API key: send 'Authorization: Bearer <key>'"
@@ -62,8 +56,17 @@ def _caller(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_beare
 CallerDep = Annotated[Caller, Depends(_caller)]
 
 
+def asgi_app(platform: Platform) -> ASGIApp:
+    """What the server runs: the app behind the fault injector (request ids, injected HTTP faults)."""
+    return FaultInjector(create_app(platform), platform)
+
+
 def create_app(platform: Platform) -> FastAPI:
-    """A FastAPI app serving ``platform`` over the compute API, plus the admin API under ``/_emulator``."""
+    """A FastAPI app serving ``platform`` over the compute API, plus the admin API under ``/_emulator``.
+
+    The API handlers are coroutines: each platform operation is short and holds the platform's lock, so it
+    runs on the event loop rather than paying a thread hand-off per request.
+    """
     app = FastAPI(
         title="Together compute API (emulator)",
         version="1.0.0",
@@ -71,7 +74,6 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     _install_error_handlers(app)
-    _install_middleware(app, platform)
     app.include_router(admin.router(platform))
 
     @app.get("/healthz", include_in_schema=False)
@@ -79,15 +81,15 @@ def create_app(platform: Platform) -> FastAPI:
         return {"status": "ok"}
 
     @app.get("/v3/whoami", response_model=WhoamiProjectAPIKey, responses=_ERRORS, tags=["identity"])
-    def who_am_i(caller: CallerDep) -> JSONResponse:
+    async def who_am_i(caller: CallerDep) -> JSONResponse:
         return _json(whoami(caller))
 
     @app.get("/v1/compute/regions", response_model=RegionList, responses=_ERRORS, tags=["clusters"])
-    def list_regions(caller: CallerDep) -> JSONResponse:
+    async def list_regions(caller: CallerDep) -> JSONResponse:
         return _json(platform.list_regions())
 
     @app.get("/v1/compute/clusters", response_model=ClusterList, responses=_ERRORS, tags=["clusters"])
-    def list_clusters(
+    async def list_clusters(
         caller: CallerDep,
         project_id: Annotated[
             str | None,
@@ -98,19 +100,19 @@ def create_app(platform: Platform) -> FastAPI:
         return _json(platform.list_clusters(caller.owner, project_id or project_id_snake))
 
     @app.post("/v1/compute/clusters", response_model=Cluster, responses=_ERRORS, tags=["clusters"])
-    def create_cluster(caller: CallerDep, body: ClusterCreateRequest) -> JSONResponse:
+    async def create_cluster(caller: CallerDep, body: ClusterCreateRequest) -> JSONResponse:
         return _json(platform.create_cluster(caller.owner, caller.default_project_id, body))
 
     @app.get(
         "/v1/compute/clusters/{cluster_id}", response_model=Cluster, responses=_ERRORS, tags=["clusters"]
     )
-    def get_cluster(caller: CallerDep, cluster_id: str) -> JSONResponse:
+    async def get_cluster(caller: CallerDep, cluster_id: str) -> JSONResponse:
         return _json(platform.get_cluster(caller.owner, cluster_id))
 
     @app.put(
         "/v1/compute/clusters/{cluster_id}", response_model=Cluster, responses=_ERRORS, tags=["clusters"]
     )
-    def update_cluster(caller: CallerDep, cluster_id: str, body: ClusterUpdateRequest) -> JSONResponse:
+    async def update_cluster(caller: CallerDep, cluster_id: str, body: ClusterUpdateRequest) -> JSONResponse:
         return _json(platform.update_cluster(caller.owner, cluster_id, body))
 
     @app.delete(
@@ -119,7 +121,7 @@ def create_app(platform: Platform) -> FastAPI:
         responses=_ERRORS,
         tags=["clusters"],
     )
-    def delete_cluster(caller: CallerDep, cluster_id: str) -> JSONResponse:
+    async def delete_cluster(caller: CallerDep, cluster_id: str) -> JSONResponse:
         return _json(platform.delete_cluster(caller.owner, cluster_id))
 
     _document_400_not_422(app)
@@ -164,41 +166,3 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(Exception, on_unexpected)
-
-
-def _install_middleware(app: FastAPI, platform: Platform) -> None:
-    @app.middleware("http")
-    async def request_id_and_faults(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        request_id = f"req_{secrets.token_hex(12)}"
-        fault = None
-        if not request.url.path.startswith(_NEVER_FAULTED):
-            fault = await asyncio.to_thread(platform.take_fault, request.method, request.url.path)
-        # An unhandled error is answered here: Starlette would answer outside this middleware, without an id.
-        try:
-            response = await _with_fault(request, call_next, fault)
-        except Exception as exc:
-            _log.exception("unhandled error in %s %s", request.method, request.url.path)
-            response = internal_error(exc)
-        response.headers["x-request-id"] = request_id
-        return response
-
-
-async def _with_fault(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]], fault: FaultRule | None
-) -> Response:
-    if fault is None:
-        return await call_next(request)
-    if fault.delay_s:
-        await asyncio.sleep(fault.delay_s)
-    if fault.status is None:
-        return await call_next(request)
-    if fault.after_commit:
-        # The request takes effect, but its reply is lost: read and drop it, then fail.
-        committed = await call_next(request)
-        async for _ in committed.body_iterator:  # type: ignore[attr-defined]
-            pass
-    headers = {"retry-after": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
-    message = fault.message or f"injected fault: HTTP {fault.status}"
-    return error_response(fault.status, message, None, headers=headers)

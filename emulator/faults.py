@@ -11,13 +11,21 @@ from .errors import invalid
 
 ProvisioningOutcome = Literal["ready", "acceptance_tests_failed", "nccl_tests_failed", "stuck"]
 FailedOutcome = Literal["acceptance_tests_failed", "nccl_tests_failed", "stuck"]
+# What happens to the reply of a request that took effect: cut in half, replaced by a non-JSON page,
+# merged with ``patch`` (top-level fields), or never sent (the connection is closed). "reset" closes the
+# connection before the request takes effect: nothing changes.
+ReplyFault = Literal["truncated", "invalid_json", "patch", "drop", "reset"]
 
 
 class FaultSpec(BaseModel):
     """An HTTP fault for the next ``count`` requests matching ``method`` and the ``path`` prefix.
 
-    ``status`` answers with that error (``after_commit``: only after the request took effect);
-    ``delay_s`` holds the request that long (real seconds) first.
+    - ``status``: answer with that error instead of serving the request; with ``after_commit``, serve it
+      (it takes effect) and answer the error instead of its reply.
+    - ``delay_s`` (real seconds): hold the request that long before it takes effect (a slow commit: it
+      still takes effect if the client gave up), or with ``after_commit`` hold its reply (a slow reply).
+    - ``reply``: serve the request, then cut, garble (``patch``) or drop its reply (always after commit);
+      ``"reset"``: close the connection without serving the request.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -30,6 +38,13 @@ class FaultSpec(BaseModel):
     after_commit: bool = False
     retry_after: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     message: str | None = None
+    reply: ReplyFault | None = None
+    patch: dict[str, Any] | None = None
+
+    @property
+    def commits_first(self) -> bool:
+        """Whether the request takes effect before the fault acts on its reply."""
+        return self.after_commit or self.reply not in (None, "reset")
 
 
 class FaultRule(FaultSpec):
@@ -49,8 +64,15 @@ class FaultQueue:
         self.outcomes: list[FailedOutcome] = []
 
     def add(self, spec: FaultSpec) -> FaultRule:
-        if spec.status is None and spec.delay_s == 0:
-            raise invalid("a fault needs a status, a delay_s, or both", "status")
+        if spec.status is None and spec.delay_s == 0 and spec.reply is None:
+            raise invalid("a fault needs a status, a delay_s or a reply fault", "status")
+        if spec.status is not None and spec.reply is not None:
+            raise invalid(f"give status or reply, not both; got reply={spec.reply!r}", "reply")
+        if (spec.reply == "patch") != (spec.patch is not None):
+            raise invalid(
+                f"patch (the fields to merge into the reply) goes with reply='patch'; got reply={spec.reply!r}",
+                "patch",
+            )
         rule = FaultRule(id=f"fault-{uuid.uuid4().hex[:8]}", **spec.model_dump())
         self.rules.append(rule)
         return rule

@@ -7,6 +7,7 @@ Fields the SDK does not define are added only with ``extra_fields`` (an explicit
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from .catalog import GPUS_PER_NODE
@@ -17,8 +18,12 @@ from .records import ClusterRecord, NodeRecord, Timed
 COMPUTE_CLASS_LABEL = "together.ai/compute-class"
 
 
+@lru_cache(maxsize=1 << 16)
 def _iso(t: float) -> str:
-    """An emulated timestamp as the API writes it: ISO 8601 in UTC, ending in ``Z``."""
+    """An emulated timestamp as the API writes it: ISO 8601 in UTC, ending in ``Z``.
+
+    Cached: the same few timestamps (phase changes, events) appear in every reading of a cluster.
+    """
     return to_datetime(t).isoformat().replace("+00:00", "Z")
 
 
@@ -46,20 +51,20 @@ def _kubeconfig(record: ClusterRecord) -> str:
     )
 
 
-def _transitions(schedule: list[Timed], now: float) -> list[dict[str, Any]]:
-    return [{"phase": t.phase, "transition_time": _iso(t.at)} for t in visible(schedule, now)]
+def _transitions(seen: list[Timed]) -> list[dict[str, Any]]:
+    return [{"phase": t.phase, "transition_time": _iso(t.at)} for t in seen]
 
 
-def _node_status(node: NodeRecord, now: float) -> str:
+def _node_status(node: NodeRecord, seen: list[Timed]) -> str:
     if node.deleted_at is not None:
         return "Deleted"
     if node.cordoned_at is not None:
         return "Cordoned"
-    seen = visible(node.schedule, now)
     return NODE_STATUS_BY_PHASE.get(seen[-1].phase, "Pending") if seen else "Pending"
 
 
 def _gpu_worker_node(node: NodeRecord, now: float, extra_fields: bool) -> dict[str, Any]:
+    seen = visible(node.schedule, now)
     body: dict[str, Any] = {
         "host_name": node.node_id,
         "memory_gib": 2048.0,
@@ -67,8 +72,8 @@ def _gpu_worker_node(node: NodeRecord, now: float, extra_fields: bool) -> dict[s
         "node_id": node.node_id,
         "num_cpu_cores": 224,
         "num_gpus": GPUS_PER_NODE,
-        "phase_transitions": _transitions(node.schedule, now),
-        "status": _node_status(node, now),
+        "phase_transitions": _transitions(seen),
+        "status": _node_status(node, seen),
         "auto_remediation_enabled": False,
         "ephemeral_storage": "1Ti",
         "ib_hca_count": 8,
@@ -90,6 +95,7 @@ def _control_plane_nodes(record: ClusterRecord, now: float) -> list[dict[str, An
     node = record.control_plane
     if node is None or node.appears_at > now:
         return []
+    seen = visible(node.schedule, now)
     return [
         {
             "host_name": node.node_id,
@@ -97,8 +103,8 @@ def _control_plane_nodes(record: ClusterRecord, now: float) -> list[dict[str, An
             "network": "10.0.0.0/24",
             "node_id": node.node_id,
             "num_cpu_cores": 16,
-            "phase_transitions": _transitions(node.schedule, now),
-            "status": _node_status(node, now),
+            "phase_transitions": _transitions(seen),
+            "status": _node_status(node, seen),
         }
     ]
 
@@ -135,7 +141,7 @@ def cluster(record: ClusterRecord, now: float, extra_fields: bool = False) -> di
         "num_gpus": record.num_gpus,
         "num_reserved_gpus": record.num_reserved_gpus,
         "nvidia_driver_version": record.driver["nvidia_driver_version"],
-        "phase_transitions": _transitions(record.schedule, now),
+        "phase_transitions": _transitions(phases),
         "project_id": record.project_id,
         "region": record.region,
         "status": STATUS_BY_PHASE[phase],

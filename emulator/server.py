@@ -11,7 +11,7 @@ from types import TracebackType
 import uvicorn
 
 from .admin_client import AdminClient
-from .app import create_app
+from .app import asgi_app
 from .state import Platform
 from .store import Store
 
@@ -35,7 +35,14 @@ def base_url_of(sock: socket.socket) -> str:
 
 
 def uvicorn_config(platform: Platform) -> uvicorn.Config:
-    return uvicorn.Config(create_app(platform), log_level="warning", access_log=False, lifespan="off")
+    # A request held by an injected delay must not hold up a shutdown: it is cancelled after a moment.
+    return uvicorn.Config(
+        asgi_app(platform),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+    )
 
 
 class RunningEmulator:

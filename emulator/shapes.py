@@ -185,6 +185,8 @@ class GPUWorkerNode(_Response):
     ib_hca_count: int | None = None
     ib_hca_type: str | None = None
     instance_id: str | None = None
+    # A Remediation; the emulator never reports one.
+    latest_remediation: dict[str, Any] | None = None
     marked_for_deletion: bool | None = None
     nvswitch_count: int | None = None
     nvswitch_type: str | None = None

@@ -56,10 +56,16 @@ class Platform:
         self._touched: set[str] = set()
         self._initial_grace = DEFAULT_GRACE_SECONDS if grace_seconds is None else float(grace_seconds)
         self.grace_seconds = self._initial_grace
+        # How long (emulated seconds) a new cluster stays out of listings; 0: listed at once.
+        self.list_lag_s = 0.0
+        # Whether a create is refused (409) while another live cluster of the owner has the same name.
+        self.unique_names = True
         saved = self._load() if store is not None else None
         if saved is not None:
             if grace_seconds is None:
                 self.grace_seconds = float(saved["grace_seconds"])
+            self.list_lag_s = float(saved.get("list_lag_s", 0.0))
+            self.unique_names = bool(saved.get("unique_names", True))
             start, saved_speed = float(saved["now"]), float(saved["speed"])
             self.clock = EmulatedClock(start=start, speed=saved_speed if speed is None else speed)
         else:
@@ -79,7 +85,7 @@ class Platform:
         """Create a cluster for ``owner``; it starts QUEUED and provisions on the clock."""
         driver = validation.check_create(req, self.default_driver)
         with self._op(saves="touched") as now:
-            if any(
+            if self.unique_names and any(
                 c.owner == owner and c.cluster_name == req.cluster_name and not c.deleting
                 for c in self._sim.clusters.values()
             ):
@@ -105,13 +111,20 @@ class Platform:
             return self._render(self._owned(owner, cluster_id), now)
 
     def list_clusters(self, owner: str, project_id: str | None = None) -> dict[str, Any]:
-        """``owner``'s clusters (of one project, when given), oldest first."""
+        """``owner``'s clusters (of one project, when given), oldest first.
+
+        Clusters newer than the listing lag (see :meth:`settings`) are left out, as an eventually
+        consistent listing would; reading one by id shows it at once.
+        """
         with self._op(saves="touched") as now:
+            listed_before = now - self.list_lag_s
             return {
                 "clusters": [
                     self._render(c, now)
                     for c in self._sim.ordered()
-                    if c.owner == owner and (project_id is None or c.project_id == project_id)
+                    if c.owner == owner
+                    and (project_id is None or c.project_id == project_id)
+                    and c.created_at <= listed_before
                 ]
             }
 
@@ -218,21 +231,42 @@ class Platform:
                 self.clock.set_speed(speed)
         return self.clock_info()
 
-    def settings(self, grace_seconds: float | None = None) -> dict[str, Any]:
-        """The platform's settings, after changing the ones given."""
-        if grace_seconds is not None and not (math.isfinite(grace_seconds) and grace_seconds >= 0):
-            raise invalid(f"grace_seconds must be a finite number >= 0; got {grace_seconds}", "grace_seconds")
+    def settings(
+        self,
+        grace_seconds: float | None = None,
+        list_lag_s: float | None = None,
+        unique_names: bool | None = None,
+    ) -> dict[str, Any]:
+        """The platform's settings, after changing the ones given.
+
+        ``grace_seconds``: how long a preempted node lives after being cordoned. ``list_lag_s``: how long
+        (emulated seconds) a new cluster stays out of listings. ``unique_names``: refuse (409) a create whose
+        name a live cluster of the same key has, or allow duplicates.
+        """
+        for field, value in (("grace_seconds", grace_seconds), ("list_lag_s", list_lag_s)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise invalid(f"{field} must be a finite number >= 0; got {value}", field)
         with self._op():
             if grace_seconds is not None:
                 self.grace_seconds = float(grace_seconds)
-            return {"grace_seconds": self.grace_seconds}
+            if list_lag_s is not None:
+                self.list_lag_s = float(list_lag_s)
+            if unique_names is not None:
+                self.unique_names = unique_names
+            return {
+                "grace_seconds": self.grace_seconds,
+                "list_lag_s": self.list_lag_s,
+                "unique_names": self.unique_names,
+            }
 
     def reset(self) -> None:
-        """Forget every cluster, fault and pool change; the clock keeps running."""
+        """Forget every cluster, fault, pool change and setting; the clock keeps running."""
         with self._op():
             self._sim = Simulation()
             self._faults.clear()
             self.grace_seconds = self._initial_grace
+            self.list_lag_s = 0.0
+            self.unique_names = True
 
     def all_clusters(self) -> list[dict[str, Any]]:
         """Every cluster of every owner, for tests that check what exists."""
@@ -255,9 +289,12 @@ class Platform:
         """
         with self._lock:
             now = self.clock.now()
-            save_all = saves == "all" or (self._store is not None and self._sim.has_due_action(now))
+            # One look over the clusters: most requests find nothing due.
+            due = self._sim.has_due_action(now)
+            save_all = saves == "all" or due
             self._touched = set()
-            self._sim.advance_to(now)
+            if due:
+                self._sim.advance_to(now)
             try:
                 yield now
             finally:
@@ -280,6 +317,8 @@ class Platform:
             "now": now,
             "speed": self.clock.speed,
             "grace_seconds": self.grace_seconds,
+            "list_lag_s": self.list_lag_s,
+            "unique_names": self.unique_names,
             "pools": self._sim.pools,
             "seq": self._sim.seq,
             **self._faults.to_json(),

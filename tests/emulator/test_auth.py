@@ -90,3 +90,21 @@ def test_unknown_cluster_and_route(http: Any) -> None:
     reply = client.get("/v1/compute/nothing-here")
     assert reply.status_code == 404 and reply.json()["error"]["type"] == "not_found"
     assert reply.headers["x-request-id"]
+
+
+def test_an_emulator_bug_is_a_500_with_the_envelope_and_a_request_id(
+    http: Any, emu: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(emu.platform, "list_regions", broken)
+    reply = http().get("/v1/compute/regions")
+    assert reply.status_code == 500 and reply.headers["x-request-id"]
+    assert reply.json()["error"] == {
+        "message": "internal emulator error: RuntimeError",
+        "type": "server_error",
+        "param": None,
+    }
+    # The connection and the server carry on.
+    assert http().get("/v1/compute/clusters").status_code == 200

@@ -1,4 +1,4 @@
-"""The emulator documents its public API (and only that) with the provider's response models."""
+"""The emulator documents its public API (and only that) with its own models of the SDK's shapes."""
 
 from __future__ import annotations
 

@@ -74,6 +74,7 @@ def test_store_round_trip(tmp_path: Path) -> None:
     platform = _platform(store)
     cluster_id = _create(platform, num_preemptible_gpus=8)
     platform.set_capacity(REGION, GPU, 40)
+    settings = platform.settings(grace_seconds=42, list_lag_s=5, unique_names=False)
     platform.clock.advance(100)
     platform.flush()
     before = platform.get_cluster("owner", cluster_id)
@@ -83,6 +84,7 @@ def test_store_round_trip(tmp_path: Path) -> None:
     restored = Platform(store=store, speed=0)
     assert restored.clock.now() == pytest.approx(START + 100)
     assert restored.get_cluster("owner", cluster_id) == before
+    assert restored.settings() == settings
     assert (
         next(p for p in restored.capacity() if p["gpu_type"] == GPU and p["region"] == REGION)[
             "preemptible_gpus"
