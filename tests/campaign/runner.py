@@ -53,7 +53,37 @@ PROXY_FAULTS: dict[str, Callable[[random.Random], list[Fault]]] = {
     "get-reply-truncated": lambda r: [Fault("truncate", "GET", CLUSTERS + "/", count=r.randint(1, 3))],
     "whoami-storm": lambda r: [Fault("status", "GET", "/v3/whoami", status=503, count=r.randint(1, 3))],
 }
-EMULATOR_FAULTS = ("emulator-500-after-commit", "emulator-restart")
+# Faults the emulator injects itself (its admin API), after the request took effect unless said otherwise.
+EMULATOR_REPLY_FAULTS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
+    "emulator-500-after-commit": lambda r: {
+        "status": 500,
+        "after_commit": True,
+        "method": r.choice(["POST", "PUT"]),
+    },
+    "emulator-reply-truncated": lambda r: {"reply": "truncated", "method": r.choice(["POST", "PUT", "GET"])},
+    "emulator-reply-not-json": lambda r: {
+        "reply": "invalid_json",
+        "method": r.choice(["POST", "PUT", "GET"]),
+    },
+    "emulator-reply-dropped": lambda r: {"reply": "drop", "method": r.choice(["POST", "PUT", "DELETE"])},
+    "emulator-reply-reset-before-commit": lambda r: {
+        "reply": "reset",
+        "method": r.choice(["POST", "PUT", "GET"]),
+    },
+    "emulator-reply-unknown-values": lambda r: {
+        "reply": "patch",
+        "method": "GET",
+        "count": 2,
+        "patch": {
+            "status": "SomeFutureStatus",
+            "kube_config": None,
+            "cuda_version": None,
+            "billing_type": "NEW",
+        },
+    },
+    "emulator-slow-commit": lambda r: {"delay_s": 1.0, "method": r.choice(["POST", "PUT"])},
+}
+EMULATOR_FAULTS = (*EMULATOR_REPLY_FAULTS, "emulator-restart", "emulator-listing-lags")
 TARGET_FAULTS = ("wrong-endpoint", "wrong-key")
 ALL_FAULTS = (*PROXY_FAULTS, *EMULATOR_FAULTS, *TARGET_FAULTS)
 
@@ -92,6 +122,7 @@ class Campaign:
         self.proxy = FaultProxy(self.emu.base_url)
         self.proxy.stale_headers = {"Authorization": f"Bearer {KEY}"}
         self.results = Results()
+        self.unique_names = True
         self.logs = io.StringIO()
         self._saved_env = {k: os.environ.get(k) for k in _ENV}
         self._target(self.proxy.url, KEY)
@@ -118,6 +149,7 @@ class Campaign:
         self.emu.stop()
         self.emu = start_emulator(speed=SPEED, state_path=self.state_path)
         self.proxy.upstream = self.emu.base_url
+        self.emu.admin.settings(unique_names=self.unique_names)
 
     # --- sequences ----------------------------------------------------------------------------
 
@@ -132,6 +164,9 @@ class Campaign:
         settings.forget_clients()
         forget_catalog()
         stack, outside = Stack(), set[str]()
+        # Half the sequences run against an API that allows duplicate names: no create may make one.
+        self.unique_names = rng.random() < 0.5
+        self.emu.admin.settings(unique_names=self.unique_names)
         name = f"s{self.seed}-{index}"
         code = _code(f"{name}-cluster", rng)
         with self._captured():
@@ -205,10 +240,12 @@ class Campaign:
         if fault in PROXY_FAULTS:
             for each in PROXY_FAULTS[fault](rng):
                 self.proxy.add(each)
-        elif fault == "emulator-500-after-commit":
-            self.emu.admin.add_fault(
-                status=500, count=1, method=rng.choice(["POST", "PUT"]), path=CLUSTERS, after_commit=True
-            )
+        elif fault in EMULATOR_REPLY_FAULTS:
+            self.emu.admin.add_fault(**{"count": 1, "path": CLUSTERS, **EMULATOR_REPLY_FAULTS[fault](rng)})
+        elif fault == "emulator-listing-lags":
+            # New clusters stay out of the listing for ~4 real seconds, and the create's reply is lost.
+            self.emu.admin.settings(list_lag_s=4 * SPEED)
+            self.emu.admin.add_fault(reply="drop", method="POST", path=CLUSTERS)
         elif fault == "emulator-restart":
             self._restart_emulator()
         elif fault == "wrong-endpoint":
@@ -219,6 +256,7 @@ class Campaign:
     def _clear_faults(self) -> None:
         self.proxy.clear()
         self.emu.admin.clear_faults()
+        self.emu.admin.settings(list_lag_s=0, unique_names=self.unique_names)
         self._target(self.proxy.url, KEY)
 
     # --- outside the stack --------------------------------------------------------------------
