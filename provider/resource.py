@@ -203,7 +203,6 @@ class ClusterProvider(ResourceProvider):
         if inputs.get("adopt_cluster_id") and not props.get(ADOPTION_DONE):
             cluster = self._adopt(client, inputs)
         else:
-            inputs.pop("adopt_cluster_id", None) if not props.get(ADOPTION_DONE) else None
             cluster = lifecycle.create_or_explain_conflict(client, create_request(inputs))
             cluster_id = str(cluster.cluster_id)
             lifecycle.report(f"cluster {cluster_id} ({cluster.cluster_name}) accepted; provisioning")
