@@ -252,3 +252,28 @@ def test_an_update_whose_reply_is_a_500_after_it_took_effect_ends_in_the_right_s
     updated = provider.update(created.id, created.outs, code | {"num_preemptible_gpus": 16})
     (cluster,) = live(emu)
     assert updated.outs["num_preemptible_gpus"] == cluster["desired_preemptible_gpus"] == 16
+
+
+# --- point 6: add-ons round-trip -----------------------------------------------------------------
+
+
+def test_an_add_on_disabled_outside_pulumi_shows_on_refresh_and_is_enabled_again_in_place(proxy, emu):
+    from together_clusters.provider.client import TogetherClient
+    from together_clusters.provider.models import ClusterUpdateRequest
+
+    dash = {"name": "dash", "add_on_type": "dashboard", "config": {"dashboard": {"enabled": True}}}
+    provider = ClusterProvider()
+    code = inputs(cluster_name="addons", add_ons=[dash])
+    created = provider.create(code)
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as direct:
+        off = ClusterUpdateRequest.model_validate(
+            {"add_ons": [{"name": "dash", "config": {"dashboard": {"enabled": False}}}]}
+        )
+        direct.update_cluster(created.id, off)
+    read = provider.read(created.id, created.outs)
+    assert read.inputs["add_ons"][0]["config"] == {"dashboard": {"enabled": False}}
+    plan = provider.diff(created.id, read.outs, code)
+    assert plan.changes and not plan.replaces
+    provider.update(created.id, read.outs, code)
+    (cluster,) = live(emu)
+    assert [(a["name"], a["config"]["dashboard"]["enabled"]) for a in cluster["add_ons"]] == [("dash", True)]
