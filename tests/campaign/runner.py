@@ -189,7 +189,8 @@ class Campaign:
             ["update", "update", "refresh", "replace", "delete"] if exists else ["create", "create", "adopt"]
         )
         if op == "adopt":
-            stray = self._make_outside(code)
+            # Adopt the cluster made outside for an earlier adoption that failed, or make one now.
+            stray = next(iter(outside), None) or self._make_outside(code)
             outside.add(stray)
             code["adopt_cluster_id"] = stray
         elif op == "update":
