@@ -13,6 +13,8 @@ Each ``Fault`` applies to the next ``count`` requests that match its method and 
 - ``truncate``: forward, then send the first half of the body of a 2xx reply with a matching length.
 - ``delay``: wait ``delay_s`` before forwarding.
 - ``stale``: answer a GET with the reply this path gave when the fault was added (a listing that lags).
+- ``twice``: forward the request, then forward it again and answer the second reply (a middlebox that
+  retried on its own).
 
 The proxy is independent of the code under test: it speaks plain HTTP/1.1 through the standard library.
 """
@@ -30,7 +32,7 @@ from typing import Literal
 
 import httpx
 
-FaultKind = Literal["status", "reset", "drop", "truncate", "delay", "stale"]
+FaultKind = Literal["status", "reset", "drop", "truncate", "delay", "stale", "twice"]
 # Hop-by-hop headers (RFC 9110) and those the proxy recomputes.
 _NOT_FORWARDED = {
     "connection",
@@ -154,6 +156,10 @@ class FaultProxy:
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _NOT_FORWARDED}
         try:
             upstream = self._forward.request(method, f"{self.upstream}{path}", content=body, headers=headers)
+            if kind == "twice":
+                upstream = self._forward.request(
+                    method, f"{self.upstream}{path}", content=body, headers=headers
+                )
         except httpx.HTTPError:
             self._reply(handler, 502, b'{"error": {"message": "upstream unreachable"}}', {})
             return

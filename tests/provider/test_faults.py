@@ -91,6 +91,13 @@ def test_a_listing_that_lags_behind_the_lost_create_is_asked_again(proxy, emu):
     assert [c["cluster_id"] for c in live(emu)] == [created.id]
 
 
+def test_a_409_for_a_name_that_was_free_is_this_calls_own_cluster(proxy, emu):
+    """Something on the way sent the POST twice: the 409 of the second is about our own cluster."""
+    proxy.add(Fault("twice", method="POST", path=CLUSTERS))
+    created = ClusterProvider().create(inputs(cluster_name="sent-twice"))
+    assert [c["cluster_id"] for c in live(emu)] == [created.id]
+
+
 def test_lenient_replies_like_the_sdk():
     """Unknown enum values are kept, optional fields may be missing, kube_config may be null."""
     cluster = Cluster.model_validate(
