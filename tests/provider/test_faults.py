@@ -284,3 +284,15 @@ def test_an_add_on_disabled_outside_pulumi_shows_on_refresh_and_is_enabled_again
     provider.update(created.id, read.outs, code)
     (cluster,) = live(emu)
     assert [(a["name"], a["config"]["dashboard"]["enabled"]) for a in cluster["add_ons"]] == [("dash", True)]
+
+
+def test_a_reply_that_is_not_the_cluster_asked_for_is_unreadable_not_taken_for_it(proxy, emu):
+    from together_clusters.provider.client import TogetherClient
+    from together_clusters.provider.errors import UnreadableReplyError
+
+    created = ClusterProvider().create(inputs(cluster_name="itself"))
+    emu.admin.add_fault(reply="patch", patch={"cluster_id": None}, method="GET", path=CLUSTERS + "/", count=1)
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as direct:
+        with pytest.raises(UnreadableReplyError) as caught:
+            direct.get_cluster(created.id, attempts=1)
+    assert created.id in str(caught.value)
