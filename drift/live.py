@@ -21,7 +21,7 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 def _node(node: GPUWorkerNode) -> dict[str, Any]:
-    appeared = min((t.transition_time for t in node.phase_transitions), default=None)
+    appeared = min((t.transition_time for t in node.phase_transitions if t.transition_time), default=None)
     return {
         "node_id": node.node_id,
         "compute_class": marked_compute_class(node),

@@ -10,6 +10,7 @@ The API client (``TogetherClient``) and the models are usable without Pulumi.
 
 from .client import TogetherClient
 from .errors import (
+    AmbiguousCreateError,
     APIError,
     AuthenticationError,
     ConfigurationError,
@@ -21,14 +22,17 @@ from .errors import (
     ServerError,
     TogetherError,
     TransportError,
+    UnreadableReplyError,
     ValidationError,
     WaitTimeoutError,
+    WrongTargetError,
 )
 from .resource import Cluster, ClusterArgs, ClusterProvider
 from .retry import RetryPolicy
 
 __all__ = [
     "APIError",
+    "AmbiguousCreateError",
     "AuthenticationError",
     "Cluster",
     "ClusterArgs",
@@ -44,6 +48,8 @@ __all__ = [
     "TogetherClient",
     "TogetherError",
     "TransportError",
+    "UnreadableReplyError",
     "ValidationError",
     "WaitTimeoutError",
+    "WrongTargetError",
 ]

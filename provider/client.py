@@ -5,21 +5,28 @@ context manager or call ``close()``.
 
 Retries: GET, PUT and DELETE are retried on 429/502/503/504 and on connection errors, with
 exponential backoff and jitter, honouring ``Retry-After``. The POST that creates a cluster is
-never sent again blindly: after an ambiguous failure (no reply, or a 5xx) the client lists the
-project's clusters and adopts the one with the requested ``cluster_name`` that was not there
-before; only when the listing proves the create did not happen is the POST sent again.
+sent again only after a 429 (a refusal before any work). After an ambiguous failure (no reply,
+a 5xx, a 2xx we cannot read) it is never sent again: the client lists the clusters, retrying
+until the cluster with the requested name shows up or a deadline passes, and returns it.
+
+Replies are read as leniently as the official SDK reads them (see ``models``); a reply that is
+still unreadable is an ``UnreadableReplyError``, never a raw decode or validation error.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Generator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
+import pydantic
 
 from . import errors
 from .models import (
@@ -30,6 +37,7 @@ from .models import (
     ClusterUpdateRequest,
     Region,
     RegionList,
+    Whoami,
 )
 from .retry import RetryPolicy, parse_retry_after, should_retry_status
 
@@ -39,6 +47,27 @@ DEFAULT_BASE_URL = "https://api.together.ai"
 API_KEY_ENV = "TOGETHER_API_KEY"
 BASE_URL_ENV = "TOGETHER_BASE_URL"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+# How long a create with an ambiguous outcome keeps looking for its cluster in the listing, which may lag.
+RECONCILE_TIMEOUT_S = 90.0
+# How long the names seen in one listing count as "held before" a create: one listing serves the
+# creates of a burst (a `pulumi up`), not one per create.
+NAMES_SNAPSHOT_TTL_S = 30.0
+
+ModelT = TypeVar("ModelT", bound=pydantic.BaseModel)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Where a cluster lives: the API endpoint and the key's project (and organization).
+
+    Recorded in the state (not secret) so that a read from another endpoint or project is refused
+    instead of being taken for "deleted".
+    """
+
+    endpoint: str
+    project_id: str | None
+    organization_id: str | None
+
 
 _STATUS_ERRORS: dict[int, type[errors.APIError]] = {
     400: errors.ValidationError,
@@ -130,6 +159,18 @@ def _api_message(response: httpx.Response) -> tuple[str, str | None]:
     return str(body)[:500], None
 
 
+def parse(model: type[ModelT], data: Any, what: str) -> ModelT:
+    """``data`` as ``model``; an ``UnreadableReplyError`` naming the request when it does not fit."""
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise errors.UnreadableReplyError(
+            f"{what}: the reply does not have the expected shape ({where}: {first['msg']})"
+        ) from None
+
+
 class TogetherClient:
     """Client for ``/v1/compute/clusters`` and ``/v1/compute/regions``.
 
@@ -148,14 +189,24 @@ class TogetherClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        reconcile_timeout_s: float = RECONCILE_TIMEOUT_S,
     ) -> None:
         self.base_url = resolve_base_url(base_url)
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._rng = rng
+        self._clock = time.monotonic
+        self.reconcile_timeout_s = reconcile_timeout_s
+        self._identity: Identity | None = None
+        self._lock = threading.Lock()
+        # Per name, the ids of clusters that held it as of ``_names_seen_at`` or were made by this client.
+        self._names_before: dict[str, set[str]] = {}
+        self._names_seen_at: float | None = None
+        key = resolve_api_key(api_key)
+        self._fingerprint = hashlib.sha256(key.encode()).hexdigest()[:16]
         self._http = httpx.Client(
             base_url=self.base_url,
-            auth=_BearerAuth(resolve_api_key(api_key)),
+            auth=_BearerAuth(key),
             timeout=timeout,
             transport=transport,
             headers={"Accept": "application/json", "User-Agent": "together-gpu-clusters/0.1"},
@@ -167,6 +218,11 @@ class TogetherClient:
     def close(self) -> None:
         self._http.close()
 
+    @property
+    def api_key_fingerprint(self) -> str:
+        """Which key this client uses, without the key: for telling clients apart."""
+        return self._fingerprint
+
     def __enter__(self) -> TogetherClient:
         return self
 
@@ -175,82 +231,160 @@ class TogetherClient:
 
     # --- public API ---------------------------------------------------------------------------
 
-    def list_regions(self) -> list[Region]:
+    def whoami(self) -> Identity:
+        """The endpoint and the key's project and organization (``GET /v3/whoami``), asked once per client."""
+        if self._identity is None:
+            who = parse(Whoami, self._request("GET", "/v3/whoami"), "GET /v3/whoami")
+            self._identity = Identity(
+                endpoint=self.base_url,
+                project_id=who.project.id if who.project else None,
+                organization_id=who.organization.id if who.organization else None,
+            )
+        return self._identity
+
+    def list_regions(self, *, attempts: int | None = None, timeout_s: float | None = None) -> list[Region]:
         """Regions with the GPU types and driver versions they offer."""
-        return RegionList.model_validate(self._request("GET", "/v1/compute/regions")).regions
+        options: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+        reply = self._request("GET", "/v1/compute/regions", attempts=attempts, **options)
+        return parse(RegionList, reply, "GET /v1/compute/regions").regions
 
     def list_clusters(self, project_id: str | None = None) -> list[Cluster]:
         """Every cluster the key can see, optionally only one project's."""
         params = {"projectId": project_id} if project_id else None
-        return ClusterList.model_validate(
-            self._request("GET", "/v1/compute/clusters", params=params)
-        ).clusters
+        reply = self._request("GET", "/v1/compute/clusters", params=params)
+        return parse(ClusterList, reply, "GET /v1/compute/clusters").clusters
 
-    def get_cluster(self, cluster_id: str) -> Cluster:
-        """One cluster; ``NotFoundError`` when it does not exist (any more)."""
-        return Cluster.model_validate(self._request("GET", _cluster_path(cluster_id)))
+    def get_cluster(self, cluster_id: str, *, attempts: int | None = None) -> Cluster:
+        """One cluster; ``NotFoundError`` when it does not exist (any more).
+
+        ``attempts=1`` is for polls, which have their own pace and deadline.
+        """
+        path = _cluster_path(cluster_id)
+        reply = parse(Cluster, self._request("GET", path, attempts=attempts), f"GET {path}")
+        return _the_cluster(cluster_id, reply, f"GET {path}")
 
     def update_cluster(self, cluster_id: str, request: ClusterUpdateRequest) -> Cluster:
         """PUT only the fields being changed; the rest keep their current values."""
-        return Cluster.model_validate(self._request("PUT", _cluster_path(cluster_id), json=request.to_json()))
+        path = _cluster_path(cluster_id)
+        reply = parse(Cluster, self._request("PUT", path, json=request.to_json()), f"PUT {path}")
+        return _the_cluster(cluster_id, reply, f"PUT {path}")
 
     def delete_cluster(self, cluster_id: str) -> ClusterDeleteResponse:
         """Ask for deletion; the cluster passes through ``Deleting`` before it is gone."""
-        return ClusterDeleteResponse.model_validate(self._request("DELETE", _cluster_path(cluster_id)))
+        path = _cluster_path(cluster_id)
+        return parse(ClusterDeleteResponse, self._request("DELETE", path), f"DELETE {path}")
 
-    def create_cluster(self, request: ClusterCreateRequest) -> Cluster:
-        """Create a cluster, exactly once, even when a reply is lost.
+    def create_cluster(
+        self, request: ClusterCreateRequest, reconcile_timeout_s: float | None = None
+    ) -> Cluster:
+        """Create a cluster exactly once, and return it even when the reply is lost or unreadable.
 
-        Clusters that already carry the name are noted first, so reconciliation after an
-        ambiguous failure adopts only the cluster this call made.
+        The POST is re-sent only after a 429. After an ambiguous failure the cluster is found by
+        name in the listing (``reconcile``). A 409 for a name that no cluster held before this
+        client's first create of it is this call's own cluster (a retry by something on the way).
         """
-        before = {c.cluster_id for c in self.list_clusters() if c.cluster_name == request.cluster_name}
+        name = request.cluster_name
+        before = self._holders_before(name)
+        made = self._create_once(request, before, reconcile_timeout_s or self.reconcile_timeout_s)
+        with self._lock:
+            self._names_before.setdefault(name, set()).add(str(made.cluster_id))
+        return made
+
+    def _create_once(
+        self, request: ClusterCreateRequest, before: set[str], reconcile_timeout_s: float
+    ) -> Cluster:
+        name = request.cluster_name
         body = request.to_json()
+        what = "POST /v1/compute/clusters"
         attempt = 0
         while True:
             attempt += 1
             try:
-                return Cluster.model_validate(self._send_once("POST", "/v1/compute/clusters", json=body))
+                reply = self._send_once("POST", "/v1/compute/clusters", json=body)
+                created = parse(Cluster, reply, what)
+                if not created.cluster_id:
+                    raise errors.UnreadableReplyError(f"{what}: the reply has no cluster_id")
+                return created
             except errors.RateLimitError as exc:
-                # A 429 is a refusal before any work: safe to send again after the wait.
                 if attempt >= self.retry.max_attempts:
                     raise
-                self._wait(attempt, exc.retry_after, "POST /v1/compute/clusters", 429)
-                continue
+                self._wait(attempt, exc.retry_after, what, 429)
+            except errors.ConflictError:
+                holders = [c for c in self._list_named(name) if c.cluster_id not in before]
+                if len(holders) == 1:
+                    log.info("create of %r: 409 for a name free before; it is this call's", name)
+                    return holders[0]
+                raise
             except (errors.ServerError, errors.TransportError) as exc:
-                made = self._find_created(request.cluster_name, before)
-                if made is not None:
-                    log.info(
-                        "create of %r: reply lost, adopted cluster %s", request.cluster_name, made.cluster_id
-                    )
-                    return made
-                if attempt >= self.retry.max_attempts:
-                    raise
-                status = getattr(exc, "status_code", None)
-                self._wait(attempt, getattr(exc, "retry_after", None), "POST /v1/compute/clusters", status)
+                log.info("create of %r: outcome unknown (%s); reconciling by name", name, exc)
+                return self.reconcile(name, before, exc, reconcile_timeout_s)
+
+    def reconcile(self, name: str, before: set[str], cause: Exception, timeout_s: float) -> Cluster:
+        """The cluster named ``name`` made by a create whose reply was lost.
+
+        The listing may lag behind the create, so it is asked again until the cluster shows up
+        or ``timeout_s`` passes. Clusters that held the name before (``before``) are not it.
+        """
+        waited, delay = 0.0, 0.5
+        while True:
+            try:
+                made = [c for c in self._list_named(name) if c.cluster_id not in before]
+            except (errors.ServerError, errors.RateLimitError, errors.TransportError):
+                made = []
+            if len(made) > 1:
+                ids = ", ".join(str(c.cluster_id) for c in made)
+                raise errors.AmbiguousCreateError(
+                    f"Creating cluster {name!r} had no readable reply ({cause}), and several clusters with "
+                    f"that name appeared: {ids}. Keep one with adopt_cluster_id='<id>' and delete the others "
+                    "(`tg clusters delete <id>`)."
+                )
+            if made:
+                return made[0]
+            if waited >= timeout_s:
+                raise errors.AmbiguousCreateError(
+                    f"Creating cluster {name!r} had no readable reply ({cause}), and no cluster with that "
+                    f"name appeared in the listing within {timeout_s:.0f}s, so it was probably not created. "
+                    f"Check with `tg clusters list`: if a cluster named {name!r} shows up later, adopt it with "
+                    "adopt_cluster_id='<id>'; otherwise run `pulumi up` again."
+                )
+            step = min(delay, timeout_s - waited)
+            self._sleep(step)
+            waited += step
+            delay = min(delay * 1.5, 5.0)
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _find_created(self, cluster_name: str, before: set[str]) -> Cluster | None:
-        """The cluster named ``cluster_name`` that did not exist before this create, if any."""
-        for cluster in self.list_clusters():
-            if cluster.cluster_name == cluster_name and cluster.cluster_id not in before:
-                return cluster
-        return None
+    def _list_named(self, name: str) -> list[Cluster]:
+        """The live clusters (not being deleted) that carry ``name``."""
+        return [c for c in self.list_clusters() if c.cluster_name == name and c.status != "Deleting"]
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _holders_before(self, name: str) -> set[str]:
+        """Ids of clusters named ``name`` before this create: from one listing shared by the creates
+        of a burst (renewed after ``NAMES_SNAPSHOT_TTL_S``), plus the clusters this client made."""
+        with self._lock:
+            now = self._clock()
+            if self._names_seen_at is None or now - self._names_seen_at > NAMES_SNAPSHOT_TTL_S:
+                snapshot: dict[str, set[str]] = {}
+                for cluster in self.list_clusters():
+                    if cluster.cluster_name and cluster.cluster_id:
+                        snapshot.setdefault(cluster.cluster_name, set()).add(cluster.cluster_id)
+                self._names_before, self._names_seen_at = snapshot, now
+            return set(self._names_before.get(name, set()))
+
+    def _request(self, method: str, path: str, attempts: int | None = None, **kwargs: Any) -> Any:
         """Send an idempotent request, retrying what may be retried."""
+        max_attempts = attempts or self.retry.max_attempts
         attempt = 0
         while True:
             attempt += 1
             try:
                 return self._send_once(method, path, **kwargs)
             except errors.APIError as exc:
-                if attempt >= self.retry.max_attempts or not should_retry_status(method, exc.status_code):
+                if attempt >= max_attempts or not should_retry_status(method, exc.status_code):
                     raise
                 self._wait(attempt, exc.retry_after, f"{method} {path}", exc.status_code)
             except errors.TransportError:
-                if attempt >= self.retry.max_attempts:
+                if attempt >= max_attempts:
                     raise
                 self._wait(attempt, None, f"{method} {path}", None)
 
@@ -265,13 +399,28 @@ class TogetherClient:
             raise errors.TransportError(f"{method} {self.base_url}{path} failed: {exc}") from None
         log.debug("%s %s -> %s", method, path, response.status_code)
         if response.is_success:
-            return response.json()
+            try:
+                return response.json()
+            except ValueError:
+                raise errors.UnreadableReplyError(
+                    f"{method} {path}: HTTP {response.status_code} with a body that is not JSON "
+                    f"({len(response.content)} bytes)"
+                ) from None
         raise _error_from_response(response)
 
     def _wait(self, attempt: int, retry_after: float | None, what: str, status: int | None) -> None:
         delay = self.retry.backoff(attempt, retry_after, self._rng)
         log.info("%s: %s, retry %d in %.1fs", what, status or "connection error", attempt, delay)
         self._sleep(delay)
+
+
+def _the_cluster(cluster_id: str, cluster: Cluster, what: str) -> Cluster:
+    """``cluster`` if it is the one asked for: lenient parsing must not pass off another reply as it."""
+    if cluster.cluster_id != cluster_id:
+        raise errors.UnreadableReplyError(
+            f"{what}: the reply is not cluster {cluster_id} (its cluster_id is {cluster.cluster_id!r})"
+        )
+    return cluster
 
 
 def _cluster_path(cluster_id: str) -> str:

@@ -9,9 +9,12 @@
     │   ├── RateLimitError           429: retried, then raised with the last Retry-After
     │   └── ServerError              5xx
     ├── TransportError               no usable answer: connection refused, reset, read timeout
+    │   └── UnreadableReplyError     a 2xx reply whose body is not the JSON we asked for
+    ├── AmbiguousCreateError         a create whose outcome could not be established; names what to check
     ├── WaitTimeoutError             our own deadline passed while waiting for a state
     ├── ProvisioningFailedError      the cluster reached a phase it will not leave (tests failed)
     ├── ConfigurationError           the package is not set up: no API key, bad base URL
+    │   └── WrongTargetError         the API endpoint or project differs from the one in the state
     └── InputError                   a resource input breaks a platform rule; raised at preview
 
 No message, ``repr`` or ``str`` of these ever contains the API key: errors carry only what the
@@ -90,6 +93,17 @@ class TransportError(TogetherError):
     """No usable answer reached us: connection refused or reset, or a timeout."""
 
 
+class UnreadableReplyError(TransportError):
+    """A success status with a body we could not read (truncated, not JSON, not the expected shape).
+
+    For a create this is an ambiguous outcome: the cluster may exist. It is reconciled, never re-sent.
+    """
+
+
+class AmbiguousCreateError(TogetherError):
+    """A create whose outcome could not be established. The message says which name to look for."""
+
+
 class WaitTimeoutError(TogetherError):
     """A wait for a cluster state passed its deadline."""
 
@@ -100,6 +114,13 @@ class ProvisioningFailedError(TogetherError):
 
 class ConfigurationError(TogetherError):
     """The package is not configured: no API key, or an unusable base URL."""
+
+
+class WrongTargetError(ConfigurationError):
+    """The API endpoint or the key's project is not the one the cluster was created with.
+
+    Raised instead of reading a 404 from the wrong place as "deleted".
+    """
 
 
 class InputError(TogetherError, ValueError):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from .client import TogetherClient
 from .errors import ConflictError, NotFoundError, ProvisioningFailedError, TogetherError
-from .mapping import standard_nodes
+from .mapping import standard_capacity_settled, standard_nodes
 from .models import FAILED_PHASES, Cluster, ClusterCreateRequest
 from .rules import GPUS_PER_NODE
-from .waiting import report, wait_until
+from .waiting import TRANSIENT_ERRORS, report, wait_until
 
 DELETE_TIMEOUT_S = 30 * 60
 
@@ -19,7 +19,7 @@ def describe(cluster: Cluster | None) -> str:
     return (
         f"{cluster.status} ({cluster.latest_phase or 'no phase yet'}), "
         f"{len(cluster.gpu_worker_nodes)} GPU nodes, preemptible GPUs "
-        f"{cluster.allocated_preemptible_gpus}/{cluster.desired_preemptible_gpus}"
+        f"{cluster.allocated_preemptible_gpus or 0}/{cluster.desired_preemptible_gpus or 0}"
     )
 
 
@@ -32,14 +32,18 @@ def create_or_explain_conflict(client: TogetherClient, request: ClusterCreateReq
     try:
         return client.create_cluster(request)
     except ConflictError as exc:
-        holders = [c.cluster_id for c in client.list_clusters() if c.cluster_name == request.cluster_name]
+        holders = [
+            c.cluster_id
+            for c in client.list_clusters()
+            if c.cluster_name == request.cluster_name and c.cluster_id
+        ]
         if not holders:
             raise
         raise TogetherError(
             f"{exc.message} (HTTP {exc.status_code}): cluster {holders[0]} already has the name "
             f"{request.cluster_name!r}. If it is this stack's (e.g. from an interrupted `pulumi up`), adopt it "
             f"by setting adopt_cluster_id='{holders[0]}' on the Cluster; otherwise choose another cluster_name "
-            f"or delete it (`tg beta clusters delete {holders[0]}`)."
+            f"or delete it (`tg clusters delete {holders[0]}`)."
         ) from exc
 
 
@@ -47,7 +51,7 @@ def wait_ready(client: TogetherClient, cluster_id: str, timeout_s: float) -> Clu
     """Wait for ``Ready``; fail at once on a failed acceptance or NCCL test phase."""
 
     def fetch() -> Cluster:
-        cluster = client.get_cluster(cluster_id)
+        cluster = client.get_cluster(cluster_id, attempts=1)
         if cluster.latest_phase in FAILED_PHASES:
             raise ProvisioningFailedError(
                 f"cluster {cluster_id} failed provisioning in phase {cluster.latest_phase}; it will not become Ready"
@@ -70,25 +74,22 @@ def _standard_nodes_running(cluster: Cluster) -> int:
 def wait_standard_converged(
     client: TogetherClient, cluster_id: str, num_gpus: int, timeout_s: float
 ) -> Cluster:
-    """Wait until the standard nodes running match ``num_gpus``. Preemptible allocation is not
-    waited for: it fills asynchronously and a shortfall is reported in the outputs."""
+    """Wait until the nodes show the change of ``num_gpus`` (see ``standard_capacity_settled``).
+    Preemptible allocation is not waited for: it fills asynchronously and a shortfall is reported
+    in the outputs."""
     target = num_gpus // GPUS_PER_NODE
-
-    def converged(cluster: Cluster) -> bool:
-        return len(standard_nodes(cluster)) == target and _standard_nodes_running(cluster) == target
-
     return wait_until(
-        lambda: client.get_cluster(cluster_id),
-        converged,
+        lambda: client.get_cluster(cluster_id, attempts=1),
+        lambda cluster: standard_capacity_settled(cluster, num_gpus),
         timeout_s=timeout_s,
         what=f"waiting for cluster {cluster_id} to run {target} standard nodes",
         describe=lambda c: f"{_standard_nodes_running(c)} standard nodes running; {describe(c)}",
     )
 
 
-def get_or_none(client: TogetherClient, cluster_id: str) -> Cluster | None:
+def get_or_none(client: TogetherClient, cluster_id: str, attempts: int | None = None) -> Cluster | None:
     try:
-        return client.get_cluster(cluster_id)
+        return client.get_cluster(cluster_id, attempts=attempts)
     except NotFoundError:
         return None
 
@@ -99,8 +100,14 @@ def delete_and_wait(client: TogetherClient, cluster_id: str, timeout_s: float = 
         client.delete_cluster(cluster_id)
     except NotFoundError:
         return
+    except TRANSIENT_ERRORS as exc:
+        # The DELETE may have been taken: the wait below says whether the cluster goes.
+        report(f"deleting cluster {cluster_id}: {exc}; checking whether the delete was taken")
+        if get_or_none(client, cluster_id) is None:
+            return
+        client.delete_cluster(cluster_id)
     wait_until(
-        lambda: get_or_none(client, cluster_id),
+        lambda: get_or_none(client, cluster_id, attempts=1),
         lambda c: c is None,
         timeout_s=timeout_s,
         what=f"deleting cluster {cluster_id}",
@@ -120,7 +127,7 @@ def cleanup_failed_create(client: TogetherClient, cluster_id: str, cause: Except
         return TogetherError(
             f"Creating the cluster failed: {cause}. Cluster {cluster_id} was created and could NOT be "
             f"deleted ({cleanup_error}); it may still be running and billed. Delete it with "
-            f"`tg beta clusters delete {cluster_id}` (or DELETE /v1/compute/clusters/{cluster_id}), "
+            f"`tg clusters delete {cluster_id}` (or DELETE /v1/compute/clusters/{cluster_id}), "
             f"or adopt it into this stack by setting adopt_cluster_id='{cluster_id}' on the Cluster."
         )
     return TogetherError(

@@ -46,14 +46,16 @@ def update_request(news: dict[str, Any], fields: list[str]) -> ClusterUpdateRequ
     return ClusterUpdateRequest.model_validate(body)
 
 
-def read_inputs(cluster: Cluster, old_inputs: dict[str, Any]) -> dict[str, Any]:
-    """The inputs as the server now sees them, for refresh.
+def read_inputs(cluster: Cluster, old_inputs: dict[str, Any], *, immutable: bool = False) -> dict[str, Any]:
+    """The inputs as the server now sees them, for refresh (and, with ``immutable``, for adoption).
 
-    Fields the API reports take the server's desired value, so a change made outside Pulumi shows
-    as a diff against the code. Fields it does not report (an inline volume spec, add-on configs,
-    our own settings) keep their previous value. Optional fields left unset in code stay unset,
-    so a server-filled default is not mistaken for drift; nested settings are compared only on the
-    keys the code sets.
+    In-place (``UPDATE``) fields the API reports take the server's desired value, so a change made
+    outside Pulumi shows as a diff against the code. Fields that cannot change in place keep the
+    state's value unless ``immutable`` asks for them (adoption compares them with the code): the
+    server may spell them differently (a normalised ``cuda_version``) but cannot change them. A
+    field the reply leaves out keeps its previous value: absent is not removed. Optional fields left
+    unset in code stay unset, so a server-filled default is not drift; nested settings are compared
+    only on the keys the code sets.
     """
     server = {
         "cluster_name": cluster.cluster_name,
@@ -72,10 +74,15 @@ def read_inputs(cluster: Cluster, old_inputs: dict[str, Any]) -> dict[str, Any]:
         "reservation_end_time": _iso(cluster.reservation_end_time),
         "slurm_shm_size_gib": cluster.slurm_shm_size_gib,
         "cluster_config": cluster.cluster_config.model_dump(mode="json") if cluster.cluster_config else None,
+        "add_ons": _add_ons_as_code_sees_them(cluster, old_inputs.get("add_ons")),
     }
     inputs = {name: old_inputs.get(name) for name in FIELDS}
     for name, value in server.items():
         spec, old = FIELDS[name], old_inputs.get(name)
+        if value is None or not spec.read_back:
+            continue  # not reported: no news
+        if spec.on_change is OnChange.REPLACE and not immutable:
+            continue  # cannot have changed in place; a different spelling is no change
         if old is None and (spec.server_default or spec.default is None):
             continue  # the code leaves it to the server: whatever the server holds is no drift
         if name == "cluster_config":
@@ -84,6 +91,35 @@ def read_inputs(cluster: Cluster, old_inputs: dict[str, Any]) -> dict[str, Any]:
             continue  # same value, keep the code's spelling (e.g. of a timestamp)
         inputs[name] = value
     return {k: v for k, v in inputs.items() if v is not None}
+
+
+def _add_ons_as_code_sees_them(cluster: Cluster, code_add_ons: Any) -> list[dict[str, Any]] | None:
+    """The code's add-ons as the server now has them: each one's config on the keys the code sets.
+
+    The API lists only enabled add-ons, so one the code has that the reply leaves out was disabled
+    (outside Pulumi): it reads back with every part the code enables turned off. Add-ons the code
+    does not name are not its business.
+    """
+    if not isinstance(code_add_ons, list):
+        return None
+    live = {a.name: a for a in cluster.add_ons if a.name}
+    seen = []
+    for wanted in code_add_ons:
+        if not isinstance(wanted, dict):
+            return None
+        entry = {k: v for k, v in wanted.items() if k != "config"}
+        config = wanted.get("config")
+        on_server = live.get(str(wanted.get("name")))
+        if on_server is not None:
+            if on_server.add_on_type:
+                entry["add_on_type"] = on_server.add_on_type
+            if config is not None:
+                reported = on_server.config.model_dump(mode="json") if on_server.config else {}
+                entry["config"] = _project_onto(reported, config)
+        elif isinstance(config, dict):
+            entry["config"] = {part: {"enabled": False} for part in config}
+        seen.append(entry)
+    return seen
 
 
 def _project_onto(live: Any, shape: Any) -> Any:
@@ -109,14 +145,14 @@ def _compute_classes(cluster: Cluster) -> dict[str, str]:
     A node's own ``compute_class`` marking wins. Without one, the newest unmarked nodes covering
     ``allocated_preemptible_gpus`` are taken as the preemptible ones.
     """
-    nodes = cluster.gpu_worker_nodes
+    nodes = [n for n in cluster.gpu_worker_nodes if n.node_id]
     unmarked = [n for n in nodes if marked_compute_class(n) is None]
-    newest = min(cluster.allocated_preemptible_gpus // GPUS_PER_NODE, len(unmarked))
+    newest = min((cluster.allocated_preemptible_gpus or 0) // GPUS_PER_NODE, len(unmarked))
     guessed = {n.node_id for n in unmarked[len(unmarked) - newest :]}
     classes: dict[str, str] = {}
     for node in nodes:
         guess = PREEMPTIBLE if node.node_id in guessed else STANDARD
-        classes[node.node_id] = marked_compute_class(node) or guess
+        classes[str(node.node_id)] = marked_compute_class(node) or guess
     return classes
 
 
@@ -131,15 +167,35 @@ def standard_nodes(cluster: Cluster) -> list[GPUWorkerNode]:
     """The standard nodes that stay: live, of the standard class, not marked for deletion."""
     classes = _compute_classes(cluster)
     return [
-        n for n in cluster.gpu_worker_nodes if classes[n.node_id] != PREEMPTIBLE and not n.marked_for_deletion
+        n
+        for n in cluster.gpu_worker_nodes
+        if n.node_id and classes[n.node_id] != PREEMPTIBLE and not n.marked_for_deletion
     ]
+
+
+def standard_capacity_settled(cluster: Cluster, num_gpus: int) -> bool:
+    """Whether a change of ``num_gpus`` has taken effect on the nodes, from what the real API reports.
+
+    Nodes do not say their class, so the test is on counts: the cluster asks for ``num_gpus``,
+    every node not on its way out is running (a standard node added by the change boots like any
+    other), there are at least enough of them for the standard nodes, and no more than the
+    standard nodes plus the preemptible allocation (a scale-down is done).
+    """
+    staying = [n for n in cluster.gpu_worker_nodes if not n.marked_for_deletion]
+    target = num_gpus // GPUS_PER_NODE
+    preemptible = (cluster.allocated_preemptible_gpus or 0) // GPUS_PER_NODE
+    return (
+        cluster.num_gpus == num_gpus
+        and all(n.latest_phase == "NODE_PHASE_RUNNING" for n in staying)
+        and target <= len(staying) <= target + preemptible
+    )
 
 
 def live_outputs(cluster: Cluster) -> dict[str, Any]:
     """The outputs owned by the platform, from a live cluster."""
     standard_nodes, preemptible_nodes = node_counts(cluster)
     preemptions = [e for e in cluster.node_lifecycle_events or [] if e.reason == REASON_PREEMPTED]
-    last = max((e.timestamp for e in preemptions), default=None)
+    last = max((e.timestamp for e in preemptions if e.timestamp), default=None)
     return {
         "cluster_id": cluster.cluster_id,
         "status": cluster.status,
@@ -147,7 +203,7 @@ def live_outputs(cluster: Cluster) -> dict[str, Any]:
         "desired_preemptible_gpus": cluster.desired_preemptible_gpus,
         "allocated_preemptible_gpus": cluster.allocated_preemptible_gpus,
         "preemptible_shortfall_gpus": max(
-            cluster.desired_preemptible_gpus - cluster.allocated_preemptible_gpus, 0
+            (cluster.desired_preemptible_gpus or 0) - (cluster.allocated_preemptible_gpus or 0), 0
         ),
         "standard_nodes": standard_nodes,
         "preemptible_nodes": preemptible_nodes,

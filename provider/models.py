@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 GpuType = Literal[
     "H100_SXM", "H200_SXM", "RTX_6000_PCI", "L40_PCIE", "B200_SXM", "H100_SXM_INF", "B300_SXM", "GB200_SXM"
@@ -101,9 +101,20 @@ REASON_SCALED_DOWN = "TogetherScaledDown"
 
 
 class _Response(BaseModel):
-    """Base of everything the server sends: unknown fields are kept, not rejected."""
+    """Base of everything the server sends, read as leniently as the official SDK reads it.
+
+    Unknown fields are kept, enum-like fields are plain strings (a value added by a later API release
+    is kept, not rejected), every field is optional, and ``null`` means "not reported".
+    """
 
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
 
 
 class _Request(BaseModel):
@@ -138,10 +149,10 @@ class AddOnState(_Response):
 class AddOn(_Response):
     """An add-on as the server reports it."""
 
-    add_on_type: str
-    config: AddOnConfig
-    name: str
-    state: AddOnState
+    add_on_type: str | None = None
+    config: AddOnConfig | None = None
+    name: str | None = None
+    state: AddOnState | None = None
 
 
 class SlurmStartupScripts(_Response):
@@ -155,7 +166,7 @@ class SlurmStartupScripts(_Response):
 
 
 class ClusterConfig(_Response):
-    load_balancer: LoadBalancer
+    load_balancer: str | None = None
     gpu_operator_version: str | None = None
     ingress: EnabledFlag | None = None
     jumphost_enabled: bool | None = None
@@ -167,70 +178,78 @@ class ClusterConfig(_Response):
 
 
 class OidcConfig(_Response):
-    client_id: str
-    group_claim: str
-    group_prefix: str
-    issuer_url: str
-    username_claim: str
-    username_prefix: str
+    client_id: str | None = None
+    group_claim: str | None = None
+    group_prefix: str | None = None
+    issuer_url: str | None = None
+    username_claim: str | None = None
+    username_prefix: str | None = None
     ca_cert: str | None = None
 
 
 # --- nodes, phases and events ------------------------------------------------------------------
 
 
+def latest_phase(transitions: list[NodePhaseTransition] | list[PhaseTransition]) -> str | None:
+    """The phase of the newest transition that says when it happened."""
+    dated = [t for t in transitions if t.transition_time is not None and t.phase is not None]
+    if not dated:
+        return None
+    return max(dated, key=lambda t: t.transition_time).phase  # type: ignore[arg-type,return-value]
+
+
 class NodePhaseTransition(_Response):
-    phase: NodePhase
-    transition_time: datetime
+    phase: str | None = None
+    transition_time: datetime | None = None
 
 
 class PhaseTransition(_Response):
-    phase: ClusterPhase
-    transition_time: datetime
+    phase: str | None = None
+    transition_time: datetime | None = None
 
 
 class ControlPlaneNode(_Response):
-    host_name: str
-    memory_gib: float
-    network: str
-    node_id: str
-    num_cpu_cores: int
-    phase_transitions: list[NodePhaseTransition]
-    status: str
+    host_name: str | None = None
+    memory_gib: float | None = None
+    network: str | None = None
+    node_id: str | None = None
+    num_cpu_cores: int | None = None
+    phase_transitions: list[NodePhaseTransition] = Field(default_factory=list)
+    status: str | None = None
     public_ipv4: str | None = None
 
 
 class LinkedAlertAnnotationXidEvent(_Response):
-    count: int
-    mnemonic: str
-    xid_code: str
+    count: int | None = None
+    mnemonic: str | None = None
+    xid_code: str | None = None
 
 
 class LinkedAlertAnnotationXid(_Response):
-    events: list[LinkedAlertAnnotationXidEvent]
+    events: list[LinkedAlertAnnotationXidEvent] = Field(default_factory=list)
 
 
 class LinkedAlertAnnotationSlurmNodeUnavailable(_Response):
-    reason: str
+    reason: str | None = None
 
 
 class LinkedAlertAnnotation(_Response):
-    description: str
-    summary_line: str
-    title: str
+    description: str | None = None
+    summary_line: str | None = None
+    title: str | None = None
     slurm_node_unavailable: LinkedAlertAnnotationSlurmNodeUnavailable | None = None
     xid: LinkedAlertAnnotationXid | None = None
 
 
 class LinkedAlert(_Response):
-    alert_name: str
-    annotation: LinkedAlertAnnotation
-    annotations: dict[str, str]
-    cluster_id: str
-    passive_health_check_alert_id: str
-    severity: Literal["PHC_SEVERITY_INFO", "PHC_SEVERITY_WARNING", "PHC_SEVERITY_CRITICAL"]
-    started_at: datetime
-    target_vm: str
+    alert_name: str | None = None
+    annotation: LinkedAlertAnnotation | None = None
+    annotations: dict[str, str] = Field(default_factory=dict)
+    cluster_id: str | None = None
+    passive_health_check_alert_id: str | None = None
+    severity: str | None = None
+    started_at: datetime | None = None
+    target_vm: str | None = None
     instance_id: str | None = None
     node_remediation_intent_id: str | None = None
     resolved_at: datetime | None = None
@@ -239,12 +258,12 @@ class LinkedAlert(_Response):
 class Remediation(_Response):
     """A node remediation request for an instance."""
 
-    id: str
-    cluster_id: str
-    instance_id: str
-    mode: RemediationMode
-    state: RemediationState
-    trigger: RemediationTrigger
+    id: str | None = None
+    cluster_id: str | None = None
+    instance_id: str | None = None
+    mode: str | None = None
+    state: str | None = None
+    trigger: str | None = None
     active_health_check_run_id: str | None = None
     create_time: datetime | None = None
     end_time: datetime | None = None
@@ -260,14 +279,14 @@ class Remediation(_Response):
 class GPUWorkerNode(_Response):
     """A GPU worker node. The same shape is used for ``deleted_gpu_worker_nodes``."""
 
-    host_name: str
-    memory_gib: float
-    networks: list[str]
-    node_id: str
-    num_cpu_cores: int
-    num_gpus: int
-    phase_transitions: list[NodePhaseTransition]
-    status: str
+    host_name: str | None = None
+    memory_gib: float | None = None
+    networks: list[str] = Field(default_factory=list)
+    node_id: str | None = None
+    num_cpu_cores: int | None = None
+    num_gpus: int | None = None
+    phase_transitions: list[NodePhaseTransition] = Field(default_factory=list)
+    status: str | None = None
     auto_remediation_enabled: bool | None = None
     deleted_at: datetime | None = None
     ephemeral_storage: str | None = None
@@ -284,9 +303,7 @@ class GPUWorkerNode(_Response):
     @property
     def latest_phase(self) -> str | None:
         """The node's newest phase (``NODE_PHASE_RUNNING`` once it serves)."""
-        if not self.phase_transitions:
-            return None
-        return max(self.phase_transitions, key=lambda t: t.transition_time).phase
+        return latest_phase(self.phase_transitions)
 
 
 DeletedGPUWorkerNode = GPUWorkerNode
@@ -295,17 +312,17 @@ DeletedGPUWorkerNode = GPUWorkerNode
 class NodeLifecycleEvent(_Response):
     """A node lifecycle event: ``TogetherScaledUp``, ``TogetherScaledDown`` or ``TogetherPreempted``."""
 
-    message: str
-    node_id: str
-    reason: str
-    timestamp: datetime
+    message: str | None = None
+    node_id: str | None = None
+    reason: str | None = None
+    timestamp: datetime | None = None
 
 
 class Volume(_Response):
-    size_tib: int
-    status: str
-    volume_id: str
-    volume_name: str
+    size_tib: int | None = None
+    status: str | None = None
+    volume_id: str | None = None
+    volume_name: str | None = None
 
 
 # --- the cluster -------------------------------------------------------------------------------
@@ -314,28 +331,28 @@ class Volume(_Response):
 class Cluster(_Response):
     """A GPU cluster as ``GET /v1/compute/clusters/{id}`` returns it."""
 
-    add_ons: list[AddOn]
-    allocated_preemptible_gpus: int
-    billing_type: BillingType
-    cluster_id: str
-    cluster_name: str
-    cluster_type: ClusterType
-    control_plane_nodes: list[ControlPlaneNode]
-    cuda_version: str
-    desired_preemptible_gpus: int
-    gpu_type: GpuType
-    gpu_worker_nodes: list[GPUWorkerNode]
-    kube_config: str = Field(repr=False)
-    num_capacity_pool_gpus: int
-    num_cpu_workers: int
-    num_gpus: int
-    num_reserved_gpus: int
-    nvidia_driver_version: str
-    phase_transitions: list[PhaseTransition]
-    project_id: str
-    region: str
-    status: ClusterStatus
-    volumes: list[Volume]
+    add_ons: list[AddOn] = Field(default_factory=list)
+    allocated_preemptible_gpus: int | None = None
+    billing_type: str | None = None
+    cluster_id: str | None = None
+    cluster_name: str | None = None
+    cluster_type: str | None = None
+    control_plane_nodes: list[ControlPlaneNode] = Field(default_factory=list)
+    cuda_version: str | None = None
+    desired_preemptible_gpus: int | None = None
+    gpu_type: str | None = None
+    gpu_worker_nodes: list[GPUWorkerNode] = Field(default_factory=list)
+    kube_config: str | None = Field(default=None, repr=False)
+    num_capacity_pool_gpus: int | None = None
+    num_cpu_workers: int | None = None
+    num_gpus: int | None = None
+    num_reserved_gpus: int | None = None
+    nvidia_driver_version: str | None = None
+    phase_transitions: list[PhaseTransition] = Field(default_factory=list)
+    project_id: str | None = None
+    region: str | None = None
+    status: str | None = None
+    volumes: list[Volume] = Field(default_factory=list)
     capacity_pool_id: str | None = None
     cluster_config: ClusterConfig | None = None
     control_plane_ready: bool | None = None
@@ -359,21 +376,22 @@ class Cluster(_Response):
     @property
     def latest_phase(self) -> str | None:
         """The newest cluster phase, which says more than ``status`` (queued, tests failed, ...)."""
-        if not self.phase_transitions:
-            return None
-        return max(self.phase_transitions, key=lambda t: t.transition_time).phase
+        return latest_phase(self.phase_transitions)
 
 
 class ClusterList(_Response):
-    clusters: list[Cluster]
+    clusters: list[Cluster] = Field(default_factory=list)
 
 
 class ClusterDeleteResponse(_Response):
-    cluster_id: str
+    cluster_id: str | None = None
 
 
 class RegionDriverVersion(_Response):
-    """An NVIDIA driver / CUDA pair offered in a region; ``id`` is the ``nvidia_version_id``."""
+    """An NVIDIA driver / CUDA pair offered in a region; ``id`` is the ``nvidia_version_id``.
+
+    The catalog is read strictly: a malformed one is unreadable, and preview checks then skip it.
+    """
 
     id: str
     cuda_version: str
@@ -392,6 +410,14 @@ class RegionList(_Response):
 
 
 # --- requests ----------------------------------------------------------------------------------
+
+
+class ClusterConfigSpec(ClusterConfig):
+    """Cluster configuration as we send it: the load balancer must be one the API knows."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    load_balancer: LoadBalancer  # type: ignore[assignment]
 
 
 class AcceptanceTestsParams(_Request):
@@ -451,7 +477,7 @@ class ClusterCreateRequest(_Request):
     auto_scale: bool | None = None
     auto_scale_max_gpus: int | None = None
     capacity_pool_id: str | None = None
-    cluster_config: ClusterConfig | None = None
+    cluster_config: ClusterConfigSpec | None = None
     cluster_type: ClusterType | None = None
     duration_days: int | None = None
     install_traefik: bool | None = None
@@ -476,7 +502,7 @@ class ClusterUpdateRequest(_Request):
     """Body of ``PUT /v1/compute/clusters/{id}``: fields left out keep their current value."""
 
     add_ons: list[AddOnUpdate] | None = None
-    cluster_config: ClusterConfig | None = None
+    cluster_config: ClusterConfigSpec | None = None
     cluster_type: ClusterType | None = None
     num_capacity_pool_gpus: int | None = None
     num_gpus: int | None = None
@@ -487,3 +513,25 @@ class ClusterUpdateRequest(_Request):
     def to_json(self) -> dict[str, Any]:
         """The wire body: only the fields being changed."""
         return self.model_dump(mode="json", exclude_none=True)
+
+
+# --- who the key is (``GET /v3/whoami``) -------------------------------------------------------
+
+
+class WhoamiProject(_Response):
+    id: str | None = None
+    name: str | None = None
+    slug: str | None = None
+
+
+class WhoamiOrganization(_Response):
+    id: str | None = None
+    name: str | None = None
+
+
+class Whoami(_Response):
+    """The key's identity; ``type`` says which of the SDK's shapes (``project_api_key``, ...) it is."""
+
+    type: str | None = None
+    project: WhoamiProject | None = None
+    organization: WhoamiOrganization | None = None

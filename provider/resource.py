@@ -10,6 +10,7 @@ release, so state written today still refreshes and destroys later. The provider
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -27,14 +28,28 @@ from pulumi.dynamic import (
 )
 
 from . import lifecycle, settings
-from .client import TogetherClient
-from .errors import InputError, NotFoundError, TogetherError
+from .client import Identity, TogetherClient
+from .errors import InputError, NotFoundError, TogetherError, WrongTargetError
 from .mapping import create_request, live_outputs, read_inputs, update_request
 from .models import Cluster as ApiCluster
 from .models import Region
-from .retry import RetryPolicy
-from .rules import plan_change, validate, validate_against_catalog
+from .rules import (
+    catalog_fields_to_check,
+    default_driver,
+    has_driver_selector,
+    is_unknown,
+    missing_driver_failure,
+    plan_change,
+    validate,
+    validate_against_catalog,
+)
 from .schema import FIELDS, OUTPUT_NAMES, RESOURCE_MODULE, RESOURCE_NAME, SECRET_OUTPUTS, with_defaults
+
+# Set by ``check`` on the inputs of a resource whose adoption already happened: a later replacement
+# creates a new cluster instead of adopting the one it has just deleted.
+ADOPTION_DONE = "adoption_done"
+# The preview-time catalog lookup: one try, bounded, made once per provider process.
+CATALOG_TIMEOUT_S = 2.0
 
 
 def _inputs_of(props: dict[str, Any]) -> dict[str, Any]:
@@ -53,25 +68,79 @@ def _whole_numbers(value: Any) -> Any:
     return value
 
 
-def _state(inputs: dict[str, Any], cluster: ApiCluster) -> dict[str, Any]:
-    return {**{k: v for k, v in with_defaults(inputs).items() if v is not None}, **live_outputs(cluster)}
+def _state(inputs: dict[str, Any], cluster: ApiCluster, identity: Identity) -> dict[str, Any]:
+    return {
+        **{k: v for k, v in with_defaults(inputs).items() if v is not None},
+        **live_outputs(cluster),
+        "api_endpoint": identity.endpoint,
+        "api_project_id": identity.project_id,
+        "api_organization_id": identity.organization_id,
+    }
 
 
 def _timeout_s(inputs: dict[str, Any]) -> float:
     return float(with_defaults(inputs)["ready_timeout_minutes"]) * 60
 
 
+_catalogs: dict[tuple[str, str], list[Region]] = {}
+_catalog_lock = threading.Lock()
+
+
 def _region_catalog() -> list[Region]:
     """What the API offers, for checks at preview; empty (checks skipped) when it cannot be asked now.
 
-    One quick try only: the API validates the same choices again at create, so an unreachable API
-    must not slow every preview down or fail it.
+    One bounded try, once per provider process (every resource of a preview shares it): the API
+    validates the same choices again at create, so an unreachable API must not slow a preview down.
     """
     try:
-        with settings.connect(retry=RetryPolicy(max_attempts=1)) as client:
-            return client.list_regions()
+        client = settings.connect()
     except TogetherError:
         return []
+    key = (client.base_url, client.api_key_fingerprint)
+    with _catalog_lock:
+        if key not in _catalogs:
+            try:
+                _catalogs[key] = client.list_regions(attempts=1, timeout_s=CATALOG_TIMEOUT_S)
+            except TogetherError:
+                _catalogs[key] = []
+        return _catalogs[key]
+
+
+def forget_catalog() -> None:
+    """Drop the cached catalog, as a new provider process would (for tests)."""
+    with _catalog_lock:
+        _catalogs.clear()
+
+
+def _identity(client: TogetherClient) -> Identity:
+    """Where this client points; an API without ``whoami`` gives the endpoint alone."""
+    try:
+        return client.whoami()
+    except NotFoundError:
+        return Identity(endpoint=client.base_url, project_id=None, organization_id=None)
+
+
+def _check_target(client: TogetherClient, props: dict[str, Any], cluster_id: str) -> Identity:
+    """Refuse to touch a cluster through another endpoint or project than the one it was created in.
+
+    A state written before identities were recorded has none: it is taken as it is, and recorded.
+    """
+    here = _identity(client)
+    recorded = {
+        "endpoint": props.get("api_endpoint"),
+        "project": props.get("api_project_id"),
+        "organization": props.get("api_organization_id"),
+    }
+    current = {"endpoint": here.endpoint, "project": here.project_id, "organization": here.organization_id}
+    wrong = [k for k, v in recorded.items() if v and v != current[k]]
+    if wrong:
+        said = "; ".join(f"{k} recorded {recorded[k]!r}, now {current[k]!r}" for k in wrong)
+        raise WrongTargetError(
+            f"cluster {cluster_id} was created through another API {' and '.join(wrong)} than the one "
+            f"configured now ({said}). Nothing was read or changed. Point TOGETHER_BASE_URL / "
+            "together:baseUrl and the API key back at the recorded endpoint and project, then run again."
+        )
+    return here
 
 
 class ClusterProvider(ResourceProvider):
@@ -82,18 +151,45 @@ class ClusterProvider(ResourceProvider):
     def configure(self, req: ConfigureRequest) -> None:
         settings.take_stack_config(req.config)
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        inputs = {k: v for k, v in with_defaults(_inputs_of(news)).items() if v is not None}
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inputs: dict[str, Any] = {k: v for k, v in with_defaults(_inputs_of(news)).items() if v is not None}
         failures = validate(inputs)
-        old_inputs = _inputs_of(_olds)
+        old_inputs = _inputs_of(olds)
+        replaces = False
         if old_inputs and not failures:
-            failures += plan_change(old_inputs, inputs).refusals
-        if not failures:
-            failures += validate_against_catalog(inputs, _region_catalog())
+            plan = plan_change(old_inputs, inputs)
+            failures += plan.refusals
+            replaces = bool(plan.replace)
+        adopting = inputs.get("adopt_cluster_id")
+        if adopting is not None and old_inputs and adopting == old_inputs.get("adopt_cluster_id"):
+            # ``olds`` are the resource's previous inputs: it exists, and this adoption already happened.
+            inputs[ADOPTION_DONE] = True
+        new_cluster = not old_inputs or replaces
+        needs_driver = (
+            new_cluster
+            and adopting is None
+            and not has_driver_selector(inputs)
+            and not is_unknown(inputs.get("region"))
+        )
+        fields = catalog_fields_to_check(old_inputs, inputs)
+        if not failures and (fields or needs_driver):
+            catalog = _region_catalog()
+            failures += validate_against_catalog(inputs, catalog, fields)
+            if needs_driver and not failures:
+                driver = default_driver(catalog, inputs.get("region"))
+                if driver is None:
+                    failures.append(missing_driver_failure(inputs.get("region")))
+                else:
+                    inputs["nvidia_version_id"] = driver.id
+                    lifecycle.report(
+                        f"{inputs.get('cluster_name')}: no driver chosen; using the region's newest, "
+                        f"nvidia_version_id={driver.id!r} (CUDA {driver.cuda_version}, driver "
+                        f"{driver.nvidia_driver_version}). Set nvidia_version_id to choose."
+                    )
         return CheckResult(inputs, [CheckFailure(f.field, f.message) for f in failures])
 
-    def diff(self, _id: str, _olds: dict[str, Any], _news: dict[str, Any]) -> DiffResult:
-        plan = plan_change(_olds, _inputs_of(_news))
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        plan = plan_change(olds, _inputs_of(news))
         return DiffResult(
             changes=plan.changed,
             replaces=plan.replace,
@@ -102,19 +198,19 @@ class ClusterProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = _inputs_of(props)
-        with settings.connect() as client:
-            if inputs.get("adopt_cluster_id"):
-                cluster = self._adopt(client, inputs)
-            else:
-                cluster = lifecycle.create_or_explain_conflict(client, create_request(inputs))
-                lifecycle.report(
-                    f"cluster {cluster.cluster_id} ({cluster.cluster_name}) accepted; provisioning"
-                )
-                try:
-                    cluster = lifecycle.wait_ready(client, cluster.cluster_id, _timeout_s(inputs))
-                except Exception as exc:
-                    raise lifecycle.cleanup_failed_create(client, cluster.cluster_id, exc) from exc
-        return CreateResult(cluster.cluster_id, _state(inputs, cluster))
+        client = settings.connect()
+        identity = _identity(client)
+        if inputs.get("adopt_cluster_id") and not props.get(ADOPTION_DONE):
+            cluster = self._adopt(client, inputs)
+        else:
+            cluster = lifecycle.create_or_explain_conflict(client, create_request(inputs))
+            cluster_id = str(cluster.cluster_id)
+            lifecycle.report(f"cluster {cluster_id} ({cluster.cluster_name}) accepted; provisioning")
+            try:
+                cluster = lifecycle.wait_ready(client, cluster_id, _timeout_s(inputs))
+            except Exception as exc:
+                raise lifecycle.cleanup_failed_create(client, cluster_id, exc) from exc
+        return CreateResult(str(cluster.cluster_id), _state(inputs, cluster, identity))
 
     def _adopt(self, client: TogetherClient, inputs: dict[str, Any]) -> ApiCluster:
         """Take an existing cluster into the stack, then make it match the code in place."""
@@ -122,12 +218,14 @@ class ClusterProvider(ResourceProvider):
         try:
             cluster = client.get_cluster(cluster_id)
         except NotFoundError:
+            cluster = None
+        if cluster is None or cluster.status == "Deleting":
             raise InputError(
                 "adopt_cluster_id",
                 cluster_id,
-                f"adopt_cluster_id {cluster_id!r}: no such cluster for this API key.",
-            ) from None
-        live = read_inputs(cluster, inputs)
+                f"adopt_cluster_id {cluster_id!r}: no such live cluster for this API key.",
+            )
+        live = read_inputs(cluster, inputs, immutable=True)
         plan = plan_change(live, inputs)
         if plan.replace:
             mismatch = ", ".join(f"{f}: live {live.get(f)!r}, code {inputs.get(f)!r}" for f in plan.replace)
@@ -152,26 +250,29 @@ class ClusterProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         old_inputs = _inputs_of(props)
-        with settings.connect() as client:
-            cluster = lifecycle.get_or_none(client, id_)
+        client = settings.connect()
+        identity = _check_target(client, props, id_)
+        cluster = lifecycle.get_or_none(client, id_)
         if cluster is None or cluster.status == "Deleting":
             return ReadResult("", {})
         inputs = read_inputs(cluster, old_inputs)
-        return ReadResult(id_, _state(inputs, cluster), inputs)
+        return ReadResult(id_, _state(inputs, cluster, identity), inputs)
 
-    def update(self, _id: str, _olds: dict[str, Any], _news: dict[str, Any]) -> UpdateResult:
-        inputs = _inputs_of(_news)
-        plan = plan_change(_olds, inputs)
-        with settings.connect() as client:
-            if plan.update:
-                cluster = self._apply_update(client, _id, inputs, plan.update)
-            else:
-                cluster = client.get_cluster(_id)
-        return UpdateResult(_state(inputs, cluster))
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        inputs = _inputs_of(news)
+        plan = plan_change(olds, inputs)
+        client = settings.connect()
+        identity = _check_target(client, olds, id_)
+        if plan.update:
+            cluster = self._apply_update(client, id_, inputs, plan.update)
+        else:
+            cluster = client.get_cluster(id_)
+        return UpdateResult(_state(inputs, cluster, identity))
 
-    def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        with settings.connect() as client:
-            lifecycle.delete_and_wait(client, _id)
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        client = settings.connect()
+        _check_target(client, props, id_)
+        lifecycle.delete_and_wait(client, id_)
 
 
 @dataclass

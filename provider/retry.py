@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-# 429 means the request was not processed; 502/503/504 usually mean it never reached the service.
-RETRYABLE_STATUS: frozenset[int] = frozenset({429, 502, 503, 504})
+# 429 means the request was not processed; 502/503/504 usually mean it never reached the service; a
+# 500 may have been processed, which sending an idempotent request again does not change.
+RETRYABLE_STATUS: frozenset[int] = frozenset({429, 500, 502, 503, 504})
 # Methods that are safe to send again. POST (create) is not: it is reconciled instead.
 IDEMPOTENT_METHODS: frozenset[str] = frozenset({"GET", "PUT", "DELETE", "HEAD", "OPTIONS"})
 
@@ -30,7 +32,7 @@ class RetryPolicy:
         self, attempt: int, retry_after: float | None = None, rng: random.Random | None = None
     ) -> float:
         """Seconds to wait before attempt ``attempt + 1`` (``attempt`` is 1 for the first retry)."""
-        if retry_after is not None:
+        if retry_after is not None and math.isfinite(retry_after):
             return min(max(retry_after, 0.0), self.max_retry_after)
         ceiling = min(self.max_backoff, self.initial_backoff * (2 ** (attempt - 1)))
         return (rng or random).uniform(ceiling / 2, ceiling)
@@ -42,9 +44,12 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
         return None
     value = value.strip()
     try:
-        return max(float(value), 0.0)
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        # "nan" and "inf" parse as floats but are no usable wait.
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):

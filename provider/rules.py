@@ -24,8 +24,9 @@ from .models import (
     CLUSTER_TYPES,
     GPU_TYPES,
     AddOnSpec,
-    ClusterConfig,
+    ClusterConfigSpec,
     Region,
+    RegionDriverVersion,
     SharedVolumeSpec,
 )
 from .schema import FIELDS, OnChange
@@ -108,6 +109,7 @@ def validate(inputs: dict[str, Any]) -> list[Failure]:
             )
 
     failures += _validate_gpu_counts(known)
+    failures += _validate_reservation(known)
     failures += _validate_billing(known, unknown)
     failures += _validate_driver_and_volume(known)
     failures += _validate_nested(known)
@@ -153,6 +155,39 @@ def _validate_gpu_counts(known: dict[str, Any]) -> list[Failure]:
             failures.append(Failure(name, f"{name} must be a whole number, 0 or more; got {value!r}."))
         elif value % GPUS_PER_NODE:
             failures.append(Failure(name, _not_whole_nodes(name, value)))
+    return failures
+
+
+def _validate_reservation(known: dict[str, Any]) -> list[Failure]:
+    """Reserved GPUs belong to RESERVED clusters and are a share of ``num_gpus``; durations are whole days."""
+    failures: list[Failure] = []
+    billing = known.get("billing_type", FIELDS["billing_type"].default)
+    reserved, num_gpus = known.get("num_reserved_gpus"), known.get("num_gpus")
+    if reserved is not None and billing != "RESERVED":
+        failures.append(
+            Failure(
+                "num_reserved_gpus",
+                f"num_reserved_gpus is {reserved!r} but billing_type is {billing}: reserved GPUs apply to "
+                "billing_type RESERVED only. Remove num_reserved_gpus, or set billing_type='RESERVED'.",
+            )
+        )
+    elif isinstance(reserved, int) and isinstance(num_gpus, int) and reserved > num_gpus:
+        failures.append(
+            Failure(
+                "num_reserved_gpus",
+                f"num_reserved_gpus is {reserved} but num_gpus is {num_gpus}: the reserved GPUs are a share of "
+                f"num_gpus. Set num_reserved_gpus to {num_gpus} or less.",
+            )
+        )
+    days = known.get("duration_days")
+    if days is not None and (not _is_int(days) or days < 1):
+        failures.append(
+            Failure(
+                "duration_days",
+                f"duration_days must be a whole number of days, 1 or more; got {days!r}. Set it to 1 or more, "
+                "or leave it unset.",
+            )
+        )
     return failures
 
 
@@ -230,6 +265,21 @@ def _validate_driver_and_volume(known: dict[str, Any]) -> list[Failure]:
                 "or use nvidia_version_id alone (see list_regions()).",
             )
         )
+    volume = known.get("shared_volume")
+    region = known.get("region")
+    if (
+        isinstance(volume, dict)
+        and isinstance(volume.get("region"), str)
+        and isinstance(region, str)
+        and volume["region"] != region
+    ):
+        failures.append(
+            Failure(
+                "shared_volume",
+                f"shared_volume.region is {volume['region']!r} but the cluster's region is {region!r}: a shared "
+                f"volume is mounted in its own region only. Set shared_volume.region to {region!r}.",
+            )
+        )
     if "shared_volume" in known and "volume_id" in known:
         failures.append(
             Failure(
@@ -245,7 +295,7 @@ def _validate_nested(known: dict[str, Any]) -> list[Failure]:
     failures: list[Failure] = []
     checks: list[tuple[str, type[pydantic.BaseModel], bool]] = [
         ("shared_volume", SharedVolumeSpec, False),
-        ("cluster_config", ClusterConfig, False),
+        ("cluster_config", ClusterConfigSpec, False),
         ("add_ons", AddOnSpec, True),
     ]
     for name, model, is_list in checks:
@@ -333,9 +383,11 @@ def plan_change(olds: dict[str, Any], news: dict[str, Any]) -> ChangePlan:
             continue
         if not _differs(name, olds.get(name), news.get(name)):
             continue
-        {OnChange.REPLACE: replace, OnChange.UPDATE: update, OnChange.LOCAL: local}[spec.on_change].append(
-            name
-        )
+        on_change = spec.on_change
+        if spec.replace_when is not None and not is_unknown(news.get(name)):
+            if spec.replace_when(olds.get(name), news.get(name)):
+                on_change = OnChange.REPLACE
+        {OnChange.REPLACE: replace, OnChange.UPDATE: update, OnChange.LOCAL: local}[on_change].append(name)
 
     refusals = [] if replace else conversion_refusals(olds, news)
     same_name = not _differs("cluster_name", olds.get("cluster_name"), news.get("cluster_name"))
@@ -397,39 +449,62 @@ def conversion_refusals(olds: dict[str, Any], news: dict[str, Any]) -> list[Fail
 # --- the region catalog -------------------------------------------------------------------------
 
 
-def validate_against_catalog(inputs: dict[str, Any], regions: list[Region]) -> list[Failure]:
+def catalog_fields_to_check(olds: dict[str, Any], news: dict[str, Any]) -> set[str]:
+    """The catalog-checked inputs that this change sets anew (all of them for a new cluster).
+
+    An unchanged cluster is never refused because its region stopped offering its GPU or driver.
+    """
+    names = {n for n, spec in FIELDS.items() if spec.catalog}
+    if not olds:
+        return names
+    return {n for n in names if _differs(n, olds.get(n), news.get(n))}
+
+
+def validate_against_catalog(
+    inputs: dict[str, Any], regions: list[Region], fields: set[str] | None = None
+) -> list[Failure]:
     """Region, GPU type and driver choices against what ``list_regions()`` offers.
 
-    Only known values are checked; a change of region is checked against the new region. An empty
-    catalog (the API could not be asked) checks nothing.
+    Only known values of ``fields`` (default: all catalog fields) are checked, against the region
+    the inputs name. An empty catalog (the API could not be asked) checks nothing.
     """
+    fields = fields if fields is not None else {n for n, spec in FIELDS.items() if spec.catalog}
     region_name, gpu_type = inputs.get("region"), inputs.get("gpu_type")
-    if not regions or not isinstance(region_name, str) or is_unknown(region_name):
+    if not regions or not fields or not isinstance(region_name, str) or is_unknown(region_name):
         return []
-    by_name = {r.name: r for r in regions}
+    by_name = {r.name: r for r in regions if r.name}
     region = by_name.get(region_name)
     if region is None:
+        if "region" not in fields:
+            return []
         return [
             Failure(
                 "region", f"region {region_name!r} is not offered; use one of {', '.join(sorted(by_name))}."
             )
         ]
     failures = []
+    offered = region.supported_instance_types
     if (
-        isinstance(gpu_type, str)
+        "gpu_type" in fields
+        and isinstance(gpu_type, str)
         and not is_unknown(gpu_type)
-        and gpu_type not in region.supported_instance_types
+        and gpu_type not in offered
     ):
         failures.append(
             Failure(
                 "gpu_type",
                 f"gpu_type {gpu_type!r} is not offered in region {region_name}; it offers "
-                f"{', '.join(region.supported_instance_types)}. Pick one of those or another region.",
+                f"{', '.join(offered)}. Pick one of those or another region.",
             )
         )
     version_id = inputs.get("nvidia_version_id")
-    ids = [v.id for v in region.driver_versions]
-    if isinstance(version_id, str) and not is_unknown(version_id) and version_id not in ids:
+    ids = [v.id for v in region.driver_versions if v.id]
+    if (
+        "nvidia_version_id" in fields
+        and isinstance(version_id, str)
+        and not is_unknown(version_id)
+        and version_id not in ids
+    ):
         failures.append(
             Failure(
                 "nvidia_version_id",
@@ -437,3 +512,29 @@ def validate_against_catalog(inputs: dict[str, Any], regions: list[Region]) -> l
             )
         )
     return failures
+
+
+def has_driver_selector(inputs: dict[str, Any]) -> bool:
+    """Whether the inputs choose a driver: ``nvidia_version_id``, or ``cuda_version`` with ``nvidia_driver_version``."""
+    return inputs.get("nvidia_version_id") is not None or (
+        inputs.get("cuda_version") is not None and inputs.get("nvidia_driver_version") is not None
+    )
+
+
+def default_driver(regions: list[Region], region_name: Any) -> RegionDriverVersion | None:
+    """The driver a new cluster gets when the code names none: the newest the region offers."""
+    region = next((r for r in regions if r.name == region_name), None)
+    offered = [v for v in (region.driver_versions if region else []) if v.id and v.nvidia_driver_version]
+    return max(offered, key=lambda v: _version_key(v.nvidia_driver_version), default=None)
+
+
+def _version_key(version: Any) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else 0 for part in str(version).split("."))
+
+
+def missing_driver_failure(region_name: Any) -> Failure:
+    return Failure(
+        "nvidia_version_id",
+        f"no driver chosen and the catalog of region {region_name!r} could not be read to pick its default: "
+        "set nvidia_version_id (see `tg clusters list-regions`), or cuda_version with nvidia_driver_version.",
+    )

@@ -8,11 +8,16 @@ Read like a Terraform schema: one row per input, with its plan modifier side by 
 
 ``server_default`` marks optional inputs the server fills in when left unset (a project, a driver
 version): leaving them unset in code is never a difference from what the server reports.
-``read_back`` marks inputs the API reports, so ``refresh`` sees a change made outside Pulumi.
+``read_back`` marks inputs the API reports, so ``refresh`` sees a change made outside Pulumi; only
+in-place (``UPDATE``) fields can change outside Pulumi, so only they are taken from a refresh (a
+``REPLACE`` field the server spells differently, e.g. a normalised ``cuda_version``, is no change).
+``replace_when`` marks an ``UPDATE`` field some of whose changes the API cannot make in place.
+``catalog`` marks inputs checked against the region catalog at preview, and only when they change.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -37,25 +42,65 @@ class FieldSpec:
     required: bool = False
     server_default: bool = False
     read_back: bool = False
+    replace_when: Callable[[Any, Any], bool] | None = None
+    catalog: bool = False
     doc: str = ""
+
+
+def add_on_set_changes(old: Any, new: Any) -> bool:
+    """The API updates an add-on's config by name, but cannot add or remove one in place."""
+
+    def names(add_ons: Any) -> set[tuple[Any, Any]]:
+        items = add_ons if isinstance(add_ons, list) else []
+        return {(a.get("name"), a.get("add_on_type")) for a in items if isinstance(a, dict)}
+
+    return names(old) != names(new)
 
 
 _FIELDS = (
     FieldSpec("cluster_name", OnChange.REPLACE, required=True, read_back=True, doc="Name of the cluster."),
-    FieldSpec("region", OnChange.REPLACE, required=True, read_back=True, doc="Region, from list_regions()."),
-    FieldSpec("gpu_type", OnChange.REPLACE, required=True, read_back=True, doc="GPU type, e.g. H100_SXM."),
+    FieldSpec(
+        "region",
+        OnChange.REPLACE,
+        required=True,
+        read_back=True,
+        catalog=True,
+        doc="Region, from list_regions().",
+    ),
+    FieldSpec(
+        "gpu_type",
+        OnChange.REPLACE,
+        required=True,
+        read_back=True,
+        catalog=True,
+        doc="GPU type, e.g. H100_SXM.",
+    ),
     FieldSpec("num_gpus", OnChange.UPDATE, required=True, read_back=True, doc="Standard (on-demand) GPUs."),
     FieldSpec("num_preemptible_gpus", OnChange.UPDATE, default=0, read_back=True, doc="Preemptible GPUs."),
     FieldSpec("billing_type", OnChange.REPLACE, default="ON_DEMAND", read_back=True),
     FieldSpec("cluster_type", OnChange.REPLACE, default="KUBERNETES", read_back=True),
     FieldSpec("project_id", OnChange.REPLACE, server_default=True, read_back=True),
-    FieldSpec("nvidia_version_id", OnChange.REPLACE, server_default=True, read_back=True),
+    FieldSpec(
+        "nvidia_version_id",
+        OnChange.REPLACE,
+        server_default=True,
+        read_back=True,
+        catalog=True,
+        doc="Driver, from list_regions(); unset (and no cuda_version pair) means the region's newest, "
+        "resolved at preview.",
+    ),
     FieldSpec("cuda_version", OnChange.REPLACE, server_default=True, read_back=True),
     FieldSpec("nvidia_driver_version", OnChange.REPLACE, server_default=True, read_back=True),
     FieldSpec("shared_volume", OnChange.REPLACE, doc="Inline shared volume: region, size_tib, volume_name."),
     FieldSpec("volume_id", OnChange.REPLACE, doc="An existing volume to attach."),
     FieldSpec("cluster_config", OnChange.UPDATE, read_back=True),
-    FieldSpec("add_ons", OnChange.UPDATE),
+    FieldSpec(
+        "add_ons",
+        OnChange.UPDATE,
+        read_back=True,
+        replace_when=add_on_set_changes,
+        doc="Add-ons: a config change is made in place; adding or removing one replaces the cluster.",
+    ),
     FieldSpec("num_reserved_gpus", OnChange.UPDATE, server_default=True, read_back=True),
     FieldSpec("duration_days", OnChange.REPLACE),
     FieldSpec("reservation_start_time", OnChange.REPLACE, read_back=True),
@@ -86,6 +131,10 @@ OUTPUT_NAMES: tuple[str, ...] = (
     "last_preempted_at",
     "kube_config",
     "created_at",
+    # Where the cluster lives: refresh, update and delete refuse another endpoint or project.
+    "api_endpoint",
+    "api_project_id",
+    "api_organization_id",
 )
 SECRET_OUTPUTS: tuple[str, ...] = ("kube_config",)
 

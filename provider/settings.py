@@ -1,20 +1,28 @@
-"""Where the dynamic provider finds its API key and base URL, at the moment it makes a call.
+"""Where the dynamic provider finds its API key and base URL, and the one API client of the process.
 
 Order: the stack config (``together:apiKey`` as a secret, ``together:baseUrl``), handed over by the
 provider's ``configure`` hook, then ``TOGETHER_API_KEY`` / ``TOGETHER_BASE_URL``. The values live
 in this module of the provider process only: never on the provider object, which the engine
 pickles into the state.
+
+One ``TogetherClient`` (one connection pool, one ``whoami``) serves every operation of the
+process for a given key and endpoint. ``TOGETHER_RECONCILE_TIMEOUT_S`` sets how long a create
+whose reply was lost looks for its cluster in the listing (default 90 s).
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from typing import Any
 
-from .client import TogetherClient
-from .retry import RetryPolicy
+from .client import RECONCILE_TIMEOUT_S, TogetherClient, resolve_api_key, resolve_base_url
 
 _stack_config: dict[str, str] = {}
+_clients: dict[tuple[str, str], TogetherClient] = {}
+_lock = threading.Lock()
 
+RECONCILE_TIMEOUT_ENV = "TOGETHER_RECONCILE_TIMEOUT_S"
 API_KEY_CONFIG = "together:apiKey"
 BASE_URL_CONFIG = "together:baseUrl"
 
@@ -28,8 +36,29 @@ def take_stack_config(config: Any) -> None:
             _stack_config[key] = value.strip()
 
 
-def connect(retry: RetryPolicy | None = None) -> TogetherClient:
-    """A client for one provider operation; close it (``with connect() as client``) when done."""
-    return TogetherClient(
-        api_key=_stack_config.get(API_KEY_CONFIG), base_url=_stack_config.get(BASE_URL_CONFIG), retry=retry
-    )
+def connect() -> TogetherClient:
+    """The process's client for the current key and endpoint (made on first use, then shared)."""
+    api_key = resolve_api_key(_stack_config.get(API_KEY_CONFIG))
+    base_url = resolve_base_url(_stack_config.get(BASE_URL_CONFIG))
+    with _lock:
+        client = _clients.get((api_key, base_url))
+        if client is None:
+            client = _clients[(api_key, base_url)] = TogetherClient(
+                api_key=api_key, base_url=base_url, reconcile_timeout_s=_reconcile_timeout_s()
+            )
+        return client
+
+
+def forget_clients() -> None:
+    """Close and drop every shared client, as a new provider process would start (for tests)."""
+    with _lock:
+        for client in _clients.values():
+            client.close()
+        _clients.clear()
+
+
+def _reconcile_timeout_s() -> float:
+    try:
+        return float(os.environ.get(RECONCILE_TIMEOUT_ENV) or RECONCILE_TIMEOUT_S)
+    except ValueError:
+        return RECONCILE_TIMEOUT_S

@@ -12,28 +12,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .errors import WaitTimeoutError
+from .errors import RateLimitError, ServerError, TransportError, WaitTimeoutError
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class PollSchedule:
-    """First poll after ``initial`` seconds, growing by ``factor`` up to ``maximum``."""
+    """How long to wait before the next poll, given how long the wait has lasted.
 
-    initial: float = 1.0
-    factor: float = 1.5
-    maximum: float = 15.0
+    A tenth of the time waited so far, at least ``floor`` and at most ``ceiling`` seconds: a state
+    reached after ``t`` seconds is seen at most ``max(floor, t / 10)`` seconds late, while a long
+    wait does not poll a busy API every second.
+    """
 
-    def delays(self) -> Callable[[], float]:
-        current = [self.initial]
+    floor: float = 1.0
+    fraction: float = 0.1
+    ceiling: float = 30.0
 
-        def next_delay() -> float:
-            delay = current[0]
-            current[0] = min(current[0] * self.factor, self.maximum)
-            return delay
+    def delay(self, elapsed: float) -> float:
+        return min(self.ceiling, max(self.floor, self.fraction * elapsed))
 
-        return next_delay
+
+# Errors that say nothing about the cluster: the API or the network hiccupped. A wait keeps going.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (ServerError, RateLimitError, TransportError)
 
 
 def report(message: str) -> None:
@@ -59,22 +61,27 @@ def wait_until(
 ) -> T:
     """Call ``fetch`` until ``done`` holds for its result, or raise ``WaitTimeoutError``.
 
-    ``fetch`` may raise to stop the wait early (e.g. a failed provisioning phase). Progress is
-    reported whenever ``describe`` of the result changes.
+    ``fetch`` may raise to stop the wait early (e.g. a failed provisioning phase). Transient errors
+    (5xx, 429, no usable reply) do not end the wait: they are reported and polling goes on until
+    the deadline. Progress is reported whenever what is seen changes.
     """
+    schedule = schedule or PollSchedule()
     start = clock()
     deadline = start + timeout_s
-    next_delay = (schedule or PollSchedule()).delays()
-    last_seen = None
+    last_seen: str | None = None
     while True:
-        value = fetch()
-        seen = describe(value)
-        if done(value):
-            return value
+        try:
+            value = fetch()
+        except TRANSIENT_ERRORS as exc:
+            seen = f"no answer this time ({exc})"
+        else:
+            if done(value):
+                return value
+            seen = describe(value)
         if seen != last_seen:
             progress(f"{what}: {seen} ({clock() - start:.0f}s)")
             last_seen = seen
         remaining = deadline - clock()
         if remaining <= 0:
             raise WaitTimeoutError(f"{what}: not done after {timeout_s:.0f}s; last seen: {seen}")
-        sleep(min(next_delay(), remaining))
+        sleep(min(schedule.delay(clock() - start), remaining))

@@ -19,8 +19,7 @@ SECRET_KEY = "tgp_v1_client-test-secret-0123456789abcdef"
 
 @pytest.fixture(scope="module")
 def emu():
-    # default_driver: the provider does not yet send a driver selector (issue 9, point 10).
-    with start_emulator(speed=600, default_driver=True) as running:
+    with start_emulator(speed=600) as running:
         yield running
 
 
@@ -57,6 +56,7 @@ def request(name: str = "alpha", **overrides) -> ClusterCreateRequest:
         "num_gpus": 8,
         "num_preemptible_gpus": 8,
         "billing_type": "ON_DEMAND",
+        "nvidia_version_id": "nv-570-cu128-ubuntu2204",
     }
     return ClusterCreateRequest.model_validate(body | overrides)
 
@@ -142,20 +142,24 @@ def test_lost_create_reply_does_not_make_a_second_cluster(client, admin):
     assert [c["cluster_id"] for c in named] == [cluster.cluster_id]
 
 
-def test_create_refused_before_commit_is_sent_again_once(client, admin):
-    admin.add_fault(status=503, count=1, method="POST", path="/v1/compute/clusters")
+def test_a_429_is_sent_again_but_a_5xx_is_reconciled_never_re_sent(client, admin):
+    """A 429 is a refusal before any work; a 503 may or may not have been taken: never POST again."""
     admin.add_fault(status=429, count=1, method="POST", path="/v1/compute/clusters", retry_after=1)
     client.create_cluster(request("refused-first"))
     assert len([c for c in admin.clusters() if c["cluster_name"] == "refused-first"]) == 1
+    admin.add_fault(status=503, count=1, method="POST", path="/v1/compute/clusters")
+    with pytest.raises(errors.AmbiguousCreateError) as caught:
+        client.create_cluster(request("refused-second"), reconcile_timeout_s=1)
+    assert "'refused-second'" in str(caught.value) and "tg clusters list" in str(caught.value)
+    assert [c for c in admin.clusters() if c["cluster_name"] == "refused-second"] == []
 
 
 def test_lost_reply_does_not_adopt_an_older_cluster_of_the_same_name(client, admin):
     """A cluster that existed before the call is not taken for the one this call made."""
     older = client.create_cluster(request("same-name"))
     admin.add_fault(status=502, count=1, method="POST", path="/v1/compute/clusters", after_commit=False)
-    # The emulator would refuse the duplicate name with 409 once the fault has passed.
-    with pytest.raises(errors.ConflictError):
-        client.create_cluster(request("same-name"))
+    with pytest.raises(errors.AmbiguousCreateError):
+        client.create_cluster(request("same-name"), reconcile_timeout_s=1)
     assert [c["cluster_id"] for c in admin.clusters() if c["cluster_name"] == "same-name"] == [
         older.cluster_id
     ]

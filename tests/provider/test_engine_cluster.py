@@ -58,8 +58,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def emu():
     _engine.require_engine()
-    # default_driver: the provider does not yet send a driver selector (issue 9, point 10).
-    with start_emulator(speed=600, default_driver=True) as running:
+    with start_emulator(speed=600) as running:
         yield running
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from together_clusters.emulator.server import start_emulator
-from together_clusters.provider import TogetherError
+from together_clusters.provider import TogetherError, settings
 from together_clusters.provider.errors import InputError
-from together_clusters.provider.resource import ClusterProvider
+from together_clusters.provider.resource import ClusterProvider, forget_catalog
 from together_clusters.provider.schema import with_defaults
 
 KEY = "lifecycle-test-key"
@@ -16,8 +16,7 @@ KEY = "lifecycle-test-key"
 
 @pytest.fixture(scope="module")
 def emu():
-    # default_driver: the provider does not yet send a driver selector (issue 9, point 10).
-    with start_emulator(speed=600, default_driver=True) as running:
+    with start_emulator(speed=600) as running:
         yield running
 
 
@@ -27,6 +26,9 @@ def admin(emu, monkeypatch):
     monkeypatch.setenv("TOGETHER_API_KEY", KEY)
     emu.admin.reset()
     emu.admin.set_speed(600)
+    # Every engine operation runs in a fresh provider process: no client or catalog carried over.
+    settings.forget_clients()
+    forget_catalog()
     yield emu.admin
     emu.admin.clear_faults()
 
@@ -39,6 +41,7 @@ def inputs(**overrides) -> dict:
         "num_gpus": 8,
         "num_preemptible_gpus": 8,
         "ready_timeout_minutes": 2,
+        "nvidia_version_id": "nv-570-cu128-ubuntu2204",
     }
     return {k: v for k, v in with_defaults(base | overrides).items() if v is not None}
 
@@ -136,7 +139,7 @@ def test_when_cleanup_fails_too_the_error_gives_the_id_and_the_way_out(admin):
     message = str(caught.value)
     assert cluster["cluster_id"] in message
     assert f"adopt_cluster_id='{cluster['cluster_id']}'" in message
-    assert f"tg beta clusters delete {cluster['cluster_id']}" in message
+    assert f"tg clusters delete {cluster['cluster_id']}" in message
 
 
 def test_adopt_an_existing_cluster_and_converge_it(admin, emu):

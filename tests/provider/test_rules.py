@@ -21,6 +21,7 @@ BASE = {
     "gpu_type": "H100_SXM",
     "num_gpus": 8,
     "num_preemptible_gpus": 8,
+    "nvidia_version_id": "nv-570-cu128-ubuntu2204",
 }
 
 
@@ -174,7 +175,7 @@ def test_preemptible_change_updates_in_place():
         ("region", "us-east-2"),
         ("gpu_type", "H200_SXM"),
         ("billing_type", "RESERVED"),
-        ("nvidia_version_id", "nv-570-cu128-ubuntu2204"),
+        ("nvidia_version_id", "nv-other-driver"),
         ("volume_id", "vol-2"),
         ("reservation_start_time", "2027-01-01T00:00:00Z"),
     ],
@@ -258,3 +259,80 @@ def test_whole_numbers_from_the_engine_wire_are_integers():
     assert result.failures == []
     assert result.inputs["num_gpus"] == 8 and isinstance(result.inputs["num_gpus"], int)
     assert check(BASE | {"num_gpus": 8.5})["num_gpus"] == "num_gpus must be a whole number; got 8.5."
+
+
+# --- issue 9: preview-time errors that name the field, the value and the fix ----------------------
+
+
+def test_reserved_gpus_on_an_on_demand_cluster_are_refused_at_preview():
+    message = check(BASE | {"num_reserved_gpus": 8})["num_reserved_gpus"]
+    assert "ON_DEMAND" in message and "8" in message and "billing_type='RESERVED'" in message
+
+
+def test_reserved_gpus_above_num_gpus_are_refused_at_preview():
+    message = check(BASE | {"billing_type": "RESERVED", "num_reserved_gpus": 16})["num_reserved_gpus"]
+    assert "16" in message and "num_gpus is 8" in message and "8 or less" in message
+
+
+def test_zero_duration_days_is_refused_at_preview():
+    message = check(BASE | {"duration_days": 0})["duration_days"]
+    assert "got 0" in message and "1 or more" in message
+
+
+def test_a_shared_volume_in_another_region_is_refused_at_preview():
+    volume = {"region": "us-east-2", "size_tib": 1, "volume_name": "data"}
+    message = check(BASE | {"shared_volume": volume})["shared_volume"]
+    assert "'us-east-2'" in message and "'us-central-8'" in message
+
+
+def test_no_driver_and_no_catalog_is_refused_with_the_fix():
+    news = {k: v for k, v in BASE.items() if k != "nvidia_version_id"}
+    message = check(news)["nvidia_version_id"]
+    assert "set nvidia_version_id" in message and "cuda_version with nvidia_driver_version" in message
+    # Both halves of the legacy selector are a choice too.
+    assert check(news | {"cuda_version": "12.8", "nvidia_driver_version": "570"}) == {}
+
+
+def test_a_field_missing_from_state_or_left_to_the_server_is_no_change():
+    """Absent in a reply (so absent in state) or normalised by the server: no delete-before-replace."""
+    from together_clusters.provider.mapping import read_inputs
+    from together_clusters.provider.models import Cluster
+
+    code = BASE | {
+        "cluster_type": "SLURM",
+        "slurm_shm_size_gib": 64,
+        "cuda_version": "12.8",
+        "nvidia_driver_version": "570",
+    }
+    live = Cluster.model_validate(
+        {
+            "cluster_id": "c-1",
+            "cluster_name": "demo",
+            "region": "us-central-8",
+            "gpu_type": "H100_SXM",
+            "num_gpus": 8,
+            "desired_preemptible_gpus": 8,
+            "cluster_type": "SLURM",
+            "cuda_version": "12.8.1",  # the server's spelling of the code's 12.8
+            "nvidia_driver_version": "570.124.06",
+        }
+    )
+    refreshed = read_inputs(live, code)
+    plan = plan_change(refreshed, code)
+    assert plan.replace == [] and not plan.delete_before_replace
+
+
+def test_adding_an_add_on_is_a_replacement_at_preview_and_a_config_change_is_an_update():
+    dash = {"name": "dash", "add_on_type": "dashboard", "config": {"dashboard": {"enabled": True}}}
+    olds = BASE | {"add_ons": [dash]}
+    grown = BASE | {"add_ons": [dash, {"name": "lb", "add_on_type": "ingress"}]}
+    assert plan_change(olds, grown).replace == ["add_ons"]
+    off = dict(dash, config={"dashboard": {"enabled": False}})
+    assert plan_change(olds, BASE | {"add_ons": [off]}).update == ["add_ons"]
+
+
+def test_conversion_is_refused_with_old_inputs_as_the_engine_sends_them():
+    """The engine's wire has one number type: old inputs arrive as 16.0, and must still be compared."""
+    olds = BASE | {"num_gpus": 16.0, "num_preemptible_gpus": 8.0}
+    failures = check(BASE | {"num_gpus": 8, "num_preemptible_gpus": 16}, olds=olds)
+    assert "convert standard nodes into preemptible ones" in failures["num_gpus"]

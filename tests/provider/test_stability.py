@@ -65,3 +65,12 @@ def test_a_users_own_provider_and_components_do_not_shadow_ours(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["together_clusters.provider.resource", "ClusterProvider"]
+
+
+def test_ready_is_seen_at_most_max_2s_or_a_tenth_of_the_wait_late():
+    """The poll schedule: a state reached after t seconds of waiting is seen by t + max(2, t/10)."""
+    from together_clusters.provider.waiting import PollSchedule
+
+    schedule = PollSchedule()
+    for elapsed in [0, 1, 5, 20, 60, 120, 300, 600, 1800]:
+        assert schedule.delay(elapsed) <= max(2.0, elapsed / 10)
