@@ -93,6 +93,7 @@ class Platform:
                 now=now,
             )
             self._sim.add_cluster(record, now)
+            self._cluster_added(record)
             return render.cluster(record, now)
 
     def get_cluster(self, owner: str, cluster_id: str) -> Cluster:
@@ -236,12 +237,18 @@ class Platform:
                 for c in self._sim.ordered()
             ]
 
+    def close(self) -> None:
+        """Release what the platform runs besides itself (a Kubernetes twin's processes); call once, last."""
+
     def flush(self) -> None:
         """Persist the clock (and everything else) now, e.g. before shutting down."""
         with self._op():
             pass
 
     # --- internals ------------------------------------------------------------------------------
+
+    def _cluster_added(self, record: ClusterRecord) -> None:
+        """A hook for a platform with a Kubernetes twin; called under the lock when a cluster is created."""
 
     @contextmanager
     def _op(self) -> Iterator[float]:
