@@ -26,9 +26,12 @@ def epoch(timestamp: str) -> float:
 
 
 def test_api_timestamps_are_wall_clock_times_and_speed_shortens_durations() -> None:
-    with start_emulator(speed=SPEED) as emulator, httpx.Client(
-        base_url=emulator.base_url, headers={"Authorization": "Bearer key-timeline"}, timeout=30
-    ) as http:
+    with (
+        start_emulator(speed=SPEED) as emulator,
+        httpx.Client(
+            base_url=emulator.base_url, headers={"Authorization": "Bearer key-timeline"}, timeout=30
+        ) as http,
+    ):
         admin = AdminClient(emulator.base_url)
         time.sleep(1.0)  # let a clock that ran at 600 x get ten minutes ahead
         before = time.time()
@@ -49,7 +52,9 @@ def test_api_timestamps_are_wall_clock_times_and_speed_shortens_durations() -> N
         preempted = admin.preempt(cluster["cluster_id"])
         assert before <= epoch(preempted["preempted_at"]) <= time.time()
         # The 300 s grace period lasts half a second at speed 600.
-        assert epoch(preempted["delete_at"]) - epoch(preempted["preempted_at"]) == pytest.approx(0.5, abs=1e-3)
+        assert epoch(preempted["delete_at"]) - epoch(preempted["preempted_at"]) == pytest.approx(
+            0.5, abs=1e-3
+        )
         clock = admin.clock()
         assert abs(clock["now_s"] - time.time()) < 5
         admin.close()

@@ -7,6 +7,7 @@ the compute API; the API server's watch (its revisions order every change); the 
 from __future__ import annotations
 
 import subprocess
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -154,6 +155,9 @@ def test_preemption_plays_cordon_event_termination_deletion_in_order(
     assert cordoned and announced and terminated and deleted, recorder.changes
     assert cordoned[0] < announced[0] < terminated[0] < deleted[0]
     assert announced[3].type == "Warning"
+    # One time line: the Event is stamped with the preemption time the compute API reports.
+    preempted_at = datetime.fromisoformat(preempted["preempted_at"])
+    assert announced[3].first_timestamp == preempted_at.replace(microsecond=0)
 
     # What the workload saw, by mode, at the moment its containers ended.
     ended = recorder.first(
