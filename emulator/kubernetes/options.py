@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from . import binaries
 from .nodes import NodeOptions
 
 
@@ -63,9 +64,14 @@ def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
 
 
 def twin_options(args: argparse.Namespace) -> TwinOptions | None:
-    """The options the flags ask for; ``None`` for the lightweight emulator."""
+    """The options the flags ask for; ``None`` for the lightweight emulator. Exits with the fix when
+    ``--kubernetes`` is asked for without the binaries."""
     if not args.kubernetes:
         return None
+    try:
+        binaries.require()
+    except binaries.BinariesMissing as exc:
+        raise SystemExit(f"emulator: {exc}") from None
     return TwinOptions(
         termination=TerminationMode(args.termination),
         nodes=NodeOptions(preemptible_taint=args.preemptible_taint),

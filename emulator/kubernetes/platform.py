@@ -66,8 +66,14 @@ class TwinnedPlatform(Platform):
         record.kube_api = self.twin.prepare(record.cluster_id, record.cluster_name, record.kube_token)
 
     def twin_view(self) -> list[ClusterView]:
-        """Every cluster as its twin should be now (also moves the platform's timers along)."""
-        with self._op() as now:
+        """Every cluster as its twin should be now (also moves the platform's timers along).
+
+        Not persisted on every pass: what the timers do follows from the saved state and the clock, and the
+        next operation (or the final flush) saves it.
+        """
+        with self._lock:
+            now = self.clock.now()
+            self._sim.advance_to(now)
             return [cluster_view(c, now) for c in self._sim.ordered()]
 
     def _attach_kube_api(self, cluster_id: str, api: KubeApi) -> None:

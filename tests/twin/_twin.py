@@ -41,6 +41,20 @@ def wait_for(check: Callable[[], T | None], what: str, timeout: float = 120.0) -
     raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")
 
 
+def alive(pids: list[int]) -> list[int]:
+    """The processes among ``pids`` that still run (zombies count as ended)."""
+    running = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                state = stat.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.append(pid)
+    return running
+
+
 def kube_clients(kubeconfig: str) -> client.ApiClient:
     """A Kubernetes API client from a kubeconfig document (as the API returns it)."""
     return config.new_client_from_config_dict(yaml.safe_load(kubeconfig))

@@ -3,8 +3,12 @@ all a program needs to run real Kubernetes objects (no ``renderYamlTo``)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from kubernetes import client
 
@@ -17,6 +21,7 @@ from .conftest import require_twin
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-engine-key-0123456789abcdef"
+EXAMPLES = _engine.ROOT / "examples"
 
 PROGRAM = """\
 import pulumi
@@ -90,3 +95,61 @@ def test_pulumi_kubernetes_runs_a_deployment_on_the_twin_with_the_clusters_kubec
         destroy = _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
         assert destroy.returncode == 0, _engine.output(destroy)
         wait_for(lambda: not emulator.platform.twin.status(), "the cluster's control plane to stop")
+
+
+@pytest.fixture(scope="module")
+def examples_emulator():
+    _engine.require_engine()
+    require_twin()
+    with start_emulator(speed=600, kubernetes=TwinOptions()) as emulator:
+        yield emulator
+
+
+@pytest.mark.parametrize("example", ["finetune", "sweep", "batch_inference", "training_run"])
+def test_example_runs_its_kubernetes_objects_on_the_twin(
+    tmp_path: Path, examples_emulator, example: str
+) -> None:
+    project = tmp_path / example
+    shutil.copytree(EXAMPLES / example, project)
+    pulumi_yaml = project / "Pulumi.yaml"
+    # The copy lives elsewhere, so its relative virtualenv path must become absolute.
+    pulumi_yaml.write_text(
+        pulumi_yaml.read_text().replace(
+            "virtualenv: ../../.venv", f"virtualenv: {json.dumps(str(_engine.VENV))}"
+        )
+    )
+    env = _engine.engine_env(
+        tmp_path,
+        extra={"TOGETHER_BASE_URL": examples_emulator.base_url, "TOGETHER_API_KEY": f"{API_KEY}-{example}"},
+    )
+    _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+    up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=project, env=env)  # no renderYamlTo: real objects
+    assert up.returncode == 0, _engine.output(up)
+
+    [cluster] = httpx.get(
+        f"{examples_emulator.base_url}/v1/compute/clusters",
+        headers={"Authorization": f"Bearer {API_KEY}-{example}"},
+        timeout=30,
+    ).json()["clusters"]
+    api = kube_clients(cluster["kube_config"])
+    core = client.CoreV1Api(api)
+    classes = {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}
+
+    def all_running() -> list[Any] | None:
+        pods = core.list_pod_for_all_namespaces(label_selector="app.kubernetes.io/managed-by").items
+        pods = [p for p in pods if p.metadata.namespace != "kube-system"]
+        return pods if pods and all(p.status.phase == "Running" for p in pods) else None
+
+    pods = wait_for(all_running, f"the pods of {example} to run")
+    for pod in pods:
+        wanted = (pod.spec.node_selector or {}).get(COMPUTE_CLASS)
+        critical = (pod.metadata.labels or {}).get("together.ai/critical") == "true"
+        if critical:
+            assert classes[pod.spec.node_name] == "standard", pod.metadata.name
+        elif wanted:
+            assert classes[pod.spec.node_name] == wanted, pod.metadata.name
+    claims = core.list_persistent_volume_claim_for_all_namespaces().items
+    assert all(c.status.phase == "Bound" for c in claims)
+    api.close()
+    destroy = _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+    assert destroy.returncode == 0, _engine.output(destroy)

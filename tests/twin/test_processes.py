@@ -19,7 +19,7 @@ import httpx
 import pytest
 from kubernetes import client
 
-from ._twin import GPU, REGION, kube_clients, wait_for
+from ._twin import GPU, REGION, alive, kube_clients, wait_for
 
 pytestmark = pytest.mark.twin
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,19 +62,6 @@ def emulator_process(state: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]
 def control_plane_pids(base_url: str) -> list[int]:
     status = httpx.get(f"{base_url}/_emulator/kubernetes", timeout=30).json()
     return [pid for plane in status["control_planes"] for pid in plane["pids"]]
-
-
-def alive(pids: list[int]) -> list[int]:
-    """The processes among ``pids`` that still run (zombies count as ended)."""
-    running = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            running.append(pid)
-    return running
 
 
 def ready_nodes(core: client.CoreV1Api) -> list[str] | None:
