@@ -267,6 +267,24 @@ def test_a_job_ignoring_disruptions_survives_an_eviction_preemption(
     cluster.wait_for_nodes(standard=1, preemptible=2)
 
 
+@pytest.mark.parametrize("termination", ["delete", "signal"])
+def test_the_same_job_fails_when_the_platform_terminates_without_a_disruption_condition(
+    cluster: TwinCluster, namespace: str, termination: str
+) -> None:
+    """What the real controllers do when pods are deleted or signalled: no ``DisruptionTarget``, exit 143,
+    so the Ignore rule does not apply and ``backoffLimit: 0`` fails the Job (workloads must cover this)."""
+    victim = cluster.next_victim()
+    cluster.batch.create_namespaced_job(namespace, job_manifest("train", victim))
+    wait_for(
+        lambda: next((p for p in job_pods(cluster, namespace, "train") if p.status.phase == "Running"), None),
+        "the Job's pod to run",
+    )
+    cluster.preempt(termination=termination)
+    failed = wait_for(lambda: job_condition(cluster, namespace, "train", "Failed"), "the Job to fail")
+    assert failed.reason == "BackoffLimitExceeded"
+    cluster.wait_for_nodes(standard=1, preemptible=2)
+
+
 def test_a_job_fails_at_once_on_a_failjob_exit_code(cluster: TwinCluster, namespace: str) -> None:
     cluster.batch.create_namespaced_job(
         namespace, job_manifest("broken", cluster.next_victim(), {EXIT_CODE: "42"})
