@@ -31,14 +31,19 @@ from .kubeconfig import KubeApi
 
 _STOP_WAIT_S = 3.0
 _PR_SET_PDEATHSIG = 1
+# Resolved here, in the parent: between fork and exec the child only makes this one call (no loading,
+# no allocation that could meet a lock held by another thread at fork time).
+_PRCTL: Callable[..., int] | None
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux: no parent-death signal, stop() still ends every process
+    _PRCTL = None
 
 
 def _die_with_parent() -> None:
-    """In the child, before exec: get SIGKILL when the thread that started us ends (Linux only)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+    """In the child, before exec: get SIGKILL when the thread that started us ends."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
