@@ -16,7 +16,7 @@ import urllib3
 from kubernetes import client
 
 from together_clusters.emulator.kubernetes import binaries
-from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
+from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE, RUN_DURATION
 
 from ._twin import COMPUTE_CLASS, Recorder, TwinCluster, alive, wait_for
 
@@ -286,8 +286,12 @@ def test_the_same_job_fails_when_the_platform_terminates_without_a_disruption_co
 
 
 def test_a_job_fails_at_once_on_a_failjob_exit_code(cluster: TwinCluster, namespace: str) -> None:
-    cluster.batch.create_namespaced_job(
-        namespace, job_manifest("broken", cluster.next_victim(), {EXIT_CODE: "42"})
+    # The simulated container runs a while, then exits 42 by itself.
+    annotations = {EXIT_CODE: "42", RUN_DURATION: "2s"}
+    cluster.batch.create_namespaced_job(namespace, job_manifest("broken", cluster.next_victim(), annotations))
+    wait_for(
+        lambda: [p for p in job_pods(cluster, namespace, "broken") if p.status.phase == "Running"],
+        "it to run",
     )
     failed = wait_for(lambda: job_condition(cluster, namespace, "broken", "Failed"), "the Job to fail")
     assert failed.reason == "PodFailurePolicy"
