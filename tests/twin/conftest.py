@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,13 +23,15 @@ from together_clusters.emulator.server import RunningEmulator, start_emulator
 from ._twin import TwinCluster, in_ci
 
 INSTALL = "scripts/install-kubernetes"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def require_twin() -> None:
-    """Skip the calling test without the binaries; with CI=true, fail it instead."""
-    if binaries.find() is not None:
+    """Skip the calling test without a current build; with CI=true, fail it instead."""
+    check = subprocess.run([str(ROOT / INSTALL), "--check"], capture_output=True, text=True, check=False)
+    if check.returncode == 0 and binaries.find() is not None:
         return
-    message = f"the Kubernetes twin is not built: run {INSTALL}"
+    message = f"the Kubernetes twin is not built or out of date: run {INSTALL}"
     if in_ci():
         pytest.fail(f"{message} (CI=true: twin tests may not be skipped)", pytrace=False)
     pytest.skip(message)
