@@ -9,9 +9,9 @@ from types import FrameType
 
 import uvicorn
 
+from .kubernetes.options import add_kubernetes_args, twin_options
 from .lifecycle import DEFAULT_SPEED
-from .server import base_url_of, bind_socket, uvicorn_config
-from .state import Platform
+from .server import base_url_of, bind_socket, make_platform, uvicorn_config
 from .store import Store
 
 
@@ -44,6 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="accept a create without a driver selector and pick the region's newest driver "
         "(the real API refuses it: give nvidia_version_id, or cuda_version with nvidia_driver_version)",
     )
+    add_kubernetes_args(parser)
     return parser.parse_args(argv)
 
 
@@ -54,7 +55,8 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     store = Store(args.state) if args.state else None
-    platform = Platform(
+    platform = make_platform(
+        twin_options(args),
         store=store,
         speed=args.speed,
         grace_seconds=args.grace_seconds,
@@ -70,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        platform.close()
         platform.flush()
         if store is not None:
             store.close()

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from .catalog import GPUS_PER_NODE
 from .faults import ProvisioningOutcome
+from .kubernetes.kubeconfig import KubeApi
 from .shapes import BillingType, ClusterType, GpuType
 
 ComputeClass = Literal["standard", "preemptible"]
@@ -84,6 +85,8 @@ class ClusterRecord(BaseModel):
     fill_at: float | None = None
     deleting_since: float | None = None
     delete_done_at: float | None = None
+    # The Kubernetes twin's API server (None: the lightweight emulator, whose kubeconfig points nowhere).
+    kube_api: KubeApi | None = None
 
     @property
     def deleting(self) -> bool:

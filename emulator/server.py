@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -14,6 +15,9 @@ from .admin_client import AdminClient
 from .app import asgi_app
 from .state import Platform
 from .store import Store
+
+if TYPE_CHECKING:
+    from .kubernetes.options import TwinOptions
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -27,6 +31,22 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
+
+
+def make_platform(kubernetes: bool | TwinOptions | None = False, **platform_args: Any) -> Platform:
+    """The lightweight platform, or with ``kubernetes`` one with a Kubernetes twin behind every cluster."""
+    if not kubernetes:
+        return Platform(**platform_args)
+    # Imported here: the lightweight emulator never loads the Kubernetes client.
+    from .kubernetes.options import TwinOptions
+    from .kubernetes.platform import TwinnedPlatform, data_root_for
+
+    store = platform_args.get("store")
+    return TwinnedPlatform(
+        options=kubernetes if isinstance(kubernetes, TwinOptions) else None,
+        data_root=data_root_for(store.path if store is not None else None),
+        **platform_args,
+    )
 
 
 def base_url_of(sock: socket.socket) -> str:
@@ -79,6 +99,7 @@ class RunningEmulator:
         self._sock.close()
         if self._admin is not None:
             self._admin.close()
+        self.platform.close()
         self.platform.flush()
         if self._store is not None:
             self._store.close()
@@ -100,6 +121,7 @@ def start_emulator(
     grace_seconds: float | None = None,
     extra_fields: bool = False,
     default_driver: bool = False,
+    kubernetes: bool | TwinOptions = False,
 ) -> RunningEmulator:
     """Start an emulator in a background thread and return once it accepts connections.
 
@@ -108,10 +130,12 @@ def start_emulator(
     preempted node lives after it is cordoned. ``extra_fields`` adds fields the official SDK does not define
     (each GPU node's ``compute_class`` and ``labels``); by default replies have exactly the SDK's shapes.
     ``default_driver`` accepts a create without a driver selector (the real API refuses it) and picks the
-    region's newest driver.
+    region's newest driver. ``kubernetes`` gives every cluster a real control plane (the twin, with these
+    options when given; it needs scripts/install-kubernetes); off by default.
     """
     store = Store(state_path) if state_path is not None else None
-    platform = Platform(
+    platform = make_platform(
+        kubernetes,
         store=store,
         speed=speed,
         grace_seconds=grace_seconds,

@@ -23,7 +23,7 @@ from .shapes import ClusterCreateRequest, ClusterUpdateRequest
 from .simulation import Simulation, default_pools, pool_key
 from .store import Store
 
-# Speeds beyond this would run the clock past the year 9999 within hours.
+# Beyond this, durations shrink below what the platform can tell apart.
 MAX_SPEED = 1_000_000.0
 
 
@@ -50,7 +50,7 @@ class Platform:
         self.default_driver = default_driver
         self._lock = threading.RLock()
         self._store = store
-        self._sim = Simulation()
+        self._sim = Simulation(self._duration)
         self._faults = FaultQueue()
         # The clusters the running operation changed (see _op).
         self._touched: set[str] = set()
@@ -100,9 +100,11 @@ class Platform:
                 driver=driver,
                 outcome=self._faults.next_outcome(),
                 now=now,
+                duration=self.clock.duration,
             )
             self._sim.add_cluster(record, now)
             self._touched.add(record.cluster_id)
+            self._cluster_added(record)
             return self._render(record, now)
 
     def get_cluster(self, owner: str, cluster_id: str) -> dict[str, Any]:
@@ -165,7 +167,7 @@ class Platform:
                 "cluster_id": cluster_id,
                 "preempted": [n.node_id for n in preempted],
                 "preempted_at": to_datetime(now).isoformat(),
-                "delete_at": to_datetime(now + self.grace_seconds).isoformat(),
+                "delete_at": to_datetime(now + self.clock.duration(self.grace_seconds)).isoformat(),
             }
 
     def set_capacity(self, region: str, gpu_type: str, preemptible_gpus: int) -> dict[str, Any]:
@@ -262,7 +264,7 @@ class Platform:
     def reset(self) -> None:
         """Forget every cluster, fault, pool change and setting; the clock keeps running."""
         with self._op():
-            self._sim = Simulation()
+            self._sim = Simulation(self._duration)
             self._faults.clear()
             self.grace_seconds = self._initial_grace
             self.list_lag_s = 0.0
@@ -273,12 +275,21 @@ class Platform:
         with self._op(saves="touched") as now:
             return [self._render(c, now) | {"owner": c.owner[:12]} for c in self._sim.ordered()]
 
+    def close(self) -> None:
+        """Release what the platform runs besides itself (a Kubernetes twin's processes); call once, last."""
+
     def flush(self) -> None:
         """Persist the clock (and everything else) now, e.g. before shutting down."""
         with self._op():
             pass
 
     # --- internals ------------------------------------------------------------------------------
+
+    def _duration(self, nominal_seconds: float) -> float:
+        return self.clock.duration(nominal_seconds)
+
+    def _cluster_added(self, record: ClusterRecord) -> None:
+        """A hook for a platform with a Kubernetes twin; called under the lock when a cluster is created."""
 
     @contextmanager
     def _op(self, saves: Literal["all", "touched"] = "all") -> Iterator[float]:
