@@ -222,7 +222,9 @@ def _compare(res: StateResource, step: PlannedStep, trusted: bool, report: Drift
         if trusted and visible and comparable(now, deployed) and same_value(now, deployed):
             report.pending.append(PendingChange(res.name, kind, res.urn, step.op, name, now, wanted))
         else:
-            report.drift.append(SpecDrift(res.name, kind, res.urn, name, wanted, now, deployed))
+            report.drift.append(
+                SpecDrift(res.name, kind, res.urn, name, shown(wanted), shown(now), shown(deployed))
+            )
     if not found:
         # The provider wants a change it does not name (a secret input, say): pending, never silent.
         report.pending.append(PendingChange(res.name, kind, res.urn, step.op))
@@ -260,6 +262,11 @@ def _churn(res: StateResource, live: Mapping[str, Any]) -> list[Churn]:
     if since == 0:
         return []
     return [Churn(res.name, res.id, since, now, str(last_now) if last_now else None)]
+
+
+def shown(value: Any) -> Any:
+    """A value fit for a report: a secret (the export holds it decrypted) only as ``[secret]``."""
+    return SECRET_PLACEHOLDER if is_secret(value) else value
 
 
 def comparable(a: Any, b: Any) -> bool:

@@ -219,14 +219,18 @@ def test_secrets_and_internal_keys_are_never_compared():
     assert changed_fields({"a": SECRET, "b": "[secret]"}, {"a": {**SECRET, "ciphertext": "x"}, "b": 1}) == []
 
 
-def test_a_secret_field_the_provider_changes_is_drift_when_it_cannot_be_compared():
+def test_a_secret_field_the_provider_changes_is_drift_when_it_cannot_be_compared_and_never_shown():
+    shown_secret = {SECRET_SIG: SECRET_MARK, "plaintext": '"tk-live-123"'}  # as an export decrypts it
     live = inputs(token="[secret]")
     report = classify(
-        export(cluster(inputs(token=SECRET))),
+        export(cluster(inputs(token=shown_secret))),
         [step("update", live, inputs(token="[secret]"), ("token",))],
         AS_DEPLOYED,
     )
-    assert [d.field for d in report.drift] == ["token"]
+    assert [(d.field, d.code, d.live, d.deployed) for d in report.drift] == [
+        ("token", "[secret]", "[secret]", "[secret]")
+    ]
+    assert "tk-live-123" not in json.dumps(report.to_dict())
 
 
 def test_unknown_code_value_counts_as_different():
