@@ -174,20 +174,22 @@ def test_status_reports_allocation_events_saving_and_draws_a_png(deployed: Deplo
 
 
 def test_status_and_drift_take_key_and_endpoint_from_the_stack_config(deployed: Deployed):
+    """As the provider does: `together:apiKey` and `together:baseUrl` first, the environment after.
+
+    The key and endpoint stay in the stack config for the tests after this one (the same values as the
+    environment's): the engine refreshes with the provider settings of the last deployment.
+    """
     deployed.restore()
     deployed.pulumi("config", "set", "--secret", "together:apiKey", API_KEY)
     deployed.pulumi("config", "set", "together:baseUrl", deployed.emu.base_url)
+    deployed.pulumi("up", *_engine.UP_FLAGS)
     bare = {k: v for k, v in deployed.env.items() if k not in ("TOGETHER_API_KEY", "TOGETHER_BASE_URL")}
-    try:
-        with writes_nothing(deployed):
-            status = deployed.cli("status", "--json", env=bare)
-            drift = deployed.cli("drift", env=bare)
-            # The environment is only the fallback: a wrong one does not matter when the config says.
-            wrong = {**bare, "TOGETHER_API_KEY": "someone-else", "TOGETHER_BASE_URL": "http://127.0.0.1:9"}
-            status_wrong_env = deployed.cli("status", "--json", env=wrong)
-    finally:
-        deployed.pulumi("config", "rm", "together:apiKey")
-        deployed.pulumi("config", "rm", "together:baseUrl")
+    # The environment is only the fallback: a wrong one does not matter when the config says.
+    wrong = {**bare, "TOGETHER_API_KEY": "someone-else", "TOGETHER_BASE_URL": "http://127.0.0.1:9"}
+    with writes_nothing(deployed):
+        status = deployed.cli("status", "--json", env=bare)
+        drift = deployed.cli("drift", env=bare)
+        status_wrong_env = deployed.cli("status", "--json", env=wrong)
     assert status.returncode == 0, status.stdout + status.stderr
     [cluster] = json.loads(status.stdout)["clusters"]
     assert cluster["found"] is True and cluster["allocated_preemptible_gpus"] == 8
@@ -291,7 +293,7 @@ def test_fleet_of_three_where_one_drifted_names_only_that_one(deployed: Deployed
     summary = markdown.read_text()
     assert summary.startswith("## Drift check: ❌ drift in 1 stack of 3 (exit 2)")
     assert "| fleet-b | ❌ drift | 1 | 0 | 0 |" in summary
-    assert "### fleet-c" not in summary and f"### {STACK}" not in summary
+    assert summary.count("**Drift (live differs") == 1
 
     assert every.returncode == 2, every.stdout + every.stderr
     table = every.stdout[every.stdout.index("Summary of 3 stacks (exit 2):") :].splitlines()[3:]
