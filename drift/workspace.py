@@ -7,8 +7,8 @@ from the environment and the project exactly as the user's own ``pulumi`` does. 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,12 +23,11 @@ class EngineError(RuntimeError):
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """Where the project is, which ``pulumi`` runs it, and any environment on top of ours."""
+    """Where the project is and which ``pulumi`` runs it (the environment is the process's own)."""
 
     project_dir: Path
     #: The ``pulumi`` executable; ``None``: the one on PATH.
     pulumi: Path | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
 
 
 class StackInPlace(auto.Stack):
@@ -69,11 +68,10 @@ def open_workspace(settings: EngineSettings) -> auto.LocalWorkspace:
     project = settings.project_dir.resolve()
     if not any((project / name).is_file() for name in ("Pulumi.yaml", "Pulumi.yml", "Pulumi.json")):
         raise EngineError(f"no Pulumi.yaml in {project}: give --cwd the project directory")
-    env = {"PULUMI_SKIP_UPDATE_CHECK": "true", **settings.env}
     return auto.LocalWorkspace(
         work_dir=str(project),
         pulumi_command=pulumi_command(settings.pulumi),
-        env_vars=env,
+        env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true"},
     )
 
 

@@ -114,6 +114,23 @@ def test_code_change_not_deployed_is_pending_and_fails_only_with_the_flag(deploy
     assert [(p["field"], p["live"], p["code"]) for p in stack["pending"]] == [("num_preemptible_gpus", 8, 16)]
 
 
+def test_a_refresh_that_only_saw_a_preemption_keeps_a_code_change_pending(deployed: Deployed):
+    """Refreshes that rewrote nothing the code owns leave the last deployment's values trusted."""
+    deployed.restore()
+    deployed.emu.admin.set_capacity(REGION, GPU, 0)
+    deployed.emu.admin.preempt(deployed.cluster_id, 1)
+    deployed.wait_for("the preempted node to go", lambda c: c.allocated_preemptible_gpus == 0)
+    deployed.pulumi("refresh", *_engine.UP_FLAGS)  # writes the new allocation (an output) into the state
+    deployed.pulumi("config", "set", "numPreemptibleGpus", "16")
+    try:
+        with writes_nothing(deployed):
+            proc = deployed.cli("drift")
+    finally:
+        deployed.pulumi("config", "set", "numPreemptibleGpus", "8")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 change pending" in proc.stdout and "Drift (live differs" not in proc.stdout
+
+
 def test_preemption_and_shortfall_alone_are_information_not_drift(deployed: Deployed):
     deployed.restore()
     deployed.emu.admin.set_capacity(REGION, GPU, 0)  # nothing to refill from
