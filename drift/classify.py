@@ -22,19 +22,17 @@ What comes out. Drift is **live versus code**, whatever refreshes happened:
   **preemption churn** (preemptions since the state was written), both normal on preemptible capacity.
 
 Telling drift from a pending change needs the last deployment's value. The state holds it unless a
-refresh that changed inputs ran since: a refresh rewrites the state's inputs to the live values, so the
-state would then vouch for the out-of-band change. In that case (see :class:`Baseline`) every difference
-between live and code is drift: a pending change on such a resource is reported as drift rather than
-risk calling drift "pending".
+refresh rewrote the resource's inputs since (see ``together_clusters.drift.baseline``): then every
+difference between live and code on that resource is drift, never "pending".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
 
+from .baseline import Baseline
 from .stack_state import UNKNOWN, StateResource, is_bookkeeping, is_secret, managed_resources, short_type
 
 EXIT_IN_SYNC = 0
@@ -72,28 +70,6 @@ class PlannedStep:
     @property
     def name(self) -> str:
         return self.urn.rsplit("::", 1)[-1]
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """Whether a resource's state still holds the inputs the last deployment wrote.
-
-    ``deployed``: the stack's history has a ``pulumi up`` (without one, nothing vouches for the state).
-    ``rewritten_from``: when the first refresh after that ``up`` that rewrote some resource's inputs
-    started (the history counts such a resource as updated or deleted; a refresh that only saw new
-    outputs, a preemption say, counts it as unchanged), ``None`` if there was none. A resource the engine
-    marked ``modified`` at or after that moment holds live values of that refresh, not the deployment's.
-    """
-
-    deployed: bool
-    rewritten_from: datetime | None = None
-
-    def trusts(self, modified: datetime | None) -> bool:
-        if not self.deployed:
-            return False
-        if self.rewritten_from is None:
-            return True
-        return modified is not None and modified < self.rewritten_from
 
 
 @dataclass(frozen=True)

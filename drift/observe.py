@@ -7,7 +7,8 @@ Three reads of the stack, at once:
    the live inputs and outputs (``old``) and what the code declares (``new``). A preview writes no state.
 2. ``stack export``: the state as it is, which holds what the last deployment wrote (unless a refresh
    rewrote it since), and each resource's ``modified`` time.
-3. ``stack history``: when the last ``pulumi up`` ran and whether a refresh since rewrote inputs.
+3. ``stack history``: what ran when, to tell whether each resource's state is still what the last
+   ``pulumi up`` wrote (``together_clusters.drift.baseline``).
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from .classify import Baseline, PlannedStep
+from .baseline import Baseline, HistoryEntry, reaches_back
+from .classify import PlannedStep
+from .stack_state import managed_resources
 from .workspace import engine_call
 
 _HISTORY_PAGE = 20
-# History kinds that write the state without deploying the code, and may leave live values in it.
-_REWRITING_KINDS = frozenset({"refresh", "import", "resource-import"})
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,12 @@ class Observation:
 
 
 def observe(stack: auto.Stack) -> Observation:
-    """Preview with refresh, export and history of ``stack``, run concurrently."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        exported = pool.submit(export, stack)
-        history = pool.submit(baseline, stack)
+    """Preview with refresh of ``stack``, and meanwhile its export and history."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        beside = pool.submit(state_and_history, stack)
         steps = preview_steps(stack)
-        return Observation(exported.result(), steps, history.result())
+        state, baseline = beside.result()
+        return Observation(state, steps, baseline)
 
 
 def export(stack: auto.Stack) -> dict[str, Any]:
@@ -101,29 +102,33 @@ _CODE_LESS_OPS = frozenset(
 )
 
 
-def baseline(stack: auto.Stack) -> Baseline:
-    """From the stack's history, newest first: the last ``up``, and refreshes since that rewrote inputs."""
-    rewritten_from = None
+def state_and_history(stack: auto.Stack) -> tuple[dict[str, Any], Baseline]:
+    """The state, and the history back to the last ``up`` and to the oldest resource's last change."""
+    state = export(stack)
+    stamps = [r.modified for r in managed_resources(state) if r.modified is not None]
+    oldest = min(stamps) if stamps else None
+    entries: list[HistoryEntry] = []
     page = 1
     while True:
-        entries = engine_call(
+        summaries = engine_call(
             f"reading the history of stack {stack.name}",
             functools.partial(stack.history, page_size=_HISTORY_PAGE, page=page, show_secrets=False),
         )
-        for entry in entries:
-            if entry.kind == "update":
-                return Baseline(deployed=True, rewritten_from=rewritten_from)
-            if entry.kind in _REWRITING_KINDS and _rewrote(entry.resource_changes):
-                rewritten_from = entry.start_time.replace(tzinfo=UTC)
-        if len(entries) < _HISTORY_PAGE:
-            return Baseline(deployed=False)
+        entries += [history_entry(s) for s in summaries]
+        if len(summaries) < _HISTORY_PAGE or reaches_back(entries, oldest):
+            return state, Baseline(tuple(entries))
         page += 1
 
 
-def _rewrote(changes: Mapping[Any, int] | None) -> bool:
-    """Whether a history entry's resource changes include more than unchanged resources."""
-    counted = {str(getattr(op, "value", op)): n for op, n in (changes or {}).items()}
-    return any(n for op, n in counted.items() if op != "same")
+def history_entry(summary: auto.UpdateSummary) -> HistoryEntry:
+    counted = {str(getattr(op, "value", op)): n for op, n in (summary.resource_changes or {}).items()}
+    end = summary.end_time.replace(tzinfo=UTC) if summary.end_time is not None else None
+    return HistoryEntry(
+        kind=summary.kind,
+        start=summary.start_time.replace(tzinfo=UTC),
+        end=end,
+        changed=any(n for op, n in counted.items() if op != "same"),
+    )
 
 
 def _plain(values: Mapping[str, Any] | None) -> dict[str, Any]:

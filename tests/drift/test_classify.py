@@ -6,11 +6,11 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from together_clusters.drift.baseline import Baseline, HistoryEntry
 from together_clusters.drift.classify import (
     EXIT_DRIFT,
     EXIT_IN_SYNC,
     EXIT_PENDING,
-    Baseline,
     PlannedStep,
     changed_fields,
     classify,
@@ -20,9 +20,17 @@ from together_clusters.drift.stack_state import CLUSTER_TYPE, SECRET_MARK, SECRE
 URN = "urn:pulumi:dev::together-quickstart::" + CLUSTER_TYPE + "::quickstart"
 SECRET = {SECRET_SIG: SECRET_MARK, "ciphertext": "v1:abc"}
 DEPLOYED_AT = "2030-01-01T10:00:00.5Z"
-REFRESH_STARTED = datetime(2030, 1, 1, 11, 0, tzinfo=UTC)
+
+
+def at(hour: int, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(2030, 1, 1, hour, minute, second, tzinfo=UTC)
+
+
+UP = HistoryEntry("update", at(9, 59, 58), at(10, 0, 1), changed=True)
 # A state that the last `pulumi up` wrote and no refresh rewrote since.
-AS_DEPLOYED = Baseline(deployed=True)
+AS_DEPLOYED = Baseline((UP,))
+# A refresh at 11:00 that wrote live inputs of some resource into the state.
+AFTER_REFRESH = Baseline((HistoryEntry("refresh", at(11), at(11, 0, 2), changed=True), UP))
 
 
 def inputs(**changes: Any) -> dict[str, Any]:
@@ -104,10 +112,9 @@ def test_out_of_band_change_is_drift_with_code_and_live_values():
 
 def test_drift_absorbed_by_a_refresh_is_still_drift():
     """The bug of issue 10: a refresh wrote the live 16 into the state; the code still says 8."""
-    refreshed = export(cluster(inputs(num_preemptible_gpus=16), modified="2030-01-01T11:00:01Z"))
+    refreshed = export(cluster(inputs(num_preemptible_gpus=16), modified="2030-01-01T11:00:01.7Z"))
     live = inputs(num_preemptible_gpus=16)
-    after_refresh = Baseline(deployed=True, rewritten_from=REFRESH_STARTED)
-    report = classify(refreshed, [step("update", live, inputs(), ("num_preemptible_gpus",))], after_refresh)
+    report = classify(refreshed, [step("update", live, inputs(), ("num_preemptible_gpus",))], AFTER_REFRESH)
     assert [(d.field, d.code, d.live) for d in report.drift] == [("num_preemptible_gpus", 8, 16)]
     assert report.pending == []
 
@@ -115,16 +122,13 @@ def test_drift_absorbed_by_a_refresh_is_still_drift():
 def test_a_refresh_that_rewrote_other_resources_leaves_this_ones_baseline_alone():
     unchanged_since_up = export(cluster())
     code = inputs(num_gpus=16)
-    after_refresh = Baseline(deployed=True, rewritten_from=REFRESH_STARTED)
-    report = classify(unchanged_since_up, [step("update", inputs(), code, ("num_gpus",))], after_refresh)
+    report = classify(unchanged_since_up, [step("update", inputs(), code, ("num_gpus",))], AFTER_REFRESH)
     assert report.in_sync
     assert [(p.field, p.live, p.code) for p in report.pending] == [("num_gpus", 8, 16)]
 
 
 def test_without_a_deployment_in_the_history_every_difference_is_drift():
-    report = classify(
-        export(cluster()), [step("update", inputs(), inputs(num_gpus=16))], Baseline(deployed=False)
-    )
+    report = classify(export(cluster()), [step("update", inputs(), inputs(num_gpus=16))], Baseline())
     assert [(d.field, d.code, d.live) for d in report.drift] == [("num_gpus", 16, 8)]
 
 
@@ -251,10 +255,39 @@ def test_to_dict_is_plain_json_data():
     assert data["info"]["capacity_shortfall"][0]["shortfall_gpus"] == 8
 
 
-def test_baseline_trusts_a_resource_written_before_the_first_rewriting_refresh():
-    b = Baseline(deployed=True, rewritten_from=REFRESH_STARTED)
-    assert b.trusts(datetime(2030, 1, 1, 10, 59, 59, tzinfo=UTC))
-    assert not b.trusts(REFRESH_STARTED)
-    assert not b.trusts(None)
-    assert Baseline(deployed=True).trusts(None)
-    assert not Baseline(deployed=False).trusts(datetime(2000, 1, 1, tzinfo=UTC))
+def test_baseline_trusts_what_an_update_wrote_and_nothing_a_rewriting_refresh_wrote():
+    assert AFTER_REFRESH.trusts(at(10, 0, 0))  # written by the up, within its (whole-second) window
+    assert not AFTER_REFRESH.trusts(at(11, 0, 1))  # written by the refresh
+    assert not AFTER_REFRESH.trusts(at(12))  # no operation explains it
+    assert not AFTER_REFRESH.trusts(None)
+    assert not Baseline().trusts(at(10))  # no deployment in the history
+
+
+def test_a_targeted_up_after_a_refresh_does_not_launder_what_the_refresh_wrote():
+    history = Baseline(
+        (
+            HistoryEntry("update", at(12), at(12, 0, 5), changed=True),  # `up --target` of another resource
+            HistoryEntry("refresh", at(11), at(11, 0, 2), changed=True),
+            UP,
+        )
+    )
+    assert not history.trusts(at(11, 0, 1))
+    assert history.trusts(at(12, 0, 3))
+
+
+def test_a_refresh_that_saw_only_new_outputs_keeps_the_deployment_trusted_unless_another_rewrote():
+    outputs_only = HistoryEntry("refresh", at(11), at(11, 0, 2), changed=False)
+    assert Baseline((outputs_only, UP)).trusts(at(11, 0, 1))
+    rewriting = HistoryEntry("refresh", at(10, 30), at(10, 30, 2), changed=True)
+    assert not Baseline((outputs_only, rewriting, UP)).trusts(at(11, 0, 1))
+    later_up = HistoryEntry("update", at(10, 45), at(10, 45, 5), changed=True)
+    assert Baseline((outputs_only, later_up, rewriting, UP)).trusts(at(11, 0, 1))
+
+
+def test_history_is_read_back_to_an_update_older_than_every_resources_last_change():
+    from together_clusters.drift.baseline import reaches_back
+
+    refresh = HistoryEntry("refresh", at(11), at(11, 0, 2), changed=True)
+    assert not reaches_back([refresh], None)
+    assert reaches_back([refresh, UP], at(11, 0, 1))
+    assert not reaches_back([refresh, UP], at(9))  # a resource last changed before this update
