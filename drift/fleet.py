@@ -28,6 +28,9 @@ def check_stack(workspace: auto.LocalWorkspace, name: str) -> StackResult:
         return StackResult(name, report, None, time.monotonic() - started)
     except (EngineError, OSError) as exc:
         return StackResult(name, None, str(exc), time.monotonic() - started)
+    except Exception as exc:  # one stack's surprise must not hide the other stacks' reports
+        cause = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return StackResult(name, None, f"checking stack {name} failed: {cause}", time.monotonic() - started)
 
 
 def check_fleet(
