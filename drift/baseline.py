@@ -46,9 +46,12 @@ class Baseline:
     def trusts(self, modified: datetime | None) -> bool:
         if modified is None:
             return False
-        writer = next((i for i, e in enumerate(self.entries) if e.covers(modified)), None)
-        if writer is None:
+        covering = [i for i, e in enumerate(self.entries) if e.covers(modified)]
+        if not covering:
             return False
+        # Whole-second history times can put a moment in two operations (one ending, the next starting
+        # within the same second): take the one that does not vouch for the deployment.
+        writer = next((i for i in covering if self.entries[i].kind not in _DEPLOYING_KINDS), covering[0])
         for entry in self.entries[writer:]:
             if entry.kind in _DEPLOYING_KINDS:
                 return True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from together_clusters.drift.baseline import Baseline, HistoryEntry
@@ -291,3 +291,9 @@ def test_history_is_read_back_to_an_update_older_than_every_resources_last_chang
     assert not reaches_back([refresh], None)
     assert reaches_back([refresh, UP], at(11, 0, 1))
     assert not reaches_back([refresh, UP], at(9))  # a resource last changed before this update
+
+
+def test_a_moment_two_operations_cover_is_judged_by_the_one_that_does_not_vouch():
+    refresh = HistoryEntry("refresh", at(11), at(11, 0, 2), changed=True)  # ended at 11:00:02.x
+    targeted_up = HistoryEntry("update", at(11, 0, 2), at(11, 0, 6), changed=False)  # started 11:00:02.y
+    assert not Baseline((targeted_up, refresh, UP)).trusts(at(11, 0, 2) + timedelta(milliseconds=300))

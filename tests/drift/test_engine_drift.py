@@ -97,22 +97,24 @@ def test_a_targeted_up_after_the_refresh_does_not_hide_the_drift(deployed: Deplo
     """The history's last operation is an update, but the cluster's state was last written by a refresh."""
     deployed.restore()
     deployed.set_preemptible(16)
-    deployed.pulumi("refresh", *_engine.UP_FLAGS)
-    [stack_urn] = [
-        r["urn"] for r in deployed.export()["deployment"]["resources"] if r["type"] == "pulumi:pulumi:Stack"
-    ]
-    deployed.pulumi("up", *_engine.UP_FLAGS, "--target", stack_urn)
-    [newest, *_] = json.loads(deployed.pulumi("stack", "history", "--json").stdout)
-    [cluster] = [
-        r for r in deployed.export()["deployment"]["resources"] if r.get("id") == deployed.cluster_id
-    ]
-    assert newest["kind"] == "update" and cluster["inputs"]["num_preemptible_gpus"] == 16
-    with writes_nothing(deployed):
-        proc = deployed.cli("drift")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert drift_rows(proc.stdout) == [[*CLUSTER_ROW, "num_preemptible_gpus", "8", "16"]]
-    deployed.restore()
-    deployed.pulumi("up", *_engine.UP_FLAGS)
+    try:
+        deployed.pulumi("refresh", *_engine.UP_FLAGS)
+        resources = deployed.export()["deployment"]["resources"]
+        [stack_urn] = [r["urn"] for r in resources if r["type"] == "pulumi:pulumi:Stack"]
+        deployed.pulumi("up", *_engine.UP_FLAGS, "--target", stack_urn)
+        history = json.loads(deployed.pulumi("stack", "history", "--json").stdout)
+        [cluster] = [
+            r for r in deployed.export()["deployment"]["resources"] if r.get("id") == deployed.cluster_id
+        ]
+        assert history[0]["kind"] == "update" and cluster["inputs"]["num_preemptible_gpus"] == 16
+        with writes_nothing(deployed):
+            proc = deployed.cli("drift")
+        said = [(h["kind"], h["startTime"], h.get("endTime"), h.get("resourceChanges")) for h in history]
+        assert proc.returncode == 2, f"{proc.stdout}{proc.stderr}\nmodified {cluster.get('modified')}\n{said}"
+        assert drift_rows(proc.stdout) == [[*CLUSTER_ROW, "num_preemptible_gpus", "8", "16"]]
+    finally:
+        deployed.restore()
+        deployed.pulumi("up", *_engine.UP_FLAGS)
 
 
 def test_code_change_not_deployed_is_pending_and_fails_only_with_the_flag(deployed: Deployed):
