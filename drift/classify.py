@@ -1,20 +1,29 @@
-"""Classify the differences between a stack's last deployment, the live resources and the code. Pure.
+"""Classify a stack's differences between the live resources, the code and the last deployment. Pure.
 
-Three documents go in, all plain data:
+What goes in (all plain data, see ``together_clusters.drift.observe`` for where it comes from):
 
-- ``deployed``: the real stack's export, i.e. what the last deployment recorded;
-- ``refreshed``: the same state after ``pulumi refresh`` (on a copy), i.e. what is live now;
-- ``steps``: the ``steps`` of ``pulumi preview --json`` run on the refreshed copy, i.e. what the code
-  would do to the live resources (``None`` when no preview was run).
+- ``deployed``: the real stack's export before the check: what the last deployment recorded, unless a
+  ``pulumi refresh`` has rewritten it since;
+- ``steps``: what ``pulumi preview --refresh`` would do, one :class:`PlannedStep` per resource. The engine
+  refreshes first, so each step's ``live_inputs`` are the live resource and its ``code_inputs`` what the
+  code now declares;
+- ``baseline``: whether the state still says what the last deployment wrote (:class:`Baseline`).
 
-What comes out:
+What comes out. Drift is **live versus code**, whatever refreshes happened:
 
-- **spec drift**: an input that differs between the last deployment and the live resource, and that the
-  code still sets otherwise: someone changed it outside the code and the next ``up`` would change it back;
-- **missing**: a resource of the last deployment that no longer exists;
-- information only, never drift: **capacity shortfall** (fewer preemptible GPUs allocated than desired)
-  and **preemption churn** (preemptions since the last deployment), both normal on preemptible capacity,
-  and **pending code changes** (the code differs from what was deployed, e.g. in a pull request).
+- **drift**: a field the code owns whose live value differs from the code's, changed outside the code
+  (exit 2). The report names resource, field, code value and live value;
+- **missing**: a resource the code declares that was deleted outside the code (exit 2);
+- **changes pending**: the live resource differs from the code but still matches the last deployment:
+  the code changed and was not deployed yet (a pull request, or main ahead of the last ``up``). Its own
+  class: exit 0, or 3 with ``fail_on_pending``. New resources and resources the code dropped are pending
+  changes too;
+- information, never drift: **capacity shortfall** (fewer preemptible GPUs allocated than desired) and
+  **preemption churn** (preemptions since the state was written), both normal on preemptible capacity.
+
+Telling drift from a pending change needs the last deployment's value. The state holds it unless a
+refresh rewrote the resource's inputs since (see ``together_clusters.drift.baseline``): then every
+difference between live and code on that resource is drift, never "pending".
 """
 
 from __future__ import annotations
@@ -23,14 +32,44 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .baseline import Baseline
 from .stack_state import UNKNOWN, StateResource, is_bookkeeping, is_secret, managed_resources, short_type
 
 EXIT_IN_SYNC = 0
 EXIT_ERROR = 1
 EXIT_DRIFT = 2
+EXIT_PENDING = 3
 
-# Preview operations that leave a resource as it is.
-_NO_CHANGE_OPS = frozenset({"same", "read", "refresh"})
+# The engine's redaction of a secret in engine events.
+SECRET_PLACEHOLDER = "[secret]"
+
+# The primary operation of a resource's steps, most telling first (a replace also shows as
+# create-replacement and delete-replaced).
+_OP_ORDER = ("replace", "update", "create", "delete", "same", "read")
+_CHANGE_OPS = frozenset({"replace", "update", "create", "delete"})
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """What ``preview --refresh`` would do to one resource.
+
+    ``live_inputs``/``live_outputs`` are the refreshed (live) state, ``None`` when there is no live
+    resource (it was deleted, or never created); ``code_inputs`` are what the program declares now,
+    ``None`` when the program no longer declares the resource. ``diffs`` are the fields the provider's
+    diff names, when it names them.
+    """
+
+    urn: str
+    type: str
+    op: str
+    live_inputs: Mapping[str, Any] | None
+    live_outputs: Mapping[str, Any] | None
+    code_inputs: Mapping[str, Any] | None
+    diffs: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.urn.rsplit("::", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -72,7 +111,7 @@ class Churn:
 
 @dataclass(frozen=True)
 class PendingChange:
-    """A difference between the code and the live resource that was not made outside the code."""
+    """A change the code would make that was not caused outside the code: the code changed."""
 
     resource: str
     type: str
@@ -87,137 +126,110 @@ class PendingChange:
 class DriftReport:
     drift: list[SpecDrift] = field(default_factory=list)
     missing: list[Missing] = field(default_factory=list)
+    pending: list[PendingChange] = field(default_factory=list)
     shortfall: list[Shortfall] = field(default_factory=list)
     churn: list[Churn] = field(default_factory=list)
-    pending: list[PendingChange] = field(default_factory=list)
 
     @property
     def in_sync(self) -> bool:
         return not self.drift and not self.missing
 
-    @property
-    def exit_code(self) -> int:
-        return EXIT_IN_SYNC if self.in_sync else EXIT_DRIFT
+    def exit_code(self, fail_on_pending: bool = False) -> int:
+        if not self.in_sync:
+            return EXIT_DRIFT
+        if self.pending and fail_on_pending:
+            return EXIT_PENDING
+        return EXIT_IN_SYNC
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, fail_on_pending: bool = False) -> dict[str, Any]:
         return {
             "in_sync": self.in_sync,
-            "exit_code": self.exit_code,
+            "exit_code": self.exit_code(fail_on_pending),
             "drift": [asdict(d) for d in self.drift],
             "missing": [asdict(m) for m in self.missing],
+            "pending": [asdict(p) for p in self.pending],
             "info": {
                 "capacity_shortfall": [asdict(s) for s in self.shortfall],
                 "preemption_churn": [asdict(c) for c in self.churn],
-                "pending_code_changes": [asdict(p) for p in self.pending],
             },
         }
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """What the preview would do to one URN: its operations and the inputs the code gives it."""
-
-    ops: frozenset[str]
-    code_inputs: dict[str, Any] | None
-    diff_keys: tuple[str, ...]
-
-    @property
-    def changes(self) -> bool:
-        return not self.ops <= _NO_CHANGE_OPS
-
-    @property
-    def op(self) -> str:
-        for op in ("replace", "update", "create", "delete"):
-            if op in self.ops:
-                return op
-        return sorted(self.ops)[0] if self.ops else "same"
-
-
-def classify(
-    deployed: Mapping[str, Any],
-    refreshed: Mapping[str, Any],
-    steps: Sequence[Mapping[str, Any]] | None = None,
-) -> DriftReport:
-    """Sort every difference into drift, missing, and information (see the module docstring)."""
-    live_by_urn = {r.urn: r for r in managed_resources(refreshed)}
-    plans = _plans(steps) if steps is not None else None
+def classify(deployed: Mapping[str, Any], steps: Sequence[PlannedStep], baseline: Baseline) -> DriftReport:
+    """Sort every difference into drift, missing, pending and information (see the module docstring)."""
+    planned = primary_steps(steps)
     report = DriftReport()
-    deployed_resources = managed_resources(deployed)
-    for res in deployed_resources:
-        live = live_by_urn.get(res.urn)
-        if live is None:
-            report.missing.append(Missing(res.name, short_type(res.type), res.urn, res.id))
+    in_state = managed_resources(deployed)
+    for res in in_state:
+        step = planned.get(res.urn)
+        if step is None:
+            continue  # gone from the live side and from the code: nothing left to compare
+        kind = short_type(res.type)
+        if step.live_inputs is None:
+            if step.code_inputs is not None:
+                report.missing.append(Missing(res.name, kind, res.urn, res.id))
             continue
-        plan = plans.get(res.urn) if plans is not None else None
-        report.drift.extend(_spec_drift(res, live, plan, plans is not None))
-        if plan is not None:
-            report.pending.extend(_pending(res, live, plan))
-        if live.is_cluster:
-            report.shortfall.extend(_shortfall(live))
-            report.churn.extend(_churn(res, live))
-    if plans is not None:
-        known = {r.urn for r in deployed_resources}
-        for urn, plan in plans.items():
-            if urn not in known and plan.changes and not _is_bookkeeping_urn(urn):
-                name, type_ = _name_and_type(urn)
-                report.pending.append(PendingChange(name, short_type(type_), urn, plan.op))
+        if step.code_inputs is None:
+            report.pending.append(PendingChange(res.name, kind, res.urn, step.op))
+        elif step.op in _CHANGE_OPS:
+            _compare(res, step, baseline.trusts(res.modified), report)
+        if res.is_cluster:
+            report.shortfall.extend(_shortfall(res, step.live_outputs or {}))
+            report.churn.extend(_churn(res, step.live_outputs or {}))
+    known = {r.urn for r in in_state}
+    for urn, step in planned.items():
+        if urn not in known and step.op in _CHANGE_OPS and not is_bookkeeping(step.type):
+            report.pending.append(PendingChange(step.name, short_type(step.type), urn, step.op))
     return report
 
 
-def _spec_drift(
-    res: StateResource, live: StateResource, plan: _Plan | None, previewed: bool
-) -> list[SpecDrift]:
-    changed = changed_fields(res.inputs, live.inputs)
-    if not changed:
-        return []
-    if previewed:
-        # No step, or one that changes nothing: the code accepts the live values (e.g. the code was
-        # updated to match a change made by hand). A resource the code no longer declares is a pending
-        # deletion, not drift.
-        if plan is None or not plan.changes or plan.code_inputs is None:
-            return []
-        code_inputs = plan.code_inputs
-    else:
-        code_inputs = res.inputs
-    found = []
-    for name in changed:
-        code, now = code_inputs.get(name), live.inputs.get(name)
-        if previewed and same_value(code, now):
+def _compare(res: StateResource, step: PlannedStep, trusted: bool, report: DriftReport) -> None:
+    live, code = step.live_inputs or {}, step.code_inputs or {}
+    kind = short_type(res.type)
+    fields = [f for f in step.diffs if not f.startswith("__")] or changed_fields(live, code)
+    found = False
+    for name in fields:
+        now, wanted, deployed = live.get(name), code.get(name), res.inputs.get(name)
+        visible = comparable(now, wanted)
+        if visible and same_value(now, wanted):
             continue
-        found.append(
-            SpecDrift(res.name, short_type(res.type), res.urn, name, code, now, res.inputs.get(name))
-        )
-    return found
+        found = True
+        # A secret cannot be compared with the deployment: whether it changed outside is unknown.
+        if trusted and visible and comparable(now, deployed) and same_value(now, deployed):
+            report.pending.append(PendingChange(res.name, kind, res.urn, step.op, name, now, wanted))
+        else:
+            report.drift.append(
+                SpecDrift(res.name, kind, res.urn, name, shown(wanted), shown(now), shown(deployed))
+            )
+    if not found:
+        # The provider wants a change it does not name (a secret input, say): pending, never silent.
+        report.pending.append(PendingChange(res.name, kind, res.urn, step.op))
 
 
-def _pending(res: StateResource, live: StateResource, plan: _Plan) -> list[PendingChange]:
-    if not plan.changes:
-        return []
-    name, type_ = res.name, short_type(res.type)
-    if plan.code_inputs is None:
-        return [PendingChange(name, type_, res.urn, plan.op)]
-    drifted = set(changed_fields(res.inputs, live.inputs))
-    candidates = plan.diff_keys or changed_fields(live.inputs, plan.code_inputs)
-    return [
-        PendingChange(name, type_, res.urn, plan.op, f, live.inputs.get(f), plan.code_inputs.get(f))
-        for f in candidates
-        if f not in drifted and not same_value(live.inputs.get(f), plan.code_inputs.get(f))
-    ]
+def primary_steps(steps: Sequence[PlannedStep]) -> dict[str, PlannedStep]:
+    """One step per URN: the most telling of its operations (see ``_OP_ORDER``)."""
+    chosen: dict[str, PlannedStep] = {}
+    for step in steps:
+        if step.op not in _OP_ORDER:
+            continue
+        held = chosen.get(step.urn)
+        if held is None or _OP_ORDER.index(step.op) < _OP_ORDER.index(held.op):
+            chosen[step.urn] = step
+    return chosen
 
 
-def _shortfall(live: StateResource) -> list[Shortfall]:
-    out = live.outputs
-    desired = _int(out.get("desired_preemptible_gpus"))
-    allocated = _int(out.get("allocated_preemptible_gpus"))
+def _shortfall(res: StateResource, live: Mapping[str, Any]) -> list[Shortfall]:
+    desired = _int(live.get("desired_preemptible_gpus"))
+    allocated = _int(live.get("allocated_preemptible_gpus"))
     short = max(desired - allocated, 0)
     if short <= 0:
         return []
-    return [Shortfall(live.name, live.id, desired, allocated, short)]
+    return [Shortfall(res.name, res.id, desired, allocated, short)]
 
 
-def _churn(res: StateResource, live: StateResource) -> list[Churn]:
-    before, now = _int(res.outputs.get("recent_preemptions")), _int(live.outputs.get("recent_preemptions"))
-    last_before, last_now = res.outputs.get("last_preempted_at"), live.outputs.get("last_preempted_at")
+def _churn(res: StateResource, live: Mapping[str, Any]) -> list[Churn]:
+    before, now = _int(res.outputs.get("recent_preemptions")), _int(live.get("recent_preemptions"))
+    last_before, last_now = res.outputs.get("last_preempted_at"), live.get("last_preempted_at")
     since = max(now - before, 0)
     # "Recent" is a window: old preemptions age out, so a newer last preemption counts even if the
     # count did not grow.
@@ -225,7 +237,17 @@ def _churn(res: StateResource, live: StateResource) -> list[Churn]:
         since = 1
     if since == 0:
         return []
-    return [Churn(live.name, live.id, since, now, str(last_now) if last_now else None)]
+    return [Churn(res.name, res.id, since, now, str(last_now) if last_now else None)]
+
+
+def shown(value: Any) -> Any:
+    """A value fit for a report: a secret (the export holds it decrypted) only as ``[secret]``."""
+    return SECRET_PLACEHOLDER if is_secret(value) else value
+
+
+def comparable(a: Any, b: Any) -> bool:
+    """Whether two values can be compared at all: secrets (encrypted or redacted) never are."""
+    return not any(is_secret(v) or v == SECRET_PLACEHOLDER for v in (a, b))
 
 
 def changed_fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
@@ -235,8 +257,7 @@ def changed_fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[
         n
         for n in names
         if not n.startswith("__")
-        and not is_secret(before.get(n))
-        and not is_secret(after.get(n))
+        and comparable(before.get(n), after.get(n))
         and not same_value(before.get(n), after.get(n))
     ]
 
@@ -246,37 +267,6 @@ def same_value(a: Any, b: Any) -> bool:
     if a == UNKNOWN or b == UNKNOWN:
         return False
     return bool(a == b)
-
-
-def _plans(steps: Sequence[Mapping[str, Any]]) -> dict[str, _Plan]:
-    ops: dict[str, set[str]] = {}
-    inputs: dict[str, dict[str, Any]] = {}
-    keys: dict[str, list[str]] = {}
-    for step in steps:
-        urn = step.get("urn")
-        if not urn:
-            continue
-        op = str(step.get("op") or "same")
-        ops.setdefault(urn, set()).add(op)
-        new_state = step.get("newState") or {}
-        if op not in ("delete", "delete-replaced", "discard") and "inputs" in new_state:
-            inputs[urn] = dict(new_state.get("inputs") or {})
-        for key in [*(step.get("diffReasons") or []), *(step.get("replaceReasons") or [])]:
-            top = str(key).split(".", 1)[0].split("[", 1)[0]
-            if top not in keys.setdefault(urn, []):
-                keys[urn].append(top)
-    return {urn: _Plan(frozenset(o), inputs.get(urn), tuple(keys.get(urn, ()))) for urn, o in ops.items()}
-
-
-def _name_and_type(urn: str) -> tuple[str, str]:
-    # urn:pulumi:STACK::PROJECT::[PARENT$]TYPE::NAME
-    parts = urn.split("::")
-    type_ = parts[2].rsplit("$", 1)[-1] if len(parts) > 3 else ""
-    return parts[-1], type_
-
-
-def _is_bookkeeping_urn(urn: str) -> bool:
-    return is_bookkeeping(_name_and_type(urn)[1])
 
 
 def _int(value: Any) -> int:

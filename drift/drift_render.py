@@ -1,25 +1,74 @@
-"""The drift report for people (a text table) and for machines (JSON). Pure."""
+"""The drift reports of one or more stacks for people (text) and machines (JSON). Pure."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from .classify import DriftReport
+from .results import StackResult, fleet_exit_code
 from .table import fmt, table
 
+DRIFT_TITLE = (
+    "Drift (live differs from the code, changed outside it; the next `pulumi up` would change it back)"
+)
+MISSING_TITLE = "Missing (deleted outside the code; the next `pulumi up` would create it again)"
+PENDING_TITLE = "Changes pending (the code changed and is not deployed yet; live matches the last deployment)"
 
-def drift_json(stack: str, report: DriftReport) -> str:
-    """The report as JSON: ``stack``, ``in_sync``, ``exit_code``, ``drift``, ``missing``, ``info``."""
-    return json.dumps({"stack": stack, **report.to_dict()}, indent=2, sort_keys=False, default=str)
+
+def fleet_json(results: Sequence[StackResult], fail_on_pending: bool) -> str:
+    """``exit_code``, ``fail_on_pending``, ``summary`` and one entry per stack (its report or ``error``)."""
+    stacks = []
+    for r in results:
+        entry: dict[str, Any] = {"stack": r.stack, "result": r.verdict, "seconds": round(r.seconds, 2)}
+        if r.report is None:
+            entry.update({"exit_code": r.exit_code(fail_on_pending), "error": r.error})
+        else:
+            entry.update(r.report.to_dict(fail_on_pending))
+        stacks.append(entry)
+    body = {
+        "exit_code": fleet_exit_code(results, fail_on_pending),
+        "fail_on_pending": fail_on_pending,
+        "summary": summary_counts(results),
+        "stacks": stacks,
+    }
+    return json.dumps(body, indent=2, default=str)
+
+
+def summary_counts(results: Sequence[StackResult]) -> dict[str, list[str]]:
+    """The stacks by verdict: ``in_sync``, ``drift``, ``changes_pending``, ``error``."""
+    counts: dict[str, list[str]] = {"in_sync": [], "drift": [], "changes_pending": [], "error": []}
+    for r in results:
+        counts[r.verdict.replace(" ", "_")].append(r.stack)
+    return counts
+
+
+def fleet_text(results: Sequence[StackResult], fail_on_pending: bool) -> str:
+    """Each stack's report, then (for several stacks) one summary line per stack and the exit code."""
+    parts = [stack_text(r) for r in results]
+    if len(results) > 1:
+        rows = [[r.stack, r.verdict, *_counts(r.report), r.error or ""] for r in results]
+        code = fleet_exit_code(results, fail_on_pending)
+        parts.append(
+            f"Summary of {len(results)} stacks (exit {code}):\n"
+            + table(["STACK", "RESULT", "DRIFT", "MISSING", "PENDING", "ERROR"], rows)
+        )
+    return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+
+def stack_text(result: StackResult) -> str:
+    if result.report is None:
+        return f"Stack {result.stack}: ERROR: {result.error}\n"
+    return drift_text(result.stack, result.report)
 
 
 def drift_text(stack: str, report: DriftReport) -> str:
-    """The report as people read it: a verdict line, then one table per kind of difference."""
+    """One stack's report: a verdict line, then one table per kind of difference."""
     parts = [_verdict(stack, report)]
     if report.drift:
         parts.append(
-            "Spec drift (changed outside the code; the next `pulumi up` would change it back):\n"
+            f"{DRIFT_TITLE}:\n"
             + table(
                 ["RESOURCE", "TYPE", "FIELD", "CODE", "LIVE"],
                 [[d.resource, d.type, d.field, fmt(d.code), fmt(d.live)] for d in report.drift],
@@ -27,27 +76,46 @@ def drift_text(stack: str, report: DriftReport) -> str:
         )
     if report.missing:
         parts.append(
-            "Missing (deleted outside the code; the next `pulumi up` would create it again):\n"
+            f"{MISSING_TITLE}:\n"
             + table(["RESOURCE", "TYPE", "ID"], [[m.resource, m.type, m.id] for m in report.missing])
         )
-    info = _info_lines(report)
+    if report.pending:
+        parts.append(
+            f"{PENDING_TITLE}:\n"
+            + table(
+                ["RESOURCE", "TYPE", "OP", "FIELD", "LIVE", "CODE"],
+                [
+                    [
+                        p.resource,
+                        p.type,
+                        p.op,
+                        p.field or "",
+                        fmt(p.live) if p.field else "",
+                        fmt(p.code) if p.field else "",
+                    ]
+                    for p in report.pending
+                ],
+            )
+        )
+    info = info_lines(report)
     if info:
         parts.append("Information only (not drift):\n" + "\n".join(f"  - {line}" for line in info))
     return "\n\n".join(parts) + "\n"
 
 
 def _verdict(stack: str, report: DriftReport) -> str:
+    pending = f"; {plural(len(report.pending), 'change')} pending" if report.pending else ""
     if report.in_sync:
-        return f"Stack {stack}: in sync (no drift)."
+        return f"Stack {stack}: in sync (no drift){pending}."
     counts = []
     if report.drift:
-        counts.append(_plural(len(report.drift), "changed field"))
+        counts.append(plural(len(report.drift), "changed field"))
     if report.missing:
-        counts.append(_plural(len(report.missing), "missing resource"))
-    return f"Stack {stack}: DRIFT FOUND ({', '.join(counts)})."
+        counts.append(plural(len(report.missing), "missing resource"))
+    return f"Stack {stack}: DRIFT FOUND ({', '.join(counts)}){pending}."
 
 
-def _info_lines(report: DriftReport) -> list[str]:
+def info_lines(report: DriftReport) -> list[str]:
     lines = []
     for s in report.shortfall:
         lines.append(
@@ -58,19 +126,17 @@ def _info_lines(report: DriftReport) -> list[str]:
     for c in report.churn:
         last = f", last at {c.last_preempted_at}" if c.last_preempted_at else ""
         lines.append(
-            f"preemption churn: {c.resource} had {_plural(c.preemptions_since_deployment, 'preemption')} "
-            f"since the last deployment{last}"
+            f"preemption churn: {c.resource} had {plural(c.preemptions_since_deployment, 'preemption')} "
+            f"since the state was written{last}"
         )
-    for p in report.pending:
-        what = f"{p.field}: {fmt(p.live)} -> {fmt(p.code)}" if p.field else p.op
-        lines.append(f"pending code change: {p.resource} ({p.type}) {what}")
     return lines
 
 
-def _plural(n: int, word: str) -> str:
+def _counts(report: DriftReport | None) -> list[str]:
+    if report is None:
+        return ["", "", ""]
+    return [str(len(report.drift)), str(len(report.missing)), str(len(report.pending))]
+
+
+def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def error_json(stack: str, message: str) -> str:
-    body: dict[str, Any] = {"stack": stack, "in_sync": None, "exit_code": 1, "error": message}
-    return json.dumps(body, indent=2)

@@ -1,7 +1,7 @@
 """Read the resources out of a ``pulumi stack export`` document. Pure.
 
 An export is ``{"version": 3, "deployment": {"resources": [...]}}``; each resource carries its ``urn``,
-``type``, ``id``, ``inputs`` and ``outputs``. Secret values stay in their encrypted envelope: they are
+``type``, ``id``, ``inputs``, ``outputs`` and the engine's ``modified`` time. Secret values stay in their encrypted envelope: they are
 never decrypted here and never compared (their ciphertext changes on every write).
 """
 
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from together_clusters.provider.rules import parse_time
 from together_clusters.provider.schema import CLUSTER_TYPE
 
 # The engine marks a secret with this key (and an unknown value in a preview with UNKNOWN).
@@ -32,6 +34,8 @@ class StateResource:
     id: str
     inputs: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
+    #: When the engine last changed this resource's state (an update, or a refresh that saw a change).
+    modified: datetime | None = None
 
     @property
     def name(self) -> str:
@@ -71,6 +75,7 @@ def managed_resources(export: Mapping[str, Any]) -> list[StateResource]:
                 id=str(raw.get("id") or ""),
                 inputs=dict(raw.get("inputs") or {}),
                 outputs=dict(raw.get("outputs") or {}),
+                modified=parse_time(raw.get("modified")),
             )
         )
     return found

@@ -7,6 +7,7 @@ first puts the cluster back in the shape it needs with out-of-band API calls, ra
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
@@ -38,26 +38,22 @@ SPEED = 600
 class Deployed:
     """A deployed quickstart stack: its project directory, engine environment, emulator and cluster."""
 
+    stack: str
     project: Path
     state_dir: Path
+    #: The file in the Pulumi home that says which stack of the project is selected.
+    selection: Path
     env: dict[str, str]
     emu: RunningEmulator
     cluster_id: str
 
     def cli(
-        self, *args: str, stack: str = STACK, env: dict[str, str] | None = None
+        self, *args: str, stack: str | None = "", env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """``python -m together_clusters.drift ARGS --stack STACK --cwd PROJECT``."""
-        command = [
-            sys.executable,
-            "-m",
-            "together_clusters.drift",
-            *args,
-            "--stack",
-            stack,
-            "--cwd",
-            str(self.project),
-        ]
+        """``python -m together_clusters.drift ARGS [--stack STACK] --cwd PROJECT`` (this stack by default)."""
+        command = [sys.executable, "-m", "together_clusters.drift", *args, "--cwd", str(self.project)]
+        if stack is not None:
+            command += ["--stack", stack or self.stack]
         return subprocess.run(
             command,
             env=env or self.env,
@@ -68,9 +64,14 @@ class Deployed:
             cwd=_engine.ROOT,
         )
 
-    def export(self) -> dict[str, Any]:
+    def pulumi(self, *args: str, stack: str = "") -> subprocess.CompletedProcess[str]:
+        """``pulumi ARGS --stack STACK`` in the project, as the user would run it; it must succeed."""
+        command = [*args, "--stack", stack or self.stack]
+        return _engine.run_pulumi(command, cwd=self.project, env=self.env, check=True)
+
+    def export(self, stack: str = "") -> dict[str, Any]:
         """The real stack's state, as ``pulumi stack export`` shows it."""
-        return _engine.stack_export(self.project, self.env)
+        return json.loads(self.pulumi("stack", "export", stack=stack).stdout)
 
     def api(self) -> TogetherClient:
         return TogetherClient(api_key=API_KEY, base_url=self.emu.base_url)
@@ -103,13 +104,21 @@ class Deployed:
         self.wait_for("8 preemptible GPUs allocated", lambda c: c.allocated_preemptible_gpus == 8)
 
     def files(self) -> dict[str, str]:
-        """sha256 of every file in the backend and the project (the program's bytecode aside)."""
+        """sha256 of every file in the backend, the project and the Pulumi home (bytecode aside).
+
+        The backend holds the state and its history, the project the stack config, the Pulumi home the
+        user's current stack: a drift check changes none of them.
+        """
         digests = {}
-        for base in (self.state_dir, self.project):
-            for path in sorted(base.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
-                    digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in [*sorted(self.state_dir.rglob("*")), *sorted(self.project.rglob("*")), self.selection]:
+            if path.is_file() and "__pycache__" not in path.parts:
+                digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
         return digests
+
+    def unchanged(self, before: dict[str, str], exported: bytes) -> None:
+        """Assert that the files and the exported state are byte for byte what they were."""
+        assert self.files() == before
+        assert self.pulumi("stack", "export").stdout.encode() == exported
 
 
 def write_quickstart(directory: Path) -> Path:
@@ -123,6 +132,13 @@ def write_quickstart(directory: Path) -> Path:
     main = directory / project["main"]
     shutil.copytree(_engine.ROOT / project["main"], main, ignore=shutil.ignore_patterns("__pycache__"))
     return directory
+
+
+def workspace_file(project: Path, env: dict[str, str]) -> Path:
+    """Where the engine keeps a project's selected stack (pkg/workspace: name, sha1 of Pulumi.yaml's path)."""
+    name = yaml.safe_load((project / "Pulumi.yaml").read_text())["name"]
+    digest = hashlib.sha1(str((project / "Pulumi.yaml").resolve()).encode()).hexdigest()
+    return Path(env["PULUMI_HOME"]) / "workspaces" / f"{name}-{digest}-workspace.json"
 
 
 def engine_env_for(workdir: Path, base_url: str) -> dict[str, str]:
@@ -140,34 +156,36 @@ def emu() -> Iterator[RunningEmulator]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def deployed(emu: RunningEmulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+def deploy_quickstart(
+    work: Path,
+    emu: RunningEmulator,
+    stack: str = STACK,
+    *,
+    init_args: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
+) -> Deployed:
+    """``pulumi stack init`` + ``up`` of the quickstart in a project of its own under ``work``."""
     _engine.require_engine()
-    work = tmp_path_factory.mktemp("drift")
     project = write_quickstart(work / "project")
-    env = engine_env_for(work, emu.base_url)
+    env = {**engine_env_for(work, emu.base_url), **(extra_env or {})}
 
     def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
         return _engine.run_pulumi(list(args), cwd=project, env=env, check=True)
 
-    pulumi("stack", "init", STACK)
-    pulumi("config", "set", "clusterName", "drift-quickstart")
+    pulumi("stack", "init", stack, *init_args)
+    pulumi("config", "set", "clusterName", f"drift-{work.name}")
     pulumi("up", *_engine.UP_FLAGS)
     outputs = _engine.stack_outputs(project, env)
-    state = Deployed(project, work / ".pulumi-state", env, emu, outputs["cluster_id"])
+    selection = workspace_file(project, env)
+    assert selection.is_file(), f"the engine keeps the selected stack elsewhere than {selection}"
+    state = Deployed(stack, project, work / ".pulumi-state", selection, env, emu, outputs["cluster_id"])
     state.wait_for("8 preemptible GPUs allocated", lambda c: c.allocated_preemptible_gpus == 8)
+    return state
+
+
+@pytest.fixture(scope="module")
+def deployed(emu: RunningEmulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+    state = deploy_quickstart(tmp_path_factory.mktemp("drift"), emu)
     yield state
     # The last test may have deleted the cluster out of band; destroy whatever is left.
-    _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
-
-
-def free_port_url() -> str:
-    """A loopback URL nothing listens on (the port was free a moment ago)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    with pytest.raises(httpx.TransportError):
-        httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
-    return f"http://127.0.0.1:{port}"
+    _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=state.project, env=state.env)

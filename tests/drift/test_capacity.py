@@ -13,8 +13,6 @@ from together_clusters.drift.capacity import (
     window,
     window_end,
 )
-from together_clusters.drift.classify import classify
-from together_clusters.drift.drift_render import drift_json, drift_text
 from together_clusters.drift.status_render import status_json, status_text
 from together_clusters.drift.timeline import allocation_timeline, changes
 
@@ -176,21 +174,3 @@ def test_status_text_and_json():
     assert data["clusters"][1]["found"] is False
     no_price = status_text("dev", statuses[:1], start, end, None)
     assert "--price-per-gpu-hour" in no_price
-
-
-def test_drift_text_names_resource_field_and_values():
-    from tests.drift.test_classify import cluster, export
-
-    deployed = export(cluster())
-    live = export(cluster({"num_preemptible_gpus": 16}, allocated_preemptible_gpus=8, recent_preemptions=1))
-    report = classify(deployed, live)
-    text = drift_text("dev", report)
-    assert text.startswith("Stack dev: DRIFT FOUND (1 changed field)")
-    row = next(line for line in text.splitlines() if "num_preemptible_gpus" in line)
-    assert row.split() == ["quickstart", "together_clusters:Cluster", "num_preemptible_gpus", "8", "16"]
-    assert "capacity shortfall: quickstart has 8 of 16" in text
-    assert "preemption churn: quickstart had 1 preemption since the last deployment" in text
-    data = json.loads(drift_json("dev", report))
-    assert data["stack"] == "dev" and data["exit_code"] == 2
-    synced = drift_text("dev", classify(deployed, deployed))
-    assert synced == "Stack dev: in sync (no drift).\n"

@@ -1,0 +1,53 @@
+"""The drift check of a fleet of stacks as JUnit XML, one test case per stack. Pure.
+
+CI systems show JUnit natively (GitHub Actions through a reporter action, GitLab's ``artifacts:reports:
+junit``, Jenkins' ``junit`` step): a drifted stack is a failed test naming its fields, a stack that could
+not be checked an errored one, and pending changes a failure only with ``--fail-on-pending``.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+
+from .drift_render import stack_text
+from .results import StackResult
+
+SUITE = "together-clusters drift"
+
+
+def junit_xml(results: Sequence[StackResult], fail_on_pending: bool) -> str:
+    failures = sum(1 for r in results if r.report is not None and _failed(r, fail_on_pending))
+    errors = sum(1 for r in results if r.report is None)
+    total = f"{sum(r.seconds for r in results):.3f}"
+    counts = {"tests": str(len(results)), "failures": str(failures), "errors": str(errors), "time": total}
+    root = ET.Element("testsuites", {"name": SUITE, **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": SUITE, **counts, "skipped": "0"})
+    for r in results:
+        case = ET.SubElement(
+            suite, "testcase", {"classname": SUITE, "name": f"stack {r.stack}", "time": f"{r.seconds:.3f}"}
+        )
+        if r.report is None:
+            ET.SubElement(case, "error", {"type": "error", "message": r.error or "failed"}).text = r.error
+        elif _failed(r, fail_on_pending):
+            kind = "drift" if not r.report.in_sync else "changes-pending"
+            ET.SubElement(case, "failure", {"type": kind, "message": _message(r)}).text = stack_text(r)
+        else:
+            ET.SubElement(case, "system-out").text = stack_text(r)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _failed(result: StackResult, fail_on_pending: bool) -> bool:
+    return result.exit_code(fail_on_pending) != 0
+
+
+def _message(result: StackResult) -> str:
+    """The failure in one line: which resources and fields."""
+    report = result.report
+    assert report is not None
+    what = [f"{d.resource}.{d.field}: code {d.code!r}, live {d.live!r}" for d in report.drift]
+    what += [f"{m.resource} ({m.id}) missing" for m in report.missing]
+    if not what:
+        what = [f"{p.resource}: {p.field or p.op} pending" for p in report.pending]
+    return f"stack {result.stack}: " + "; ".join(what)

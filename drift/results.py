@@ -1,0 +1,45 @@
+"""The outcome of checking one stack, and of checking several. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .classify import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC, EXIT_PENDING, DriftReport
+
+# From the worst down: an error says nothing about the stack, drift is a finding, pending a choice.
+_SEVERITY = (EXIT_ERROR, EXIT_DRIFT, EXIT_PENDING, EXIT_IN_SYNC)
+
+
+@dataclass(frozen=True)
+class StackResult:
+    """One stack's check: its report, or the one-line cause of its failure."""
+
+    stack: str
+    report: DriftReport | None
+    error: str | None = None
+    seconds: float = 0.0
+
+    def exit_code(self, fail_on_pending: bool) -> int:
+        if self.report is None:
+            return EXIT_ERROR
+        return self.report.exit_code(fail_on_pending)
+
+    @property
+    def verdict(self) -> str:
+        """``error``, ``drift``, ``changes pending`` or ``in sync``."""
+        if self.report is None:
+            return "error"
+        if not self.report.in_sync:
+            return "drift"
+        return "changes pending" if self.report.pending else "in sync"
+
+
+def worst_exit_code(codes: Iterable[int]) -> int:
+    """The exit code of several checks: error over drift over pending over in sync."""
+    found = set(codes)
+    return next((code for code in _SEVERITY if code in found), EXIT_IN_SYNC)
+
+
+def fleet_exit_code(results: Sequence[StackResult], fail_on_pending: bool) -> int:
+    return worst_exit_code(r.exit_code(fail_on_pending) for r in results)

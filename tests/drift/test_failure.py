@@ -1,0 +1,41 @@
+"""drift.failure.cause_line on real engine output: the cause alone, on one line."""
+
+from __future__ import annotations
+
+from together_clusters.drift.failure import cause_line
+
+REFRESH_API_DOWN = """\
+Previewing update (dev):
+~  pulumi-python:dynamic/together_clusters:Cluster quickstart refreshing (11s) error: Traceback (most recent call last):
+    pulumi:pulumi:Stack together-quickstart-dev running error: preview failed
+Diagnostics:
+  pulumi-python:dynamic/together_clusters:Cluster (quickstart):
+    error: Traceback (most recent call last):
+      File "/work/main/provider/client.py", line 255, in _send_once
+        raise errors.TransportError(f"{method} {self.base_url}{path} failed: {exc}") from None
+    together_clusters.provider.errors.TransportError: GET http://127.0.0.1:1/v1/compute/clusters/c-1 failed: [Errno 111] Connection refused
+
+  pulumi:pulumi:Stack (together-quickstart-dev):
+    error: preview failed
+"""
+
+
+def test_the_exception_a_provider_raised_is_the_cause():
+    assert cause_line(REFRESH_API_DOWN) == (
+        "together_clusters.provider.errors.TransportError: GET http://127.0.0.1:1/v1/compute/clusters/c-1 "
+        "failed: [Errno 111] Connection refused"
+    )
+
+
+def test_else_the_engines_own_error_line():
+    stderr = "\n code: 255\n stdout: \n stderr: error: no stack named 'nope' found\n"
+    assert cause_line(stderr) == "no stack named 'nope' found"
+    wrong = 'error: error: constructing secrets manager of type "passphrase": incorrect passphrase'
+    assert cause_line("Previewing update (dev):\n", wrong) == (
+        'constructing secrets manager of type "passphrase": incorrect passphrase'
+    )
+
+
+def test_else_the_last_line():
+    assert cause_line("one\ntwo\n", "") == "two"
+    assert cause_line("", "") == "no output from the engine"
