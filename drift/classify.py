@@ -32,6 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from together_clusters.provider.rules import plan_change
+from together_clusters.provider.schema import FIELDS
+
 from .baseline import Baseline
 from .stack_state import UNKNOWN, StateResource, is_bookkeeping, is_secret, managed_resources, short_type
 
@@ -187,6 +190,12 @@ def _compare(res: StateResource, step: PlannedStep, trusted: bool, report: Drift
     live, code = step.live_inputs or {}, step.code_inputs or {}
     kind = short_type(res.type)
     fields = [f for f in step.diffs if not f.startswith("__")] or changed_fields(live, code)
+    if res.is_cluster:
+        # The provider's own rule decides what differs: a field the code leaves to the server (a driver
+        # resolved at create, a project) is no difference, though the engine's diff lists it.
+        plan = plan_change(dict(live), dict(code))
+        differing = {*plan.replace, *plan.update, *plan.local}
+        fields = [f for f in fields if f not in FIELDS or f in differing]
     found = False
     for name in fields:
         now, wanted, deployed = live.get(name), code.get(name), res.inputs.get(name)

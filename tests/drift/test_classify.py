@@ -297,3 +297,14 @@ def test_a_moment_two_operations_cover_is_judged_by_the_one_that_does_not_vouch(
     refresh = HistoryEntry("refresh", at(11), at(11, 0, 2), changed=True)  # ended at 11:00:02.x
     targeted_up = HistoryEntry("update", at(11, 0, 2), at(11, 0, 6), changed=False)  # started 11:00:02.y
     assert not Baseline((targeted_up, refresh, UP)).trusts(at(11, 0, 2) + timedelta(milliseconds=300))
+
+
+def test_a_field_the_code_leaves_to_the_server_is_not_drift_though_the_engine_lists_it():
+    """The provider resolves a driver at create; the code leaves it unset, so its live value is no drift.
+    The engine's diff names every differing input: the provider's own rule decides."""
+    live = inputs(num_preemptible_gpus=16, nvidia_version_id="nv-570-cu128-ubuntu2204", project_id="p-1")
+    steps = [step("update", live, inputs(), ("num_preemptible_gpus", "nvidia_version_id", "project_id"))]
+    report = classify(
+        export(cluster(inputs(nvidia_version_id="nv-570-cu128-ubuntu2204"))), steps, AFTER_REFRESH
+    )
+    assert [(d.field, d.code, d.live) for d in report.drift] == [("num_preemptible_gpus", 8, 16)]
