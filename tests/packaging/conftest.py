@@ -5,6 +5,7 @@ outside the repository with the wheel installed (not editable), shared by every 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -67,13 +68,36 @@ def _check(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProces
     return proc
 
 
+def _source_tree(into: Path) -> Path:
+    """The checkout's files as a clone would have them (tracked, or new and not ignored), links kept as
+    links: a build from the working tree itself would also pack what a stale ``*.egg-info/SOURCES.txt``
+    of an earlier layout still lists."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        origin, copy = ROOT / name, into / name
+        if not os.path.lexists(origin):
+            continue  # deleted in the working tree, not yet in the index
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if origin.is_symlink():
+            copy.symlink_to(os.readlink(origin))
+        else:
+            shutil.copy2(origin, copy)
+    return into
+
+
 @pytest.fixture(scope="session")
 def distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
     """``python -m build``: the sdist from the checkout, then the wheel from the sdist (the front end's default)."""
     outdir = tmp_path_factory.mktemp("dist")
+    source = _source_tree(tmp_path_factory.mktemp("source"))
     _check(
         subprocess.run(
-            [sys.executable, "-m", "build", "--outdir", str(outdir), str(ROOT)],
+            [sys.executable, "-m", "build", "--outdir", str(outdir), str(source)],
             cwd=outdir,
             env=clean_env(),
             capture_output=True,
