@@ -13,10 +13,12 @@ available" in the table, with the reason; one that fails says so and the others 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import tempfile
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from . import api_calls, checkpoint_speed, drift_speed, emulator_speed, engine_o
 from .context import Context, Scale
 from .figures import Figure, unavailable
 from .machine import describe
-from .report import as_json, markdown
+from .report import as_json, carried_over, markdown
 from .servers import ROOT, Served, counting_emulator
 from .stacks import engine_missing
 
@@ -86,7 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="where to write (default bench/, quick: bench/quick/)"
     )
-    parser.add_argument("--only", default=None, help="comma-separated section numbers (default: all)")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated section numbers (default: all); the other sections' figures already in "
+        "the results file are kept, marked with the run that measured them",
+    )
     args = parser.parse_args(argv)
     sections = sorted({int(s) for s in args.only.split(",")}) if args.only else sorted(SECTIONS)
     out = args.out or (ROOT / "bench" / ("quick" if args.quick else ""))
@@ -95,14 +102,20 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(scale, workdir)
     machine = describe()
     try:
-        figures = run(ctx, sections)
+        figures = [replace(f, run=machine["date"]) for f in run(ctx, sections)]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    machines = {machine["date"]: machine}
+    previous = out / "results.json"
+    if args.only and previous.exists():
+        kept, earlier = carried_over(json.loads(previous.read_text()), {SECTIONS[s] for s in sections})
+        figures = sorted([*figures, *kept], key=lambda f: int(f.section.split(".")[0]))
+        machines = {**earlier, **machines}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.md").write_text(markdown(figures, machine, args.quick))
-    (out / "results.json").write_text(as_json(figures, machine, args.quick))
+    (out / "results.md").write_text(markdown(figures, machines, args.quick))
+    (out / "results.json").write_text(as_json(figures, machines, args.quick))
     ctx.progress(f"wrote {out / 'results.md'} and {out / 'results.json'}")
-    print(markdown(figures, machine, args.quick))
+    print(markdown(figures, machines, args.quick))
     return 0
 
 

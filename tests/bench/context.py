@@ -45,14 +45,14 @@ class Scale:
         return Scale(
             quick=True,
             repetitions=1,
-            stack_size=3,
+            stack_size=2,
             fleet_stacks=2,
             fleet_stack_size=1,
             emulator_clusters=10,
             list_clusters=50,
             load_seconds=0.5,
             ready_speeds=(600.0,),
-            checkpoint_sizes_mib=(16, 160),
+            checkpoint_sizes_mib=(8, 144),
             checkpoint_cap_mib=128,
         )
 

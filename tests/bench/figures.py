@@ -45,6 +45,8 @@ class Figure:
     samples: dict[str, list[float]] = field(default_factory=dict)
     #: The goal was missed whatever the value says (e.g. the operation failed under a memory cap).
     failed: bool = False
+    #: When the run that measured it started (a results file may gather sections of several runs).
+    run: str = ""
 
     @property
     def verdict(self) -> Verdict:
@@ -68,7 +70,25 @@ class Figure:
             "verdict": self.verdict,
             "note": self.note,
             "samples": self.samples,
+            "failed": self.failed,
+            "run": self.run,
         }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Figure:
+        goal = data.get("goal")
+        return Figure(
+            section=data["section"],
+            name=data["name"],
+            value=data["value"],
+            unit=data["unit"],
+            floor=data["floor"],
+            goal=Goal(goal["op"], goal["target"], data["unit"]) if goal else None,
+            note=data["note"],
+            samples=data.get("samples") or {},
+            failed=bool(data.get("failed")),
+            run=data.get("run", ""),
+        )
 
 
 def unavailable(section: str, name: str, reason: str, goal: Goal | None = None) -> Figure:

@@ -44,7 +44,7 @@ def describe() -> dict[str, Any]:
     """CPU, memory, OS, Python, engine version, the commit measured, and the load when it started."""
     engine = ROOT / ".engine" / "bin" / "pulumi"
     return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "cpu": _cpu_model(),
         "cpus": len(os.sched_getaffinity(0)),
         "memory_gib": round(_memory_gib(), 1),
