@@ -116,8 +116,8 @@ def run(ctx: Context, emulator: Served) -> list[Figure]:
             "calls",
             "1 PUT, then the polls of the wait",
             Goal("<=", 1, "calls"),
-            note=f"{describe(update)} (the polls are the GETs of the updated cluster; the regions "
-            f"lookups come from the preview step of `up`)",
+            note=f"{describe(update)} (the polls are the GETs of the updated cluster; the region "
+            "lookups come from `check` of every cluster during `up`)",
         )
     )
 
