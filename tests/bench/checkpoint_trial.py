@@ -8,7 +8,8 @@ process's data memory to its baseline plus M MiB (RLIMIT_DATA), so a trial that 
 memory fails instead of succeeding on a machine with memory to spare.
 
 Kinds: the floors ``raw-write`` (sequential write + fsync), ``raw-read``, ``s3-upload-file`` and
-``s3-download-file`` (boto3's own transfer manager), and ours: ``save``/``restore`` on the filesystem and
+``s3-download-file`` (boto3's own transfer manager), ``s3-get-object`` (one GET streamed to a file),
+and ours: ``save``/``restore`` on the filesystem and
 ``s3-save``/``s3-restore``, through ``Checkpointer``.
 """
 
@@ -113,6 +114,11 @@ def trial(args: argparse.Namespace) -> None:
         args.client.upload_file(str(args.dir / RAW_FILE), args.bucket, S3_RAW_KEY)
     elif kind == "s3-download-file":
         args.client.download_file(args.bucket, S3_RAW_KEY, str(args.dir / DOWNLOADED))
+    elif kind == "s3-get-object":
+        body = args.client.get_object(Bucket=args.bucket, Key=S3_RAW_KEY)["Body"]
+        with open(args.dir / DOWNLOADED, "wb") as f:
+            for piece in body.iter_chunks(CHUNK):
+                f.write(piece)
     else:
         raise ValueError(f"unknown kind {kind}")
 
