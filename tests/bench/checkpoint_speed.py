@@ -137,13 +137,13 @@ def _size_figures(
     ours_growth = [
         r["peak_mib"] - r["baseline_mib"]
         for k in ("save", "restore", "s3-save", "s3-restore")
-        for r in results[k]
+        for r in results.get(k, [])
         if r["peak_mib"] is not None
     ]
     floor_growth = [
         r["peak_mib"] - r["baseline_mib"]
         for k in ("raw-write", "raw-read", "s3-upload-file", "s3-download-file", "s3-get-object")
-        for r in results[k]
+        for r in results.get(k, [])
         if r["peak_mib"] is not None
     ]
     budget = ctx.scale.checkpoint_cap_mib
