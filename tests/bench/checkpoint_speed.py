@@ -29,6 +29,8 @@ S3_ENV = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+# A trial that hangs (boto3 against moto did, once, at 1.5 GiB) is stopped and reported as failed.
+TRIAL_TIMEOUT_S = 300
 # moto moves about 20 MiB/s here: S3 pairs repeat at most this often.
 S3_REPETITIONS = 2
 # (floor, ours, what, goal as a fraction of the floor's throughput)
@@ -49,24 +51,31 @@ MOTO_RANGES = (
 )
 
 
+def _failed(why: str) -> dict[str, Any]:
+    return {"seconds": None, "peak_mib": None, "baseline_mib": None, "error": why}
+
+
 def _trial(
     kind: str, directory: Path, size_mib: int, cap_mib: int | None, s3: str, bucket: str
 ) -> dict[str, Any]:
     args = [kind, "--dir", str(directory), "--size-mib", str(size_mib), "--s3", s3, "--bucket", bucket]
     if cap_mib is not None:
         args += ["--cap-mib", str(cap_mib)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.bench.checkpoint_trial", *args],
-        cwd=ROOT,
-        env={**os.environ, **S3_ENV, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.bench.checkpoint_trial", *args],
+            cwd=ROOT,
+            env={**os.environ, **S3_ENV, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=TRIAL_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return _failed(f"did not finish in {TRIAL_TIMEOUT_S} s")
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
-        return {"seconds": None, "peak_mib": None, "baseline_mib": None, "error": proc.stderr[-500:]}
+        return _failed(f"exit {proc.returncode}: {proc.stderr[-500:]}")
     return dict(json.loads(lines[-1]))
 
 
