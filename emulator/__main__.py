@@ -9,9 +9,9 @@ from types import FrameType
 
 import uvicorn
 
+from .kubernetes.options import add_kubernetes_args, twin_options
 from .lifecycle import DEFAULT_SPEED
-from .server import base_url_of, bind_socket, uvicorn_config
-from .state import Platform
+from .server import base_url_of, bind_socket, make_platform, uvicorn_config
 from .store import Store
 
 
@@ -32,6 +32,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="emulated seconds a preempted node lives after being cordoned (default 300)",
     )
+    add_kubernetes_args(parser)
     return parser.parse_args(argv)
 
 
@@ -42,7 +43,9 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     store = Store(args.state) if args.state else None
-    platform = Platform(store=store, speed=args.speed, grace_seconds=args.grace_seconds)
+    platform = make_platform(
+        twin_options(args), store=store, speed=args.speed, grace_seconds=args.grace_seconds
+    )
     sock = bind_socket(args.host, args.port)
     print(base_url_of(sock), flush=True)
     # Uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal: make both a clean exit.
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        platform.close()
         platform.flush()
         if store is not None:
             store.close()

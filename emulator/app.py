@@ -72,6 +72,8 @@ def create_app(platform: Platform) -> FastAPI:
     _install_error_handlers(app)
     _install_middleware(app, platform)
     app.include_router(admin.router(platform))
+    if (twin_router := getattr(platform, "twin_admin_router", None)) is not None:
+        app.include_router(twin_router())
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

@@ -11,8 +11,9 @@ from typing import Any
 
 from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest, RegionDriverVersion
 
+from .clock import nominal
 from .faults import ProvisioningOutcome
-from .lifecycle import cluster_schedule, control_plane_schedule
+from .lifecycle import Duration, cluster_schedule, control_plane_schedule
 from .records import ClusterRecord, NodeRecord
 
 # Create-time fields the response echoes back unchanged when given.
@@ -36,6 +37,7 @@ def new_record(
     driver: RegionDriverVersion,
     outcome: ProvisioningOutcome,
     now: float,
+    duration: Duration = nominal,
 ) -> ClusterRecord:
     """The record of a cluster created at ``now`` from a validated request, before any node exists."""
     reserved = req.num_reserved_gpus
@@ -59,12 +61,12 @@ def new_record(
         created_at=now,
         kube_token=secrets.token_urlsafe(32),
         outcome=outcome,
-        schedule=cluster_schedule(now, outcome),
+        schedule=cluster_schedule(now, outcome, duration),
         control_plane=NodeRecord(
             node_id=f"{req.cluster_name}-control-plane-0",
             instance_id=f"i-{secrets.token_hex(8)}",
             compute_class="standard",
-            schedule=control_plane_schedule(now),
+            schedule=control_plane_schedule(now, duration),
         ),
         add_ons=[a.model_dump(mode="json", exclude_none=True) | {"state": {}} for a in req.add_ons or []],
         volumes=_volumes(req),

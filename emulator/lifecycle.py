@@ -1,13 +1,19 @@
 """Emulated durations and the phase schedules of clusters and nodes.
 
-All durations are emulated seconds. Cluster bring-up takes about ten emulated minutes, which the CLI's
-default speed of 60 turns into about ten seconds of wall time.
+All durations are nominal seconds of the platform. Cluster bring-up takes about ten minutes, which the CLI's
+default speed of 60 shortens to about ten seconds of wall time (each schedule takes a ``duration`` function).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from .clock import nominal
 from .faults import ProvisioningOutcome
 from .records import Timed
+
+Duration = Callable[[float], float]
+"""Turns a nominal duration into how long it takes on the platform's clock (see ``EmulatedClock.duration``)."""
 
 CONTROL_PLANE_START_S = 10.0
 DATA_PLANE_START_S = 120.0
@@ -58,44 +64,47 @@ NODE_STATUS_BY_PHASE: dict[str, str] = {
 }
 
 
-def cluster_schedule(created_at: float, outcome: ProvisioningOutcome) -> list[Timed]:
+def cluster_schedule(
+    created_at: float, outcome: ProvisioningOutcome, duration: Duration = nominal
+) -> list[Timed]:
     """The phases a new cluster will go through, ending in READY unless a provisioning fault says otherwise."""
-    phases = [Timed(phase=p, at=created_at + off) for p, off in CLUSTER_PHASE_OFFSETS]
+    phases = [Timed(phase=p, at=created_at + duration(off)) for p, off in CLUSTER_PHASE_OFFSETS]
     if outcome == "stuck":
-        return [t for t in phases if t.at - created_at <= DATA_PLANE_START_S]
+        return [t for t in phases if t.at - created_at <= duration(DATA_PLANE_START_S)]
     if outcome == "acceptance_tests_failed":
         return phases[:-1] + [
             Timed(
-                phase="CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED", at=created_at + ACCEPTANCE_TESTS_FAIL_AFTER_S
+                phase="CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED",
+                at=created_at + duration(ACCEPTANCE_TESTS_FAIL_AFTER_S),
             )
         ]
     if outcome == "nccl_tests_failed":
         return phases[:-1] + [
-            Timed(phase="CLUSTER_PHASE_RUNNING_NCCL_TESTS", at=created_at + NCCL_TESTS_START_S),
-            Timed(phase="CLUSTER_PHASE_NCCL_TESTS_FAILED", at=created_at + NCCL_TESTS_FAIL_AFTER_S),
+            Timed(phase="CLUSTER_PHASE_RUNNING_NCCL_TESTS", at=created_at + duration(NCCL_TESTS_START_S)),
+            Timed(phase="CLUSTER_PHASE_NCCL_TESTS_FAILED", at=created_at + duration(NCCL_TESTS_FAIL_AFTER_S)),
         ]
     return phases
 
 
-def node_schedule(appears_at: float, boots: bool = True) -> list[Timed]:
+def node_schedule(appears_at: float, boots: bool = True, duration: Duration = nominal) -> list[Timed]:
     """PENDING at ``appears_at``, then BOOTING and RUNNING; a node that never boots stays PENDING."""
     pending = Timed(phase="NODE_PHASE_PENDING", at=appears_at)
     if not boots:
         return [pending]
     return [
         pending,
-        Timed(phase="NODE_PHASE_BOOTING", at=appears_at + NODE_BOOTING_AFTER_S),
-        Timed(phase="NODE_PHASE_RUNNING", at=appears_at + NODE_RUNNING_AFTER_S),
+        Timed(phase="NODE_PHASE_BOOTING", at=appears_at + duration(NODE_BOOTING_AFTER_S)),
+        Timed(phase="NODE_PHASE_RUNNING", at=appears_at + duration(NODE_RUNNING_AFTER_S)),
     ]
 
 
-def control_plane_schedule(created_at: float) -> list[Timed]:
+def control_plane_schedule(created_at: float, duration: Duration = nominal) -> list[Timed]:
     """The control plane node appears shortly after creation and is running before the data plane."""
-    start = created_at + CONTROL_PLANE_START_S
+    start = created_at + duration(CONTROL_PLANE_START_S)
     return [
         Timed(phase="NODE_PHASE_PENDING", at=start),
-        Timed(phase="NODE_PHASE_BOOTING", at=start + NODE_BOOTING_AFTER_S),
-        Timed(phase="NODE_PHASE_RUNNING", at=start + CONTROL_PLANE_RUNNING_AFTER_S),
+        Timed(phase="NODE_PHASE_BOOTING", at=start + duration(NODE_BOOTING_AFTER_S)),
+        Timed(phase="NODE_PHASE_RUNNING", at=start + duration(CONTROL_PLANE_RUNNING_AFTER_S)),
     ]
 
 

@@ -14,6 +14,7 @@ from together_clusters.provider.models import BillingType, ClusterType, GpuType
 
 from .catalog import GPUS_PER_NODE
 from .faults import ProvisioningOutcome
+from .kubernetes.kubeconfig import KubeApi
 
 ComputeClass = Literal["standard", "preemptible"]
 
@@ -85,6 +86,8 @@ class ClusterRecord(BaseModel):
     fill_at: float | None = None
     deleting_since: float | None = None
     delete_done_at: float | None = None
+    # The Kubernetes twin's API server (None: the lightweight emulator, whose kubeconfig points nowhere).
+    kube_api: KubeApi | None = None
 
     @property
     def deleting(self) -> bool:

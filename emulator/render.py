@@ -24,7 +24,9 @@ COMPUTE_CLASS_LABEL = "together.ai/compute-class"
 
 
 def _kubeconfig(record: ClusterRecord) -> str:
-    """A kubeconfig for the cluster; the server name never resolves, the token is per cluster."""
+    """A kubeconfig for the cluster: its twin's API server, else a server name that never resolves."""
+    if record.kube_api is not None:
+        return record.kube_api.kubeconfig(record.cluster_name, record.kube_token)
     name = record.cluster_name
     return (
         "apiVersion: v1\n"

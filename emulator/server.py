@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -14,6 +15,9 @@ from .admin_client import AdminClient
 from .app import create_app
 from .state import Platform
 from .store import Store
+
+if TYPE_CHECKING:
+    from .kubernetes.options import TwinOptions
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -25,6 +29,22 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
+
+
+def make_platform(kubernetes: bool | TwinOptions | None = False, **platform_args: Any) -> Platform:
+    """The lightweight platform, or with ``kubernetes`` one with a Kubernetes twin behind every cluster."""
+    if not kubernetes:
+        return Platform(**platform_args)
+    # Imported here: the lightweight emulator never loads the Kubernetes client.
+    from .kubernetes.options import TwinOptions
+    from .kubernetes.platform import TwinnedPlatform, data_root_for
+
+    store = platform_args.get("store")
+    return TwinnedPlatform(
+        options=kubernetes if isinstance(kubernetes, TwinOptions) else None,
+        data_root=data_root_for(store.path if store is not None else None),
+        **platform_args,
+    )
 
 
 def base_url_of(sock: socket.socket) -> str:
@@ -70,6 +90,7 @@ class RunningEmulator:
         self._sock.close()
         if self._admin is not None:
             self._admin.close()
+        self.platform.close()
         self.platform.flush()
         if self._store is not None:
             self._store.close()
@@ -89,15 +110,17 @@ def start_emulator(
     state_path: str | Path | None = None,
     speed: float | None = None,
     grace_seconds: float | None = None,
+    kubernetes: bool | TwinOptions = False,
 ) -> RunningEmulator:
     """Start an emulator in a background thread and return once it accepts connections.
 
     ``speed`` is emulated seconds per real second (0 freezes the clock; advance it with the admin API);
     ``None`` means the speed saved in ``state_path``, else 60. ``grace_seconds`` (default 300) is how long a
-    preempted node lives after it is cordoned.
+    preempted node lives after it is cordoned. ``kubernetes`` gives every cluster a real control plane (the
+    twin, with these options when given; it needs scripts/install-kubernetes); off by default.
     """
     store = Store(state_path) if state_path is not None else None
-    platform = Platform(store=store, speed=speed, grace_seconds=grace_seconds)
+    platform = make_platform(kubernetes, store=store, speed=speed, grace_seconds=grace_seconds)
     emulator = RunningEmulator(platform, bind_socket(host, port), store)
     emulator._start()
     return emulator

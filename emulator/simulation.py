@@ -15,11 +15,13 @@ from together_clusters.provider.models import REASON_PREEMPTED, REASON_SCALED_DO
 
 from . import catalog
 from .catalog import DEFAULT_PREEMPTIBLE_POOL_GPUS, GPUS_PER_NODE
+from .clock import nominal
 from .errors import conflict
 from .lifecycle import (
     DATA_PLANE_START_S,
     DELETE_DURATION_S,
     PREEMPTIBLE_FILL_DELAY_S,
+    Duration,
     deleting_phase,
     node_schedule,
     visible,
@@ -44,7 +46,9 @@ def default_pools() -> dict[str, int]:
 class Simulation:
     """Every cluster (of every owner) and the free GPUs of every preemptible pool."""
 
-    def __init__(self) -> None:
+    def __init__(self, duration: Duration = nominal) -> None:
+        # Nominal durations -> time on the platform's clock (shortened by its speed).
+        self.duration = duration
         self.clusters: dict[str, ClusterRecord] = {}
         self.pools: dict[str, int] = default_pools()
         self.seq = 0
@@ -116,7 +120,7 @@ class Simulation:
         has_free = self.pools.get(pool_key(record.region, record.gpu_type), 0) >= GPUS_PER_NODE
         if record.deleting or not short or not has_free:
             return
-        due = at + PREEMPTIBLE_FILL_DELAY_S
+        due = at + self.duration(PREEMPTIBLE_FILL_DELAY_S)
         record.fill_at = due if record.fill_at is None else min(record.fill_at, due)
 
     def _release(self, key: str, gpus: int, at: float) -> None:
@@ -134,7 +138,9 @@ class Simulation:
     def add_cluster(self, record: ClusterRecord, now: float) -> None:
         """A new cluster: its standard nodes appear with the data plane, preemptible ones when granted."""
         for _ in range(record.num_gpus // GPUS_PER_NODE):
-            self._add_node(record, "standard", record.created_at + DATA_PLANE_START_S, event=False)
+            self._add_node(
+                record, "standard", record.created_at + self.duration(DATA_PLANE_START_S), event=False
+            )
         self.clusters[record.cluster_id] = record
         self._want_fill(record, now)
 
@@ -154,7 +160,7 @@ class Simulation:
         # Events still ahead belong to nodes that will now never appear.
         record.events = [e for e in record.events if e.at <= now]
         record.deleting_since = now
-        record.delete_done_at = now + DELETE_DURATION_S
+        record.delete_done_at = now + self.duration(DELETE_DURATION_S)
         record.fill_at = None
 
     def scale_standard(self, record: ClusterRecord, num_gpus: int, now: float) -> None:
@@ -163,7 +169,7 @@ class Simulation:
         current = record.live("standard")
         for node in reversed(current[target:]):
             self._drop_node(record, node, now)
-        appears_at = max(now, record.created_at + DATA_PLANE_START_S)
+        appears_at = max(now, record.created_at + self.duration(DATA_PLANE_START_S))
         for _ in range(target - len(current)):
             self._add_node(record, "standard", appears_at, event=True)
         record.num_gpus = num_gpus
@@ -185,7 +191,7 @@ class Simulation:
     def preempt(
         self, record: ClusterRecord, count: int, grace_seconds: float, now: float
     ) -> list[NodeRecord]:
-        """Cordon ``count`` healthy preemptible nodes now; each is removed ``grace_seconds`` later."""
+        """Cordon ``count`` healthy preemptible nodes now; each is removed ``grace_seconds`` (nominal) later."""
         candidates = [n for n in record.live("preemptible") if n.cordoned_at is None and n.appears_at <= now]
         if len(candidates) < count:
             raise conflict(
@@ -195,7 +201,7 @@ class Simulation:
             )
         for node in candidates[:count]:
             node.cordoned_at = now
-            node.remove_at = now + grace_seconds
+            node.remove_at = now + self.duration(grace_seconds)
             message = (
                 f"Node {node.node_id} is being preempted: cordoned, pods have "
                 f"{grace_seconds:g}s to terminate before the node is deleted"
@@ -214,7 +220,7 @@ class Simulation:
             instance_id=f"i-{secrets.token_hex(8)}",
             compute_class=compute_class,
             # A cluster stuck waiting for its data plane never gets a node of any class running.
-            schedule=node_schedule(appears_at, boots=record.outcome != "stuck"),
+            schedule=node_schedule(appears_at, boots=record.outcome != "stuck", duration=self.duration),
         )
         record.nodes.append(node)
         if event:

@@ -31,7 +31,7 @@ from .records import ClusterRecord
 from .simulation import Simulation, default_pools, pool_key
 from .store import Store
 
-# Speeds beyond this would run the clock past the year 9999 within hours.
+# Beyond this, durations shrink below what the platform can tell apart.
 MAX_SPEED = 1_000_000.0
 
 
@@ -51,7 +51,7 @@ class Platform:
     ) -> None:
         self._lock = threading.RLock()
         self._store = store
-        self._sim = Simulation()
+        self._sim = Simulation(self._duration)
         self._faults = FaultQueue()
         self._initial_grace = DEFAULT_GRACE_SECONDS if grace_seconds is None else float(grace_seconds)
         self.grace_seconds = self._initial_grace
@@ -91,8 +91,10 @@ class Platform:
                 driver=driver,
                 outcome=self._faults.next_outcome(),
                 now=now,
+                duration=self.clock.duration,
             )
             self._sim.add_cluster(record, now)
+            self._cluster_added(record)
             return render.cluster(record, now)
 
     def get_cluster(self, owner: str, cluster_id: str) -> Cluster:
@@ -146,7 +148,7 @@ class Platform:
                 "cluster_id": cluster_id,
                 "preempted": [n.node_id for n in preempted],
                 "preempted_at": to_datetime(now).isoformat(),
-                "delete_at": to_datetime(now + self.grace_seconds).isoformat(),
+                "delete_at": to_datetime(now + self.clock.duration(self.grace_seconds)).isoformat(),
             }
 
     def set_capacity(self, region: str, gpu_type: str, preemptible_gpus: int) -> dict[str, Any]:
@@ -224,7 +226,7 @@ class Platform:
     def reset(self) -> None:
         """Forget every cluster, fault and pool change; the clock keeps running."""
         with self._op():
-            self._sim = Simulation()
+            self._sim = Simulation(self._duration)
             self._faults.clear()
             self.grace_seconds = self._initial_grace
 
@@ -236,12 +238,21 @@ class Platform:
                 for c in self._sim.ordered()
             ]
 
+    def close(self) -> None:
+        """Release what the platform runs besides itself (a Kubernetes twin's processes); call once, last."""
+
     def flush(self) -> None:
         """Persist the clock (and everything else) now, e.g. before shutting down."""
         with self._op():
             pass
 
     # --- internals ------------------------------------------------------------------------------
+
+    def _duration(self, nominal_seconds: float) -> float:
+        return self.clock.duration(nominal_seconds)
+
+    def _cluster_added(self, record: ClusterRecord) -> None:
+        """A hook for a platform with a Kubernetes twin; called under the lock when a cluster is created."""
 
     @contextmanager
     def _op(self) -> Iterator[float]:

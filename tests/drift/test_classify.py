@@ -137,7 +137,9 @@ def test_new_resource_in_code_is_pending():
     steps = [step("same", cluster()["inputs"]), {"op": "create", "urn": other, "newState": {"inputs": {}}}]
     report = classify(export(cluster()), export(cluster()), steps)
     assert report.in_sync
-    assert [(p.resource, p.op, p.type) for p in report.pending] == [("second", "create", "together_clusters:Cluster")]
+    assert [(p.resource, p.op, p.type) for p in report.pending] == [
+        ("second", "create", "together_clusters:Cluster")
+    ]
 
 
 def test_secrets_internal_keys_and_bookkeeping_are_never_compared():

@@ -47,14 +47,21 @@ def test_same_calls_same_result() -> None:
     assert views[0]["allocated_preemptible_gpus"] == 8
 
 
-def test_clock_speed_and_advance() -> None:
-    ticks = iter([0.0, 0.0, 2.0, 2.0, 3.0, 9.0])
-    clock = EmulatedClock(start=100.0, speed=60, real=lambda: next(ticks))
-    assert clock.now() == 100.0
-    assert clock.now() == 220.0
-    clock.set_speed(0)
+def test_speed_shortens_durations_and_the_clock_keeps_to_the_wall_clock() -> None:
+    wall = [1000.0]
+    clock = EmulatedClock(speed=60, real=lambda: wall[0])
+    assert clock.now() == 1000.0
+    wall[0] = 1002.0
+    assert clock.now() == 1002.0  # one second per second, whatever the speed
+    assert clock.duration(600) == 10.0  # ten emulated minutes take ten seconds at speed 60
     clock.advance(5)
-    assert clock.now() == 225.0
+    assert clock.now() == 1007.0
+    clock.set_speed(0)
+    wall[0] = 1010.0
+    assert clock.now() == 1007.0  # frozen
+    assert clock.duration(600) == 600.0
+    clock.set_speed(1)
+    assert clock.now() == 1010.0  # running again: never behind the wall clock
     with pytest.raises(ValueError):
         clock.advance(-1)
 

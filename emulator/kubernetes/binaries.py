@@ -1,0 +1,55 @@
+"""The programs the twin runs, as scripts/install-kubernetes builds them into ``.kubernetes/bin``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# The project root: emulator/kubernetes/binaries.py -> ../../..
+_ROOT = Path(__file__).resolve().parents[2]
+BIN_ENV = "TWIN_KUBERNETES_BIN"
+"""Environment variable naming another folder holding ``kubernetes`` and ``kwok``."""
+DEFAULT_BIN = _ROOT / ".kubernetes" / "bin"
+
+
+class BinariesMissing(RuntimeError):
+    """The control plane programs are not built."""
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """The multi-call control plane binary (etcd, kube-apiserver, ... by first argument) and kwok."""
+
+    kubernetes: Path
+    kwok: Path
+
+    @property
+    def kubectl(self) -> Path:
+        """A ``kubectl`` beside the multi-call binary (a symlink to it)."""
+        return self.kubernetes.parent / "kubectl"
+
+
+def bin_dir() -> Path:
+    """Where the binaries are looked for."""
+    return Path(os.environ.get(BIN_ENV) or DEFAULT_BIN)
+
+
+def find() -> Binaries | None:
+    """The built binaries, or ``None`` when either is missing."""
+    directory = bin_dir()
+    found = Binaries(kubernetes=directory / "kubernetes", kwok=directory / "kwok")
+    if all(os.access(p, os.X_OK) for p in (found.kubernetes, found.kwok)):
+        return found
+    return None
+
+
+def require() -> Binaries:
+    """The built binaries; a clear error naming the fix when they are missing."""
+    found = find()
+    if found is None:
+        raise BinariesMissing(
+            f"the Kubernetes twin needs kubernetes and kwok in {bin_dir()}: run scripts/install-kubernetes "
+            f"(a cold build takes about 15 minutes), set {BIN_ENV}, or run the emulator with --no-kubernetes"
+        )
+    return found

@@ -1,0 +1,260 @@
+"""One cluster's control plane as processes: etcd, kube-apiserver, then kube-controller-manager,
+kube-scheduler and the kwok controller, all from the binaries scripts/install-kubernetes builds.
+
+Everything lives in the cluster's data directory: credentials, etcd's data, the components' kubeconfigs,
+kwok's configuration and one log per process. Start it again on the same directory and it carries on where it
+stopped (same CA, tokens, port when free, and etcd's objects).
+
+Processes are started with a parent-death signal, so they end with the emulator even when it is killed; and
+:meth:`ControlPlane.stop` ends each by its own PID (TERM, a short wait, KILL): kube-apiserver alone takes about
+a minute to exit on TERM.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from . import kubeconfig, kwok_config, pki
+from .binaries import Binaries
+from .kubeconfig import KubeApi
+
+_STOP_WAIT_S = 3.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGKILL when the thread that started us ends (Linux only)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+class ControlPlane:
+    """The processes of one cluster's control plane, in ``directory``.
+
+    :meth:`prepare` writes the credentials and picks the ports (quick, no process); :meth:`start_api` starts
+    etcd and kube-apiserver, :meth:`api_ready` says when the API answers, :meth:`start_controllers` then
+    starts the rest. Call the ``start_*`` methods from a thread that lives as long as the processes should:
+    the parent-death signal follows the starting thread.
+    """
+
+    def __init__(self, binaries: Binaries, directory: Path, cluster_name: str, admin_token: str) -> None:
+        self.binaries = binaries
+        self.directory = directory
+        self.cluster_name = cluster_name
+        self.admin_token = admin_token
+        self.files = pki.Files(directory)
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._ports: dict[str, int] = {}
+        self.job_pod_failure_backoff: str | None = None
+
+    # --- preparation ------------------------------------------------------------------------------
+
+    def prepare(self) -> KubeApi:
+        """Credentials (new, or the ones already in the directory) and ports; the API's address and CA."""
+        if not self.files.token_file.exists():
+            pki.create(self.directory, self.cluster_name, self.admin_token)
+        ports_file = self.directory / "ports.json"
+        saved: dict[str, int] = json.loads(ports_file.read_text()) if ports_file.exists() else {}
+        for name in ("apiserver", "etcd_client", "etcd_peer"):
+            port = saved.get(name)
+            self._ports[name] = port if port is not None and _port_free(port) else free_port()
+        ports_file.write_text(json.dumps(self._ports))
+        return self.kube_api
+
+    @property
+    def kube_api(self) -> KubeApi:
+        return KubeApi(
+            server=f"https://127.0.0.1:{self._ports['apiserver']}",
+            certificate_authority_data=self.files.ca_data(),
+        )
+
+    def kubeconfig_for(self, component: str) -> Path:
+        """A kubeconfig file for one of :data:`pki.COMPONENTS`."""
+        path = self.directory / f"{component}.kubeconfig"
+        if not path.exists():
+            api = self.kube_api
+            path.write_text(
+                kubeconfig.render(
+                    self.cluster_name,
+                    api.server,
+                    api.certificate_authority_data,
+                    self.files.component_token(component),
+                )
+            )
+            path.chmod(0o600)
+        return path
+
+    # --- processes --------------------------------------------------------------------------------
+
+    def start_api(self) -> None:
+        """Start etcd and kube-apiserver."""
+        etcd_client = f"http://127.0.0.1:{self._ports['etcd_client']}"
+        etcd_peer = f"http://127.0.0.1:{self._ports['etcd_peer']}"
+        # A restart may find the API server's port taken meanwhile: the kubeconfigs follow the port.
+        for stale in self.directory.glob("*.kubeconfig"):
+            stale.unlink()
+        self._spawn(
+            "etcd",
+            [
+                "--name=twin",
+                f"--data-dir={self.directory / 'etcd'}",
+                f"--listen-client-urls={etcd_client}",
+                f"--advertise-client-urls={etcd_client}",
+                f"--listen-peer-urls={etcd_peer}",
+                f"--initial-advertise-peer-urls={etcd_peer}",
+                f"--initial-cluster=twin={etcd_peer}",
+                # Throwaway data on a shared disk: durability is not worth an fsync per write.
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        files = self.files
+        self._spawn(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={etcd_client}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self._ports['apiserver']}",
+                f"--tls-cert-file={files.serving_cert}",
+                f"--tls-private-key-file={files.serving_key}",
+                f"--client-ca-file={files.ca_cert}",
+                f"--token-auth-file={files.token_file}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={files.service_account_public_key}",
+                f"--service-account-signing-key-file={files.service_account_key}",
+                f"--service-cluster-ip-range={pki.SERVICE_CLUSTER_IP_RANGE}",
+                # One API server on loopback: no Endpoints reconciling for the kubernetes Service.
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=0",
+            ],
+        )
+
+    def start_controllers(self) -> None:
+        """Start kube-controller-manager, kube-scheduler and kwok (the API must answer)."""
+        env = {}
+        if self.job_pod_failure_backoff:
+            env["TWIN_JOB_POD_FAILURE_BACKOFF"] = self.job_pod_failure_backoff
+        self._spawn(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={self.kubeconfig_for('kube-controller-manager')}",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={self.files.service_account_key}",
+                f"--root-ca-file={self.files.ca_cert}",
+                f"--service-cluster-ip-range={pki.SERVICE_CLUSTER_IP_RANGE}",
+                "--profiling=false",
+            ],
+            env=env,
+        )
+        self._spawn(
+            "kube-scheduler",
+            [
+                f"--kubeconfig={self.kubeconfig_for('kube-scheduler')}",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--profiling=false",
+            ],
+        )
+        config = self.directory / "kwok.yaml"
+        config.write_text(kwok_config.configuration())
+        self._spawn(
+            "kwok",
+            [f"--kubeconfig={self.kubeconfig_for('kwok')}", f"--config={config}"],
+            program=self.binaries.kwok,
+        )
+
+    def _spawn(
+        self, name: str, args: list[str], env: dict[str, str] | None = None, program: Path | None = None
+    ) -> None:
+        logs = self.directory / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        command = [str(program), *args] if program else [str(self.binaries.kubernetes), name, *args]
+        with open(logs / f"{name}.log", "ab") as log:
+            self._processes[name] = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.directory,
+                env={**os.environ, **(env or {})},
+                preexec_fn=_die_with_parent,
+                start_new_session=True,
+            )
+
+    def api_ready(self) -> bool:
+        """Whether kube-apiserver answers ``/readyz`` (quick: for polling)."""
+        context = ssl.create_default_context(cafile=str(self.files.ca_cert))
+        request = urllib.request.Request(
+            f"{self.kube_api.server}/readyz", headers={"Authorization": f"Bearer {self.admin_token}"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=2, context=context) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def exited(self) -> dict[str, int]:
+        """The processes that have ended, with their exit codes."""
+        return {name: code for name, p in self._processes.items() if (code := p.poll()) is not None}
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._processes.values()]
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        """The last lines of one process's log, for error messages."""
+        path = self.directory / "logs" / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, wait: Callable[[float], None] = time.sleep) -> None:
+        """End every process by its PID: TERM, up to a few seconds, then KILL; controllers before the API."""
+        order = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+        running = [self._processes[n] for n in order if n in self._processes]
+        for process in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + _STOP_WAIT_S
+        while any(p.poll() is None for p in running) and time.monotonic() < deadline:
+            wait(0.05)
+        for process in running:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        self._processes.clear()

@@ -1,0 +1,459 @@
+"""The configuration of the kwok controller that plays the kubelet of every emulated node (pure).
+
+kwok ships no lifecycle stages of its own (kwokctl normally supplies them), and its stock "fast" pod stages
+complete Job pods at once and delete pods without a terminal phase, which would hide exactly what the twin
+is for. These stages make a simulated pod behave like a kubelet's:
+
+- scheduled pods start Running;
+- a pod asked to terminate (a deletion timestamp, from an eviction or a delete, or the platform's SIGTERM
+  annotation) ends with exit code 143 (or :data:`TERMINATION_EXIT_CODE`), phase Failed, keeping any
+  ``DisruptionTarget`` condition the API server set; after :data:`TERMINATION_DURATION` if the pod asks;
+- a pod may complete by itself: :data:`EXIT_CODE` after :data:`RUN_DURATION`;
+- a terminal pod being deleted goes once its finalizers (the Job controller's tracking finalizer) are gone;
+- PVCs of the :data:`STORAGE_CLASS` are bound at once to a fake volume with the claim's access modes
+  (ReadWriteMany included).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+# Annotations a test (or a user of the twin) puts on a pod to steer its simulated containers.
+EXIT_CODE = "twin.together.ai/exit-code"
+"""The containers exit by themselves with this code (``"0"``: the pod Succeeds), after :data:`RUN_DURATION`."""
+RUN_DURATION = "twin.together.ai/run-duration"
+"""How long (a Go duration such as ``"30s"``) the containers run before exiting with :data:`EXIT_CODE`."""
+TERMINATION_EXIT_CODE = "twin.together.ai/termination-exit-code"
+"""The exit code the containers end with when terminated (SIGTERM); default ``143``."""
+TERMINATION_DURATION = "twin.together.ai/termination-duration"
+"""How long the containers take to exit after SIGTERM (e.g. to checkpoint); default at once."""
+SIGTERM = "twin.together.ai/sigterm"
+"""Set by the platform to deliver SIGTERM to the pod's containers without deleting the pod."""
+
+MANAGED_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+MANAGED_NODE_VALUE = "fake"
+STORAGE_CLASS = "kwok-volume"
+"""The default StorageClass of a twin cluster, provisioned by kwok."""
+NODE_LEASE_SECONDS = 40
+POD_CIDR = "10.244.0.1/16"
+
+_NOW = "{{ $now := Now }}\n"
+_TERMINATION_CODE = (
+    '{{ $code := "143" }}'
+    "{{ with .metadata.annotations }}"
+    f'{{{{ with index . "{TERMINATION_EXIT_CODE}" }}}}{{{{ $code = . }}}}{{{{ end }}}}'
+    "{{ end }}\n"
+)
+_EXIT_CODE = (
+    '{{ $code := "0" }}'
+    "{{ with .metadata.annotations }}"
+    f'{{{{ with index . "{EXIT_CODE}" }}}}{{{{ $code = . }}}}{{{{ end }}}}'
+    "{{ end }}\n"
+)
+# Containers terminated with $code; the pod Succeeded on 0, else Failed. Conditions merge by type, so a
+# DisruptionTarget condition set by the API server (eviction) stays.
+_TERMINATED = """\
+{{ $started := or .status.startTime $now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  type: Ready
+  reason: PodCompleted
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  type: ContainersReady
+  reason: PodCompleted
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: {{ $code }}
+      finishedAt: {{ $now | Quote }}
+      reason: {{ if eq $code "0" }}Completed{{ else }}Error{{ end }}
+      startedAt: {{ $started | Quote }}
+{{ end }}
+phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
+"""
+
+_POD_RUNNING = """\
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: ContainersReady
+{{ range .spec.readinessGates }}
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: {{ .conditionType | Quote }}
+{{ end }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  started: true
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+initContainerStatuses:
+{{ range .spec.initContainers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  {{ if eq .restartPolicy "Always" }}
+  started: true
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+  {{ else }}
+  state:
+    terminated:
+      exitCode: 0
+      finishedAt: {{ $now | Quote }}
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+  {{ end }}
+{{ end }}
+{{ $hostIPs := NodeIPsWith .spec.nodeName }}
+{{ with $hostIPs }}
+hostIP: {{ index . 0 | Quote }}
+hostIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+{{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+{{ with $podIPs }}
+podIP: {{ index . 0 | Quote }}
+podIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+phase: Running
+startTime: {{ $now | Quote }}
+"""
+
+_NODE_CONDITIONS = """\
+{{ $now := Now }}
+{{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $lastTransitionTime | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+addresses:
+{{ with .status.addresses }}
+{{ YAML . 1 }}
+{{ else }}
+{{ with NodeIP }}
+- address: {{ . | Quote }}
+  type: InternalIP
+{{ end }}
+{{ with NodeName }}
+- address: {{ . | Quote }}
+  type: Hostname
+{{ end }}
+{{ end }}
+"""
+
+_NODE_INITIALIZE = (
+    _NODE_CONDITIONS
+    + """\
+allocatable:
+{{ with .status.allocatable }}
+{{ YAML . 1 }}
+{{ else }}
+  cpu: 1k
+  memory: 1Ti
+  pods: 1M
+{{ end }}
+capacity:
+{{ with .status.capacity }}
+{{ YAML . 1 }}
+{{ else }}
+  cpu: 1k
+  memory: 1Ti
+  pods: 1M
+{{ end }}
+nodeInfo:
+  architecture: amd64
+  kubeletVersion: {{ printf "kwok-%s" Version | Quote }}
+  containerRuntimeVersion: {{ printf "kwok-%s" Version | Quote }}
+  kernelVersion: {{ printf "kwok-%s" Version | Quote }}
+  operatingSystem: linux
+phase: Running
+"""
+)
+
+
+def _expr(key: str, operator: str, *values: str) -> dict[str, Any]:
+    expression: dict[str, Any] = {"key": key, "operator": operator}
+    if values:
+        expression["values"] = list(values)
+    return expression
+
+
+def _annotation(name: str) -> str:
+    return f'.metadata.annotations["{name}"]'
+
+
+def _stage(
+    name: str,
+    kind: str,
+    selector: list[dict[str, Any]],
+    *,
+    status: str | None = None,
+    delete: bool = False,
+    delay_from: str | None = None,
+    delay_ms: int | None = None,
+    jitter_ms: int | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceRef": {"apiGroup": "v1", "kind": kind},
+        "selector": {"matchExpressions": selector},
+    }
+    if delay_from is not None or delay_ms is not None:
+        delay: dict[str, Any] = {"durationMilliseconds": delay_ms or 0}
+        if delay_from is not None:
+            delay["durationFrom"] = {"expressionFrom": _annotation(delay_from)}
+        if jitter_ms is not None:
+            delay["jitterDurationMilliseconds"] = jitter_ms
+        spec["delay"] = delay
+    steps: list[dict[str, Any]] = []
+    if status is not None:
+        steps.append(
+            {"patch": {"root": "status", "subresource": "status", "type": "strategic", "template": status}}
+        )
+    if delete:
+        steps.append({"delete": True})
+    spec["steps"] = steps
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
+
+
+def node_stages() -> list[dict[str, Any]]:
+    """A new node becomes Ready at once; afterwards its lease keeps it Ready (status refreshed rarely)."""
+    ready = '.status.conditions.[] | select( .type == "Ready" ) | .status'
+    return [
+        _stage("node-initialize", "Node", [_expr(ready, "NotIn", "True")], status=_NODE_INITIALIZE),
+        _stage(
+            "node-heartbeat-with-lease",
+            "Node",
+            [_expr(".status.phase", "In", "Running"), _expr(ready, "In", "True")],
+            status=_NODE_CONDITIONS,
+            delay_ms=600_000,
+            jitter_ms=610_000,
+        ),
+    ]
+
+
+def pod_stages() -> list[dict[str, Any]]:
+    """Pods as a kubelet runs them (see the module docstring)."""
+    alive = _expr(".metadata.deletionTimestamp", "DoesNotExist")
+    deleting = _expr(".metadata.deletionTimestamp", "Exists")
+    not_terminal = _expr(".status.phase", "NotIn", "Succeeded", "Failed")
+    ready = '.status.conditions.[] | select( .type == "Ready" ) | .status'
+    return [
+        _stage(
+            "pod-ready",
+            "Pod",
+            [alive, _expr(".status.phase", "In", "Pending"), _expr(ready, "NotIn", "True")],
+            status=_POD_RUNNING,
+        ),
+        _stage(
+            "pod-complete",
+            "Pod",
+            [alive, _expr(".status.phase", "In", "Running"), _expr(_annotation(EXIT_CODE), "Exists")],
+            status=_NOW + _EXIT_CODE + _TERMINATED,
+            delay_from=RUN_DURATION,
+        ),
+        _stage(
+            "pod-sigterm",
+            "Pod",
+            [alive, _expr(".status.phase", "In", "Running"), _expr(_annotation(SIGTERM), "Exists")],
+            status=_NOW + _TERMINATION_CODE + _TERMINATED,
+            delay_from=TERMINATION_DURATION,
+        ),
+        _stage(
+            "pod-terminate",
+            "Pod",
+            [deleting, not_terminal],
+            status=_NOW + _TERMINATION_CODE + _TERMINATED,
+            delay_from=TERMINATION_DURATION,
+        ),
+        _stage(
+            "pod-delete",
+            "Pod",
+            [
+                deleting,
+                _expr(".status.phase", "In", "Succeeded", "Failed"),
+                _expr(".metadata.finalizers", "DoesNotExist"),
+            ],
+            delete=True,
+        ),
+    ]
+
+
+_PV_OF_CLASS = f"self.spec.storageClassName == '{STORAGE_CLASS}'"
+
+
+def _cel_stage(name: str, kind: str, expressions: list[str], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": kind},
+            "selector": {"matchExpressions": [{"cel": {"expression": e}} for e in expressions]},
+            "steps": steps,
+        },
+    }
+
+
+def volume_stages() -> list[dict[str, Any]]:
+    """A fake provisioner: a PVC of :data:`STORAGE_CLASS` is bound to a new PV with its access modes."""
+    pv = """\
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: pvc-{{ .metadata.uid }}
+  annotations:
+    pv.kubernetes.io/provisioned-by: kwok.x-k8s.io/volume
+spec:
+  accessModes:
+  {{ YAML .spec.accessModes 2 }}
+  capacity:
+  {{ YAML .spec.resources.requests 2 }}
+  persistentVolumeReclaimPolicy: Delete
+  storageClassName: {{ .spec.storageClassName | Quote }}
+  volumeMode: {{ default "Filesystem" .spec.volumeMode | Quote }}
+  claimRef:
+    apiVersion: v1
+    kind: PersistentVolumeClaim
+    name: {{ .metadata.name | Quote }}
+    namespace: {{ .metadata.namespace | Quote }}
+    resourceVersion: {{ .metadata.resourceVersion | Quote }}
+    uid: {{ .metadata.uid | Quote }}
+  hostPath:
+    path: /tmp/kwok-volumes/pvc-{{ .metadata.uid }}
+    type: DirectoryOrCreate
+"""
+    return [
+        _cel_stage(
+            "pvc-provision",
+            "PersistentVolumeClaim",
+            [
+                _PV_OF_CLASS,
+                "!has(self.metadata.deletionTimestamp)",
+                "!has(self.spec.volumeName)",
+                "self.status.phase != 'Bound'",
+            ],
+            [
+                {"apply": {"template": pv}},
+                {
+                    "patch": {
+                        "root": "metadata",
+                        "template": "annotations:\n"
+                        '  pv.kubernetes.io/bind-completed: "yes"\n'
+                        '  pv.kubernetes.io/bound-by-controller: "yes"\n'
+                        "  volume.kubernetes.io/storage-provisioner: kwok.x-k8s.io/volume\n",
+                    }
+                },
+                {"patch": {"root": "spec", "template": "volumeName: pvc-{{ .metadata.uid }}\n"}},
+                {
+                    "patch": {
+                        "root": "status",
+                        "subresource": "status",
+                        "template": "phase: Bound\naccessModes:\n{{ YAML .spec.accessModes 1 }}\n"
+                        "capacity:\n{{ YAML .spec.resources.requests 1 }}\n",
+                    }
+                },
+            ],
+        ),
+        _cel_stage(
+            "pv-bind",
+            "PersistentVolume",
+            [
+                _PV_OF_CLASS,
+                "!has(self.metadata.deletionTimestamp)",
+                "has(self.spec.claimRef.name)",
+                "!(self.status.phase in ['Bound', 'Released', 'Failed'])",
+            ],
+            [
+                {
+                    "patch": {
+                        "root": "status",
+                        "subresource": "status",
+                        "template": "phase: Bound\nlastPhaseTransitionTime: {{ Now | Quote }}\n",
+                    }
+                }
+            ],
+        ),
+        _cel_stage(
+            "pv-delete",
+            "PersistentVolume",
+            [
+                _PV_OF_CLASS,
+                "!has(self.metadata.deletionTimestamp)",
+                "self.spec.persistentVolumeReclaimPolicy == 'Delete'",
+                "self.status.phase == 'Released'",
+            ],
+            [{"delete": True}],
+        ),
+    ]
+
+
+def storage_class() -> dict[str, Any]:
+    """The default StorageClass the fake provisioner serves."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": "kwok.x-k8s.io/volume",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }
+
+
+def configuration() -> str:
+    """The whole ``--config`` file: options (every parallelism set: kwok applies no defaults to a config
+    file) followed by every stage."""
+    options = {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {
+            "cidr": POD_CIDR,
+            "manageNodesWithAnnotationSelector": f"{MANAGED_NODE_ANNOTATION}={MANAGED_NODE_VALUE}",
+            "nodeLeaseDurationSeconds": NODE_LEASE_SECONDS,
+            "podPlayStageParallelism": 4,
+            "nodePlayStageParallelism": 4,
+            "nodeLeaseParallelism": 4,
+            "podsOnNodeSyncParallelism": 4,
+            "enablePodsOnNodeSyncListPager": True,
+            "enablePodsOnNodeSyncStreamWatch": True,
+        },
+    }
+    return yaml.safe_dump_all([options, *node_stages(), *pod_stages(), *volume_stages()], sort_keys=False)

@@ -1,0 +1,79 @@
+"""The twin's options and their command-line flags (no Kubernetes client imported here)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from . import binaries
+from .nodes import NodeOptions
+
+
+class TerminationMode(StrEnum):
+    """How a preempted node's pods are terminated; the platform does not document which, so all are tested."""
+
+    EVICTION = "eviction"
+    """Through the Eviction API, as node termination handlers do (PodDisruptionBudgets apply; the API server
+    sets the pod condition ``DisruptionTarget``). The default."""
+    DELETE = "delete"
+    """A plain pod delete with the pod's grace period (no disruption condition)."""
+    SIGNAL = "signal"
+    """SIGTERM to the containers, no API call: they exit 143, the pod fails without a disruption condition."""
+
+
+@dataclass(frozen=True)
+class TwinOptions:
+    """How the twin plays what the platform does not document."""
+
+    termination: TerminationMode = TerminationMode.EVICTION
+    """How a preempted node's pods are terminated unless a preemption names its own mode."""
+    nodes: NodeOptions = field(default_factory=NodeOptions)
+    job_pod_failure_backoff: str | None = None
+    """Shorten the Job controller's delay before it replaces a failed pod (a Go duration; upstream 10s)."""
+
+
+def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
+    """The twin's flags on the emulator's command line."""
+    group = parser.add_argument_group("Kubernetes twin")
+    group.add_argument(
+        "--kubernetes",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="run a real Kubernetes control plane with kwok nodes behind every cluster (needs "
+        "scripts/install-kubernetes); --no-kubernetes (the default) is the lightweight emulator",
+    )
+    group.add_argument(
+        "--termination",
+        choices=[m.value for m in TerminationMode],
+        default=TerminationMode.EVICTION.value,
+        help="how a preempted node's pods are terminated (default: eviction)",
+    )
+    group.add_argument(
+        "--preemptible-taint",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="taint preemptible nodes together.ai/compute-class=preemptible:NoSchedule (default: on)",
+    )
+    group.add_argument(
+        "--job-pod-failure-backoff",
+        default=None,
+        metavar="DURATION",
+        help="shorten the Job controller's delay before replacing a failed pod, e.g. 1s (upstream: 10s)",
+    )
+
+
+def twin_options(args: argparse.Namespace) -> TwinOptions | None:
+    """The options the flags ask for; ``None`` for the lightweight emulator. Exits with the fix when
+    ``--kubernetes`` is asked for without the binaries."""
+    if not args.kubernetes:
+        return None
+    try:
+        binaries.require()
+    except binaries.BinariesMissing as exc:
+        raise SystemExit(f"emulator: {exc}") from None
+    return TwinOptions(
+        termination=TerminationMode(args.termination),
+        nodes=NodeOptions(preemptible_taint=args.preemptible_taint),
+        job_pod_failure_backoff=args.job_pod_failure_backoff,
+    )

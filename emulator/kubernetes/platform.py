@@ -1,0 +1,131 @@
+"""The emulated platform with a Kubernetes twin behind every cluster.
+
+:class:`TwinnedPlatform` is the plain :class:`~together_clusters.emulator.state.Platform` (the compute API and
+its state machine are unchanged) plus three hooks: a new cluster gets credentials and an API address at once,
+so its ``kube_config`` is final from the first reply; the twin reads a view of every cluster each pass; a
+preemption may name how its pods are terminated.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict
+
+from ..records import ClusterRecord
+from ..state import Platform
+from . import binaries as binaries_module
+from .binaries import Binaries
+from .kubeconfig import KubeApi
+from .nodes import ClusterView, cluster_view, node_name
+from .options import TerminationMode, TwinOptions
+from .twin import Twin
+
+
+def data_root_for(state_path: str | Path | None) -> Path | None:
+    """Where control planes keep their data beside a state file (``None``: a temporary folder)."""
+    if state_path is None:
+        return None
+    path = Path(state_path)
+    return path.parent / f"{path.name}.kubernetes"
+
+
+class TwinnedPlatform(Platform):
+    """A :class:`Platform` whose clusters each run a real control plane with kwok nodes.
+
+    ``data_root`` keeps the control planes' data (credentials, etcd) across restarts, beside the state file;
+    without it a temporary folder is used and removed on :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        *,
+        options: TwinOptions | None = None,
+        data_root: Path | None = None,
+        binaries: Binaries | None = None,
+        **platform_args: Any,
+    ) -> None:
+        found = binaries or binaries_module.require()
+        root = data_root or Path(tempfile.mkdtemp(prefix="together-twin-"))
+        # The twin exists before the platform loads its state: a restored cluster gets its control plane back.
+        self.twin = Twin(
+            found,
+            root,
+            options or TwinOptions(),
+            view=self.twin_view,
+            attach=self._attach_kube_api,
+            keep_data=data_root is not None,
+        )
+        super().__init__(**platform_args)
+        self.twin.start()
+
+    def _cluster_added(self, record: ClusterRecord) -> None:
+        record.kube_api = self.twin.prepare(record.cluster_id, record.cluster_name, record.kube_token)
+
+    def twin_view(self) -> list[ClusterView]:
+        """Every cluster as its twin should be now (also moves the platform's timers along).
+
+        Not persisted on every pass: what the timers do follows from the saved state and the clock, and the
+        next operation (or the final flush) saves it.
+        """
+        with self._lock:
+            now = self.clock.now()
+            self._sim.advance_to(now)
+            return [cluster_view(c, now) for c in self._sim.ordered()]
+
+    def _attach_kube_api(self, cluster_id: str, api: KubeApi) -> None:
+        with self._op():
+            record = self._sim.clusters.get(cluster_id)
+            if record is not None:
+                record.kube_api = api
+
+    def preempt(
+        self, cluster_id: str, count: int = 1, termination: TerminationMode | None = None
+    ) -> dict[str, Any]:
+        """Preempt as the platform does; ``termination`` overrides the twin's default mode for these nodes."""
+        with self._lock:
+            result = super().preempt(cluster_id, count)
+            if termination is not None:
+                names = [node_name(n) for n in result["preempted"]]
+                self.twin.set_termination(cluster_id, names, termination)
+        result["termination"] = (termination or self.twin.options.termination).value
+        return result
+
+    def close(self) -> None:
+        """Stop every control plane (their data stays beside a state file)."""
+        self.twin.stop()
+        super().close()
+
+    def twin_admin_router(self) -> APIRouter:
+        """Admin routes of the twin under ``/_emulator/kubernetes``."""
+        return _router(self)
+
+
+class _PreemptBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cluster_id: str
+    count: int = 1
+    termination: TerminationMode | None = None
+
+
+def _router(platform: TwinnedPlatform) -> APIRouter:
+    r = APIRouter(prefix="/_emulator/kubernetes", include_in_schema=False)
+
+    @r.get("")
+    def status() -> dict[str, Any]:
+        twin = platform.twin
+        return {
+            "termination": twin.options.termination.value,
+            "preemptible_taint": twin.options.nodes.preemptible_taint,
+            "control_planes": twin.status(),
+            "errors": twin.errors,
+        }
+
+    @r.post("/preempt")
+    def preempt(body: _PreemptBody) -> dict[str, Any]:
+        return platform.preempt(body.cluster_id, body.count, body.termination)
+
+    return r

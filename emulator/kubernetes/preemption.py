@@ -1,0 +1,180 @@
+"""The preemption drill on a cluster's Kubernetes API, as the platform announces it.
+
+At T+0 the Node is cordoned and an Event with reason ``TogetherPreempted`` is recorded on it, then its pods are
+terminated by one of :class:`TerminationMode`; at T+grace (the platform's timer) the Node is deleted and the
+pods still bound to it are garbage-collected. The same collection applies to a node removed by a scale-down.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from typing import Any, cast
+
+from kubernetes.client import CoreV1Api, V1Pod
+from kubernetes.client.exceptions import ApiException
+
+from together_clusters.components.platform import GRACE_PERIOD_LIMIT_SECONDS, PREEMPTION_REASON
+
+from .kwok_config import SIGTERM
+from .nodes import PREEMPTED_AT_ANNOTATION, NodeView, Preemption
+from .options import TerminationMode
+
+_TIMEOUT = 10
+EVENT_SOURCE = "together-platform"
+
+
+def _rfc3339(epoch_seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch_seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def is_announced(node: Any) -> bool:
+    """Whether the drill already began on this Node object (a restart must not play it twice)."""
+    annotations = (node.metadata.annotations if node.metadata is not None else None) or {}
+    return PREEMPTED_AT_ANNOTATION in annotations
+
+
+def announce(core: CoreV1Api, node: NodeView, preemption: Preemption) -> None:
+    """T+0: cordon the Node, then record the ``TogetherPreempted`` Event on it."""
+    at = _rfc3339(preemption.at)
+    patched = core.patch_node(
+        node.name,
+        {"spec": {"unschedulable": True}, "metadata": {"annotations": {PREEMPTED_AT_ANNOTATION: at}}},
+        _request_timeout=_TIMEOUT,
+    )
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{node.name}.{secrets.token_hex(8)}", "namespace": "default"},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": node.name,
+            "uid": patched.metadata.uid if patched.metadata is not None else None,
+        },
+        "reason": PREEMPTION_REASON,
+        "message": preemption.message,
+        "type": "Warning",
+        "source": {"component": EVENT_SOURCE},
+        "reportingComponent": EVENT_SOURCE,
+        "reportingInstance": node.name,
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        "count": 1,
+    }
+    core.create_namespaced_event("default", cast(Any, event), _request_timeout=_TIMEOUT)
+
+
+def name_of(obj: Any) -> tuple[str, str]:
+    """An object's name and namespace (``""`` for cluster-scoped objects)."""
+    meta = obj.metadata
+    assert meta is not None and meta.name is not None
+    return str(meta.name), str(meta.namespace or "")
+
+
+def _owned_by_daemonset(pod: V1Pod) -> bool:
+    refs = pod.metadata.owner_references if pod.metadata is not None else None
+    return any(ref.kind == "DaemonSet" for ref in refs or [])
+
+
+def _terminal(pod: V1Pod) -> bool:
+    return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
+
+
+def pods_on(core: CoreV1Api, node_name: str) -> list[V1Pod]:
+    """Every pod bound to the node."""
+    return list(
+        core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node_name}", _request_timeout=_TIMEOUT
+        ).items
+    )
+
+
+def pods_to_terminate(core: CoreV1Api, node_name: str, mode: TerminationMode) -> list[V1Pod]:
+    """The node's pods that still need terminating; DaemonSet pods stay (as a drain leaves them) unless the
+    whole node gets the signal."""
+    pods = []
+    for pod in pods_on(core, node_name):
+        meta = pod.metadata
+        if meta is None or _terminal(pod) or meta.deletion_timestamp is not None:
+            continue
+        if mode is TerminationMode.SIGNAL:
+            if SIGTERM in (meta.annotations or {}):
+                continue
+        elif _owned_by_daemonset(pod):
+            continue
+        pods.append(pod)
+    return pods
+
+
+def terminate(core: CoreV1Api, pod: V1Pod, mode: TerminationMode, grace_seconds: float) -> bool:
+    """Terminate one pod; ``False`` when it must be tried again (an eviction refused by a budget)."""
+    name, namespace = name_of(pod)
+    own = pod.spec.termination_grace_period_seconds if pod.spec is not None else None
+    grace = int(min(grace_seconds, GRACE_PERIOD_LIMIT_SECONDS, own if own is not None else 30))
+    try:
+        if mode is TerminationMode.EVICTION:
+            body = {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": {"gracePeriodSeconds": grace},
+            }
+            core.create_namespaced_pod_eviction(name, namespace, cast(Any, body), _request_timeout=_TIMEOUT)
+        elif mode is TerminationMode.DELETE:
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=grace, _request_timeout=_TIMEOUT)
+        else:
+            core.patch_namespaced_pod(
+                name,
+                namespace,
+                {
+                    "metadata": {
+                        "annotations": {SIGTERM: _rfc3339(datetime.datetime.now(datetime.UTC).timestamp())}
+                    }
+                },
+                _request_timeout=_TIMEOUT,
+            )
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        if exc.status == 429:  # a PodDisruptionBudget refuses for now: a termination handler retries
+            return False
+        raise
+    return True
+
+
+def remove_node(core: CoreV1Api, node_name: str) -> None:
+    """Delete the Node, then collect its pods as the pod garbage collector would (sooner than its 40 s
+    quarantine): a pod still running is marked Failed with ``DisruptionTarget`` reason ``DeletionByPodGC``,
+    then every pod on the node is deleted at once (finalizers, such as a Job's, still hold it)."""
+    try:
+        core.delete_node(node_name, _request_timeout=_TIMEOUT)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    now = _rfc3339(datetime.datetime.now(datetime.UTC).timestamp())
+    for pod in pods_on(core, node_name):
+        name, namespace = name_of(pod)
+        deleting = pod.metadata is not None and pod.metadata.deletion_timestamp is not None
+        try:
+            if not _terminal(pod):
+                status = {
+                    "status": {
+                        "phase": "Failed",
+                        "conditions": [
+                            {
+                                "type": "DisruptionTarget",
+                                "status": "True",
+                                "reason": "DeletionByPodGC",
+                                "message": "PodGC: node no longer exists",
+                                "lastTransitionTime": now,
+                            }
+                        ],
+                    }
+                }
+                core.patch_namespaced_pod_status(name, namespace, status, _request_timeout=_TIMEOUT)
+            if not deleting or not _terminal(pod):
+                core.delete_namespaced_pod(name, namespace, grace_period_seconds=0, _request_timeout=_TIMEOUT)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -1,0 +1,284 @@
+"""Keeps every emulated cluster's control plane in step with the platform, from one background thread.
+
+Each pass (a few per second) takes a :class:`~together_clusters.emulator.kubernetes.nodes.ClusterView` of every
+cluster from the platform, then: starts the control plane of a new cluster (etcd and the API server first,
+the controllers and kwok once the API answers), stops and forgets the one of a cluster that is gone, and on a
+running one creates and deletes Nodes to match the view and plays the preemption drill on nodes the platform
+has just cordoned. Reading the platform each pass also moves its timers along, so a preempted node is deleted
+on time even when nobody calls the API.
+
+The processes are started from this thread, which lives as long as the twin: they carry a parent-death signal
+tied to it (see :mod:`together_clusters.emulator.kubernetes.controlplane`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+from kubernetes.client import ApiClient, Configuration, CoreV1Api, StorageV1Api
+from kubernetes.client.exceptions import ApiException
+
+from . import kwok_config, preemption
+from .binaries import Binaries
+from .controlplane import ControlPlane
+from .kubeconfig import KubeApi
+from .nodes import ClusterView, NodeView, node_manifest
+from .options import TerminationMode, TwinOptions
+
+_log = logging.getLogger("together_clusters.emulator.kubernetes")
+_PASS_INTERVAL_S = 0.2
+_TIMEOUT = 10
+
+
+class _Plane:
+    """A cluster's control plane and what the twin tracks about it."""
+
+    def __init__(self, control_plane: ControlPlane) -> None:
+        self.control_plane = control_plane
+        self.phase = "api-starting"
+        self.core: CoreV1Api | None = None
+        self.client: ApiClient | None = None
+        # Preempted nodes whose pods are not all terminated yet (evictions refused by a budget): node -> mode.
+        self.draining: dict[str, TerminationMode] = {}
+        self.started = time.monotonic()
+        self.ready_after_s: float | None = None
+
+
+class Twin:
+    """The control planes of every cluster of one platform. :meth:`start` it once, :meth:`stop` it once."""
+
+    def __init__(
+        self,
+        binaries: Binaries,
+        root: Path,
+        options: TwinOptions,
+        view: Callable[[], list[ClusterView]],
+        attach: Callable[[str, KubeApi], None],
+        keep_data: bool,
+    ) -> None:
+        self.binaries = binaries
+        self.root = root
+        self.options = options
+        self._view = view
+        self._attach = attach
+        self._keep_data = keep_data
+        self._planes: dict[str, _Plane] = {}
+        self._modes: dict[tuple[str, str], TerminationMode] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kubernetes-twin", daemon=True)
+        self.errors: list[str] = []
+
+    # --- called by the platform, under its lock -----------------------------------------------------
+
+    def prepare(self, cluster_id: str, cluster_name: str, token: str) -> KubeApi:
+        """Credentials and a port for a new cluster, so its kubeconfig is final at once (no process yet)."""
+        api = ControlPlane(self.binaries, self.root / cluster_id, cluster_name, token).prepare()
+        self._wake.set()
+        return api
+
+    def set_termination(self, cluster_id: str, node_names: list[str], mode: TerminationMode) -> None:
+        """Terminate the pods of these just-preempted nodes by ``mode`` instead of the default."""
+        with self._lock:
+            for name in node_names:
+                self._modes[(cluster_id, name)] = mode
+        self._wake.set()
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop every control plane (data kept with a state file, else removed) and the thread."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=120)
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each cluster's control plane: phase, API server, PIDs, seconds from start to ready."""
+        with self._lock:
+            return [
+                {
+                    "cluster_id": cid,
+                    "phase": plane.phase,
+                    "server": plane.control_plane.kube_api.server,
+                    "pids": plane.control_plane.pids(),
+                    "ready_after_s": plane.ready_after_s,
+                    "data_dir": str(plane.control_plane.directory),
+                }
+                for cid, plane in self._planes.items()
+            ]
+
+    def wait_ready(self, cluster_id: str, timeout: float = 120.0) -> None:
+        """Block until the cluster's control plane runs its controllers (for tests and tools)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                plane = self._planes.get(cluster_id)
+                if plane is not None and plane.phase == "ready":
+                    return
+                if plane is not None and plane.phase == "failed":
+                    raise RuntimeError("; ".join(self.errors))
+            time.sleep(0.1)
+        raise TimeoutError(f"the control plane of cluster {cluster_id} was not ready after {timeout:g}s")
+
+    # --- the loop -------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                try:
+                    self._pass()
+                except Exception as exc:  # keep the twin alive; the next pass retries
+                    _log.warning("kubernetes twin pass failed: %s", exc)
+                self._wake.wait(_PASS_INTERVAL_S)
+                self._wake.clear()
+        finally:
+            for cluster_id in list(self._planes):
+                self._retire(cluster_id, remove_data=not self._keep_data)
+            if not self._keep_data:
+                shutil.rmtree(self.root, ignore_errors=True)
+
+    def _pass(self) -> None:
+        views = {v.cluster_id: v for v in self._view()}
+        for cluster_id in [c for c in self._planes if c not in views]:
+            self._retire(cluster_id, remove_data=True)
+        for cluster_id, view in views.items():
+            if self._stopping.is_set():
+                return
+            plane = self._planes.get(cluster_id) or self._launch(view)
+            try:
+                self._step(plane, view)
+            except (ApiException, OSError) as exc:
+                _log.warning("kubernetes twin of cluster %s: %s", cluster_id, exc)
+
+    def _launch(self, view: ClusterView) -> _Plane:
+        control_plane = ControlPlane(
+            self.binaries, self.root / view.cluster_id, view.cluster_name, view.kube_token
+        )
+        control_plane.job_pod_failure_backoff = self.options.job_pod_failure_backoff
+        api = control_plane.prepare()
+        if api != view.kube_api:  # a cluster from before the twin, or its port was taken meanwhile
+            self._attach(view.cluster_id, api)
+        control_plane.start_api()
+        plane = _Plane(control_plane)
+        with self._lock:
+            self._planes[view.cluster_id] = plane
+        return plane
+
+    def _retire(self, cluster_id: str, remove_data: bool) -> None:
+        with self._lock:
+            plane = self._planes.pop(cluster_id)
+            self._modes = {k: v for k, v in self._modes.items() if k[0] != cluster_id}
+        if plane.client is not None:
+            plane.client.close()
+        plane.control_plane.stop()
+        if remove_data:
+            shutil.rmtree(plane.control_plane.directory, ignore_errors=True)
+
+    def _step(self, plane: _Plane, view: ClusterView) -> None:
+        control_plane = plane.control_plane
+        if plane.phase == "failed":
+            return
+        exited = control_plane.exited()
+        if exited:
+            name, code = next(iter(exited.items()))
+            message = (
+                f"cluster {view.cluster_id}: {name} exited with code {code}; last log lines:\n"
+                f"{control_plane.log_tail(name)}"
+            )
+            _log.error("kubernetes twin: %s", message)
+            self.errors.append(message)
+            plane.phase = "failed"
+            return
+        if plane.phase == "api-starting":
+            if not control_plane.api_ready():
+                return
+            control_plane.start_controllers()
+            plane.client = _client(control_plane)
+            plane.core = CoreV1Api(plane.client)
+            _bootstrap(plane.client)
+            plane.phase = "controllers-starting"
+        if plane.phase == "controllers-starting":
+            assert plane.core is not None
+            if not _default_service_account(plane.core):
+                return
+            plane.ready_after_s = time.monotonic() - plane.started
+            plane.phase = "ready"
+        assert plane.core is not None
+        self._sync_nodes(view, plane, plane.core)
+
+    def _sync_nodes(self, view: ClusterView, plane: _Plane, core: CoreV1Api) -> None:
+        existing = {preemption.name_of(n)[0]: n for n in core.list_node(_request_timeout=_TIMEOUT).items}
+        wanted = {n.name: n for n in view.nodes}
+        for name in [n for n in existing if n not in wanted]:
+            plane.draining.pop(name, None)
+            preemption.remove_node(core, name)
+        for name, node in wanted.items():
+            if name not in existing:
+                if node.preemption is None:
+                    core.create_node(
+                        cast(Any, node_manifest(node, self.options.nodes)), _request_timeout=_TIMEOUT
+                    )
+                continue
+            if node.preemption is not None and not preemption.is_announced(existing[name]):
+                preemption.announce(core, node, node.preemption)
+                with self._lock:
+                    mode = self._modes.pop((view.cluster_id, name), self.options.termination)
+                plane.draining[name] = mode
+        for name, mode in list(plane.draining.items()):
+            draining = wanted.get(name)
+            if draining is None or draining.preemption is None:
+                plane.draining.pop(name)
+                continue
+            if self._drain(core, draining, draining.preemption.grace_seconds, mode):
+                plane.draining.pop(name)
+
+    @staticmethod
+    def _drain(core: CoreV1Api, node: NodeView, grace_seconds: float, mode: TerminationMode) -> bool:
+        """Terminate the node's pods; ``True`` once none is left to terminate."""
+        done = True
+        for pod in preemption.pods_to_terminate(core, node.name, mode):
+            done = preemption.terminate(core, pod, mode, grace_seconds) and done
+        return done
+
+
+def _client(control_plane: ControlPlane) -> ApiClient:
+    configuration = Configuration()
+    configuration.host = control_plane.kube_api.server
+    configuration.ssl_ca_cert = str(control_plane.files.ca_cert)
+    configuration.api_key = {"authorization": control_plane.files.component_token("together-platform")}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    return ApiClient(configuration)
+
+
+def _bootstrap(client: ApiClient) -> None:
+    """What a new cluster comes with: the default StorageClass served by the fake provisioner."""
+    try:
+        StorageV1Api(client).create_storage_class(
+            cast(Any, kwok_config.storage_class()), _request_timeout=_TIMEOUT
+        )
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def _default_service_account(core: CoreV1Api) -> bool:
+    """Whether the controllers have created the ``default`` service account (pods need it)."""
+    try:
+        core.read_namespaced_service_account("default", "default", _request_timeout=_TIMEOUT)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True

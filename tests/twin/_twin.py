@@ -1,0 +1,215 @@
+"""Helpers of the twin tests: a cluster on the emulator seen through the compute API and through Kubernetes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+import urllib3
+import yaml
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from together_clusters.emulator.server import RunningEmulator
+
+COMPUTE_CLASS = "together.ai/compute-class"
+REGION = "us-central-8"
+GPU = "H100_SXM"
+T = TypeVar("T")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def wait_for(check: Callable[[], T | None], what: str, timeout: float = 120.0) -> T:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` (and the last value) after
+    ``timeout`` seconds. The timeout only bounds a hang, it asserts nothing about speed."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")
+
+
+def alive(pids: list[int]) -> list[int]:
+    """The processes among ``pids`` that still run (zombies count as ended)."""
+    running = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                state = stat.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.append(pid)
+    return running
+
+
+def kube_clients(kubeconfig: str) -> client.ApiClient:
+    """A Kubernetes API client from a kubeconfig document (as the API returns it)."""
+    return config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+
+
+@dataclass
+class TwinCluster:
+    """An emulated cluster with its twin: the compute API (``http``) and Kubernetes (``core``, ``batch``)."""
+
+    emulator: RunningEmulator
+    cluster_id: str
+    kubeconfig: str
+    http: httpx.Client
+    api: client.ApiClient
+    core: client.CoreV1Api = field(init=False)
+    batch: client.BatchV1Api = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+
+    @classmethod
+    def create(cls, emulator: RunningEmulator, name: str, **sizes: int) -> TwinCluster:
+        http = httpx.Client(
+            base_url=emulator.base_url, headers={"Authorization": f"Bearer twin-{name}"}, timeout=30
+        )
+        body = {"cluster_name": name, "region": REGION, "gpu_type": GPU, "billing_type": "ON_DEMAND", **sizes}
+        created = http.post("/v1/compute/clusters", json=body)
+        assert created.status_code == 200, created.text
+        cluster = created.json()
+        return cls(
+            emulator,
+            cluster["cluster_id"],
+            cluster["kube_config"],
+            http,
+            kube_clients(cluster["kube_config"]),
+        )
+
+    def __enter__(self) -> TwinCluster:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.http.delete(f"/v1/compute/clusters/{self.cluster_id}")
+        self.api.close()
+        self.http.close()
+
+    # --- the compute API ---------------------------------------------------------------------------
+
+    def get(self) -> dict[str, Any]:
+        reply = self.http.get(f"/v1/compute/clusters/{self.cluster_id}")
+        assert reply.status_code == 200, reply.text
+        return dict(reply.json())
+
+    def update(self, **fields: int) -> dict[str, Any]:
+        reply = self.http.put(f"/v1/compute/clusters/{self.cluster_id}", json=fields)
+        assert reply.status_code == 200, reply.text
+        return dict(reply.json())
+
+    def preempt(self, count: int = 1, termination: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"cluster_id": self.cluster_id, "count": count}
+        if termination is not None:
+            body["termination"] = termination
+        reply = self.http.post("/_emulator/kubernetes/preempt", json=body)
+        assert reply.status_code == 200, reply.text
+        return dict(reply.json())
+
+    # --- Kubernetes ---------------------------------------------------------------------------------
+
+    def nodes(self) -> list[client.V1Node]:
+        return list(self.core.list_node().items)
+
+    def node_classes(self) -> dict[str, str]:
+        """Every Node's name -> its compute-class label."""
+        return {n.metadata.name: (n.metadata.labels or {}).get(COMPUTE_CLASS, "") for n in self.nodes()}
+
+    def wait_for_nodes(self, standard: int, preemptible: int, timeout: float = 120.0) -> list[client.V1Node]:
+        """Wait until the cluster has exactly these Ready, schedulable Nodes."""
+
+        def settled() -> list[client.V1Node] | None:
+            try:
+                nodes = self.nodes()
+            except (ApiException, urllib3.exceptions.HTTPError):  # the control plane is still starting
+                return None
+            classes = [(n.metadata.labels or {}).get(COMPUTE_CLASS) for n in nodes]
+            # Ready, and the node lifecycle controller has lifted its not-ready taint (pods can land).
+            ready = all(
+                not n.spec.unschedulable
+                and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+                and not any(t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or [])
+                for n in nodes
+            )
+            counts = (classes.count("standard"), classes.count("preemptible"))
+            return (
+                nodes if ready and counts == (standard, preemptible) and len(nodes) == sum(counts) else None
+            )
+
+        return wait_for(settled, f"{standard} standard and {preemptible} preemptible Ready nodes", timeout)
+
+    def next_victim(self) -> str:
+        """The preemptible node the platform reclaims first: the oldest healthy one (lowest sequence)."""
+        healthy = [
+            n.metadata.name
+            for n in self.nodes()
+            if (n.metadata.labels or {}).get(COMPUTE_CLASS) == "preemptible" and not n.spec.unschedulable
+        ]
+        return min(healthy, key=lambda name: int(name.rsplit("-", 1)[1]))
+
+
+@dataclass
+class Recorder:
+    """Watches nodes, events and pods of a cluster in background threads, keeping every change in order
+    of the API server's revision (etcd's, one counter for every object, so comparable across kinds)."""
+
+    api: client.ApiClient
+    changes: list[tuple[int, str, str, Any]] = field(default_factory=list)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _watches: list[watch.Watch] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> Recorder:
+        core = client.CoreV1Api(self.api)
+        listers = {
+            "Node": core.list_node,
+            "Event": core.list_event_for_all_namespaces,
+            "Pod": core.list_pod_for_all_namespaces,
+        }
+        ready = threading.Barrier(len(listers) + 1)
+        for kind, lister in listers.items():
+            thread = threading.Thread(target=self._watch, args=(kind, lister, ready), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        ready.wait(timeout=30)
+        return self
+
+    def _watch(self, kind: str, lister: Callable[..., Any], ready: threading.Barrier) -> None:
+        current = lister()
+        version = current.metadata.resource_version
+        w = watch.Watch()
+        self._watches.append(w)
+        ready.wait(timeout=30)
+        for event in w.stream(lister, resource_version=version, timeout_seconds=300):
+            obj = event["object"]
+            with self._lock:
+                self.changes.append((int(obj.metadata.resource_version), kind, event["type"], obj))
+
+    def stop(self) -> list[tuple[int, str, str, Any]]:
+        for w in self._watches:
+            w.stop()
+        with self._lock:
+            return sorted(self.changes, key=lambda change: change[0])
+
+    def first(self, match: Callable[[str, str, Any], bool]) -> tuple[int, str, str, Any] | None:
+        """The earliest change (by revision) that ``match(kind, type, object)`` accepts."""
+        with self._lock:
+            found = [c for c in self.changes if match(c[1], c[2], c[3])]
+        return min(found, key=lambda change: change[0]) if found else None
