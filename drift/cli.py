@@ -2,6 +2,7 @@
 
     together-clusters drift  --stack NAME [--cwd DIR] [--json]
     together-clusters status --stack NAME [--cwd DIR] [--price-per-gpu-hour P] [--png FILE] [--json]
+    together-clusters drill  [--kubeconfig FILE] [--node NAME] [--twin URL [--termination MODE]] [--json]
 
 Exit codes: 0 in sync (or status shown), 2 drift found, 1 error (engine or API failure, bad arguments).
 """
@@ -17,7 +18,7 @@ from typing import Any, NoReturn
 
 from together_clusters.provider.errors import TogetherError
 
-from . import capacity, live, sandbox
+from . import capacity, drill, live, sandbox
 from .classify import EXIT_ERROR, classify
 from .drift_render import drift_json, drift_text, error_json
 from .engine import EngineError, Pulumi, find_pulumi
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="H",
         help="how far back events and the timeline go (default 24)",
     )
+    drill.add_parser(sub)
     return parser
 
 
@@ -148,6 +150,8 @@ def _timelines(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "drill":
+        return drill.run(args)
     try:
         return run_drift(args) if args.command == "drift" else run_status(args)
     except (EngineError, TogetherError, OSError) as exc:
