@@ -296,6 +296,10 @@ def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watc
             if finished is not None and finished[0] is Outcome.FAILED:
                 w.outcome, w.detail = finished
                 continue
+            unscheduled = [
+                _unschedulable(p) for p in by_workload.get(w.workload, []) if p.metadata.uid not in w.lost
+            ]
+            w.detail = next((why for why in unscheduled if why), "")
             fresh = [
                 p
                 for p in by_workload.get(w.workload, [])
@@ -311,6 +315,16 @@ def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watc
                 w.outcome = Outcome.SURVIVED
             elif finished is not None:
                 w.outcome, w.detail = finished
+
+
+def _unschedulable(pod: Any) -> str:
+    """Why the scheduler cannot place a pending pod (no capacity left is a real outcome of a preemption)."""
+    if pod.status.phase != "Pending":
+        return ""
+    for c in pod.status.conditions or []:
+        if c.type == "PodScheduled" and c.status == "False":
+            return f"replacement {pod.metadata.name} unschedulable: {c.message or c.reason}"
+    return ""
 
 
 def _resumed(core: client.CoreV1Api, pods: list[Any], wait_seconds: float) -> tuple[Resumed | None, str]:
@@ -367,7 +381,8 @@ def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], 
     for w in watched:
         resumed, note = None, w.detail
         if w.outcome is None:
-            w.outcome, note = Outcome.NOT_REPLACED, f"no replacement Running within {args.timeout_seconds:g}s"
+            waited = f"no replacement Running within {args.timeout_seconds:g}s"
+            w.outcome, note = Outcome.NOT_REPLACED, f"{waited}; {w.detail}" if w.detail else waited
         elif w.replacements:
             resumed, note = _resumed(core, w.replacements, args.log_wait_seconds)
         progress(f"drill: {w.workload.kind}/{w.workload.name} {w.outcome.value}")
