@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from together_clusters.provider.errors import TogetherError
 
-from . import capacity, drill, live, sandbox
+from . import capacity, drill_command, live, sandbox
 from .classify import EXIT_ERROR, classify
 from .drift_render import drift_json, drift_text, error_json
 from .engine import EngineError, Pulumi, find_pulumi
@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="H",
         help="how far back events and the timeline go (default 24)",
     )
-    drill.add_parser(sub)
+    drill_command.add_parser(sub)
     return parser
 
 
@@ -151,7 +151,7 @@ def _timelines(
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "drill":
-        return drill.run(args)
+        return drill_command.run(args)
     try:
         return run_drift(args) if args.command == "drift" else run_status(args)
     except (EngineError, TogetherError, OSError) as exc:

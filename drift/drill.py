@@ -1,30 +1,15 @@
-"""``together-clusters drill``: play the platform's preemption of one preemptible node, watch what it hits.
-
-Two ways to preempt, one way to watch:
-
-- **twin** (``--twin URL``, an emulator with ``--kubernetes``): the emulator's admin API preempts the node, so
-  the sequence is the platform's own (cordon, ``TogetherPreempted`` Event, termination by the chosen mode,
-  the Node deleted at T+grace, a refill later).
-- **game day** (a real cluster, the default): cordon, a ``TogetherPreempted`` Event on the Node, eviction of
-  its pods with their grace capped at 300 s (retried while a PodDisruptionBudget refuses), watch, then
-  uncordon instead of deleting the node.
-
-Every workload (Job, JobSet, Deployment, StatefulSet, ...) that had pods on the node is watched until each
-lost pod has a Running replacement, the workload completes or fails, or the timeout. The step a replacement
-resumed from is read from its log (the checkpoint runtime's ``resumed step=`` line); the twin's simulated
-pods write no log, so there it stays unknown and the report says why.
-"""
+"""The preemption drill: preempt one preemptible node, watch the workloads it ran, report what became of
+them (what each mode does: see :data:`together_clusters.drift.drill_command.DESCRIPTION`)."""
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from together_clusters.components.platform import (
@@ -41,11 +26,8 @@ from together_clusters.emulator.kubernetes.nodes import (
 )
 from together_clusters.emulator.kubernetes.options import TerminationMode
 
-from .drill_report import DrillReport, Outcome, Resumed, WorkloadReport, drill_json, drill_text, parse_resumed
+from .drill_report import DrillReport, Outcome, Resumed, WorkloadReport, parse_resumed
 
-EXIT_SURVIVED = 0
-EXIT_NOT_SURVIVED = 3
-"""A workload failed or got no replacement in time (1 stays "the drill itself failed")."""
 _TIMEOUT = 10
 _POLL_SECONDS = 0.5
 
@@ -400,72 +382,3 @@ def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], 
         )
     mode = "twin" if args.twin_url else "game-day"
     return DrillReport(mode=mode, node=node, termination=termination.value, workloads=tuple(reports))
-
-
-# --- the command ---------------------------------------------------------------------------------
-
-
-def add_parser(sub: Any) -> None:
-    """Register ``together-clusters drill``."""
-    p = sub.add_parser(
-        "drill",
-        help="preempt one preemptible node (twin: through the emulator; real cluster: a game day) and report "
-        "whether each workload on it survived",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
-    )
-    p.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
-    p.add_argument("--node", default=None, help="the preemptible node to reclaim (default: the oldest)")
-    p.add_argument(
-        "--twin",
-        metavar="URL",
-        default=None,
-        help="the cluster is the emulator's twin at URL: preempt through its admin API (the node is deleted "
-        "at T+grace); without it, a game day (evict, then uncordon)",
-    )
-    p.add_argument(
-        "--termination",
-        choices=[m.value for m in TerminationMode],
-        default=TerminationMode.EVICTION.value,
-        help="twin only: how the pods are terminated (default: eviction)",
-    )
-    p.add_argument(
-        "--grace", type=int, default=GRACE_PERIOD_LIMIT_SECONDS, help="game day: grace cap (<= 300 s)"
-    )
-    p.add_argument(
-        "--timeout", type=float, default=900.0, help="seconds to wait for replacements (default 900)"
-    )
-    p.add_argument("--log-wait", type=float, default=60.0, help="seconds to wait for a 'resumed step=' line")
-    p.add_argument("--json", action="store_true", help="print JSON for machines instead of a table")
-
-
-def run(ns: argparse.Namespace) -> int:
-    """The ``drill`` subcommand: 0 every workload survived, 3 one did not, 1 the drill could not run."""
-    import sys
-
-    if ns.twin is None and ns.termination != TerminationMode.EVICTION.value:
-        print(
-            "together-clusters drill: error: --termination needs --twin (a game day evicts)", file=sys.stderr
-        )
-        return 1
-    args = DrillArgs(
-        node=ns.node,
-        twin_url=ns.twin,
-        termination=TerminationMode(ns.termination),
-        grace_seconds=ns.grace,
-        timeout_seconds=ns.timeout,
-        log_wait_seconds=ns.log_wait,
-    )
-    try:
-        api = config.new_client_from_config(config_file=ns.kubeconfig, context=ns.context)
-        with api:
-            report = run_drill(api, args, progress=lambda line: print(line, file=sys.stderr, flush=True))
-    except (DrillError, ApiException, httpx.HTTPError, config.ConfigException, OSError) as exc:
-        detail = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
-        print(f"together-clusters drill: error: {detail}", file=sys.stderr)
-        return 1
-    print(drill_json(report) if ns.json else drill_text(report), end="\n" if ns.json else "")
-    return EXIT_SURVIVED if report.ok else EXIT_NOT_SURVIVED
