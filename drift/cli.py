@@ -3,6 +3,7 @@
     together-clusters drift  [--stack NAME ...| --all-stacks] [--cwd DIR] [--fail-on-pending]
                              [--json] [--junit FILE] [--markdown FILE] [--jobs N]
     together-clusters status --stack NAME [--cwd DIR] [--price-per-gpu-hour P] [--png FILE] [--json]
+    together-clusters drill  [--kubeconfig FILE] [--node NAME] [--twin URL [--termination MODE]] [--json]
 
 drift exit codes (the worst over all stacks): 1 error (a stack could not be checked), 2 drift found,
 3 changes pending (only with --fail-on-pending), 0 in sync. status: 0 shown, 1 error.
@@ -21,7 +22,7 @@ from typing import Any, NoReturn
 from together_clusters.provider.client import TogetherClient
 from together_clusters.provider.errors import TogetherError
 
-from . import api_settings, capacity, live
+from . import api_settings, capacity, drill_command, live
 from .classify import EXIT_ERROR
 from .drift_render import fleet_json, fleet_text
 from .fleet import check_fleet
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="H",
         help="how far back events and the timeline go (default 24)",
     )
+    drill_command.add_parser(sub)
     return parser
 
 
@@ -216,6 +218,8 @@ def _timelines(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "drill":
+        return drill_command.run(args)
     try:
         return run_drift(args) if args.command == "drift" else run_status(args)
     except (EngineError, TogetherError, OSError) as exc:

@@ -1,0 +1,71 @@
+"""Critical pods never run on preemptible nodes, whether or not the platform taints them (it does not
+document the taint): a real ``pulumi up`` onto the twin, more critical replicas than the standard node holds,
+and the real scheduler deciding where they go."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests import _engine
+from together_clusters.emulator.kubernetes.nodes import NodeOptions
+from together_clusters.emulator.kubernetes.options import TwinOptions
+from together_clusters.emulator.server import start_emulator
+
+from ._twin import COMPUTE_CLASS, kube_clients
+from .conftest import require_twin
+
+pytestmark = [pytest.mark.engine, pytest.mark.twin]
+API_KEY = "tgp_v1_twin-critical-key-0123456789abcdef"
+
+PROGRAM = """\
+from together_clusters.components import BatchInference, BatchInferenceArgs, ContainerSpec
+from together_clusters.components.demo import demo_cluster
+from together_clusters.components.platform import ComputeClass
+import pulumi
+
+gpu = demo_cluster("critical", num_preemptible_gpus=16)
+BatchInference(
+    "serve",
+    BatchInferenceArgs(
+        container=ContainerSpec(image="registry.invalid/serve:1", cpu="100m"),
+        replicas=4,  # the scheduler spreads replicas over nodes unless told where they may not go
+        namespace="default",
+        deployment_name="serve",
+        compute_class=ComputeClass.STANDARD,
+        critical=True,
+    ),
+    opts=gpu.opts(),
+)
+pulumi.export("kube_config", gpu.cluster.kube_config)
+"""
+
+
+@pytest.mark.parametrize("taint", [True, False], ids=["tainted", "untainted"])
+def test_critical_replicas_run_only_on_the_standard_node(tmp_path: Path, taint: bool) -> None:
+    _engine.require_engine()
+    require_twin()
+    options = TwinOptions(nodes=NodeOptions(preemptible_taint=taint))
+    with start_emulator(speed=60, kubernetes=options) as emulator:
+        project = _engine.write_project(tmp_path / "prog", "twin-critical", PROGRAM)
+        env = _engine.engine_env(
+            tmp_path, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
+        )
+        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+        up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=project, env=env)  # no renderYamlTo
+        assert up.returncode == 0, _engine.output(up)
+        api = kube_clients(_engine.stack_outputs(project, env)["kube_config"])
+        core = client.CoreV1Api(api)
+        classes = {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}
+        tainted = {n.metadata.name for n in core.list_node().items if n.spec.taints}
+        assert tainted == ({n for n, c in classes.items() if c == "preemptible"} if taint else set())
+        assert sorted(classes.values()) == ["preemptible", "preemptible", "standard"]
+
+        pods = core.list_namespaced_pod("default", label_selector="app.kubernetes.io/managed-by").items
+        assert len(pods) == 4 and all(p.status.phase == "Running" for p in pods)  # pulumi waited for them
+        assert [classes[p.spec.node_name] for p in pods] == ["standard"] * 4
+        api.close()
+        destroy = _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+        assert destroy.returncode == 0, _engine.output(destroy)

@@ -1,0 +1,138 @@
+"""Issue 12's proof on the twin: a BatchJob deployed with a real ``pulumi up`` (no renderYamlTo), then drilled
+with ``together-clusters drill`` in every termination mode the twin can produce.
+
+Oracles: the real Job controller's conditions read with the ``kubernetes`` client; the drill's own report is
+only used to pick the preemptions that hit the Job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests import _engine
+from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
+from together_clusters.drift.drill import DrillArgs, run_drill
+from together_clusters.emulator.admin_client import AdminClient
+from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
+from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
+from together_clusters.emulator.server import RunningEmulator, start_emulator
+
+from ._twin import kube_clients, wait_for
+from .conftest import require_twin
+
+pytestmark = [pytest.mark.engine, pytest.mark.twin]
+API_KEY = "tgp_v1_twin-drills-key-0123456789abcdef"
+PREEMPTIONS = 5
+NON_RETRIABLE = 2
+
+PROGRAM = f"""\
+import pulumi
+
+NON_RETRIABLE = {NON_RETRIABLE}
+
+from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ContainerSpec
+from together_clusters.components import SharedVolume
+from together_clusters.components.demo import demo_cluster
+
+config = pulumi.Config()
+gpu = demo_cluster("drills", num_preemptible_gpus=16)
+store = CheckpointStore(
+    "checkpoints",
+    CheckpointStoreArgs(storage=SharedVolume(claim_name="checkpoints", size="100Gi")),
+    opts=gpu.opts(),
+)
+job_name = config.require("jobName")
+BatchJob(
+    job_name,
+    BatchJobArgs(
+        container=ContainerSpec(image="registry.invalid/train:1", command=("python", "-m", "train"), gpus=8),
+        checkpoint=store.storage,
+        job_name=job_name,
+        namespace="default",
+        non_retriable_exit_codes=(NON_RETRIABLE,),
+    ),
+    opts=gpu.opts(store),
+)
+pulumi.export("kube_config", gpu.cluster.kube_config)
+"""
+
+
+@dataclass(frozen=True)
+class Stack:
+    project: Path
+    env: dict[str, str]
+    emulator: RunningEmulator
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    _engine.require_engine()
+    require_twin()
+    tmp = tmp_path_factory.mktemp("drills")
+    # Speed 60: the 300 s grace lasts 5 s, a refill's bring-up 10 s. The Job controller's first pod-failure
+    # backoff is 1 s instead of 10 (it still doubles with every failure, ignored ones included).
+    with start_emulator(speed=60, kubernetes=TwinOptions(job_pod_failure_backoff="1s")) as emulator:
+        project = _engine.write_project(tmp / "prog", "twin-drills", PROGRAM)
+        env = _engine.engine_env(
+            tmp, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
+        )
+        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+        yield Stack(project, dict(env), emulator)
+        _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+
+
+def job_condition(batch: client.BatchV1Api, name: str, kind: str) -> Any:
+    status = batch.read_namespaced_job_status(name, "default").status
+    return next((c for c in status.conditions or [] if c.type == kind and c.status == "True"), None)
+
+
+def running_pod(core: client.CoreV1Api, job: str) -> Any:
+    pods = core.list_namespaced_pod("default", label_selector=f"job-name={job}").items
+    return next((p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp), None)
+
+
+@pytest.mark.parametrize("mode", list(TerminationMode), ids=[m.value for m in TerminationMode])
+def test_a_batch_job_survives_five_preemptions_and_still_fails_on_a_non_retriable_code(
+    stack: Stack, mode: TerminationMode
+) -> None:
+    job = f"train-{mode.value}"  # a new Job per mode: each starts with the controller's backoff at zero
+    _engine.run_pulumi(["config", "set", "jobName", job], cwd=stack.project, env=stack.env, check=True)
+    up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)  # no renderYamlTo
+    assert up.returncode == 0, _engine.output(up)
+    api = kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    admin = AdminClient(stack.emulator.base_url)
+    try:
+        wait_for(lambda: running_pod(core, job), f"{job} to run")
+        hits = 0
+        for _ in range(PREEMPTIONS * 2):  # the platform reclaims the oldest node: not always the Job's
+            # The pool may not refill what a preemption took ("allocated may stay below desired"): here it
+            # does, so a replacement has a node to go to.
+            admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)
+            args = DrillArgs(
+                twin_url=stack.emulator.base_url, termination=mode, timeout_seconds=240, log_wait_seconds=0
+            )
+            report = run_drill(api, args, progress=lambda _line: None)
+            assert report.ok, report
+            hits += sum((w.kind, w.name) == ("Job", job) for w in report.workloads)
+            wait_for(lambda: running_pod(core, job), f"{job} to run again")
+            if hits == PREEMPTIONS:
+                break
+        assert hits == PREEMPTIONS
+        assert job_condition(batch, job, "Failed") is None
+
+        # A non-retriable exit code still ends the Job at once, after all those ignored failures.
+        pod = running_pod(core, job)
+        annotations = {"metadata": {"annotations": {EXIT_CODE: str(NON_RETRIABLE)}}}
+        core.patch_namespaced_pod(pod.metadata.name, "default", annotations)
+        failed = wait_for(lambda: job_condition(batch, job, "Failed"), f"{job} to fail")
+        assert failed.reason == "PodFailurePolicy", failed
+    finally:
+        admin.close()
+        api.close()
