@@ -72,15 +72,20 @@ def _standard_nodes_running(cluster: Cluster) -> int:
 
 
 def wait_standard_converged(
-    client: TogetherClient, cluster_id: str, num_gpus: int, timeout_s: float
+    client: TogetherClient, cluster_id: str, num_gpus: int, timeout_s: float, before: Cluster | None = None
 ) -> Cluster:
-    """Wait until the nodes show the change of ``num_gpus`` (see ``standard_capacity_settled``).
+    """Wait until the nodes show the change of ``num_gpus`` (see ``standard_capacity_settled``);
+    ``before`` is the cluster as it was before the change, whose node ids tell the new nodes apart.
     Preemptible allocation is not waited for: it fills asynchronously and a shortfall is reported
     in the outputs."""
     target = num_gpus // GPUS_PER_NODE
+    nodes_before = (
+        frozenset(n.node_id for n in before.gpu_worker_nodes) if before is not None else frozenset()
+    )
+    added = max(0, target - (before.num_gpus or 0) // GPUS_PER_NODE) if before is not None else 0
     return wait_until(
         lambda: client.get_cluster(cluster_id, attempts=1),
-        lambda cluster: standard_capacity_settled(cluster, num_gpus),
+        lambda cluster: standard_capacity_settled(cluster, num_gpus, nodes_before, added),
         timeout_s=timeout_s,
         what=f"waiting for cluster {cluster_id} to run {target} standard nodes",
         describe=lambda c: f"{_standard_nodes_running(c)} standard nodes running; {describe(c)}",

@@ -173,13 +173,17 @@ def standard_nodes(cluster: Cluster) -> list[GPUWorkerNode]:
     ]
 
 
-def standard_capacity_settled(cluster: Cluster, num_gpus: int) -> bool:
+def standard_capacity_settled(
+    cluster: Cluster, num_gpus: int, nodes_before: frozenset[str | None] = frozenset(), nodes_added: int = 0
+) -> bool:
     """Whether a change of ``num_gpus`` has taken effect on the nodes, from what the real API reports.
 
     Nodes do not say their class, so the test is on counts: the cluster asks for ``num_gpus``,
     every node not on its way out is running (a standard node added by the change boots like any
     other), there are at least enough of them for the standard nodes, and no more than the
-    standard nodes plus the preemptible allocation (a scale-down is done).
+    standard nodes plus the preemptible allocation (a scale-down is done). A scale-up by
+    ``nodes_added`` nodes also needs that many running nodes that were not among ``nodes_before``
+    (the ids before the change): a preemptible node must not pass for a standard node not yet listed.
     """
     staying = [n for n in cluster.gpu_worker_nodes if not n.marked_for_deletion]
     target = num_gpus // GPUS_PER_NODE
@@ -188,6 +192,7 @@ def standard_capacity_settled(cluster: Cluster, num_gpus: int) -> bool:
         cluster.num_gpus == num_gpus
         and all(n.latest_phase == "NODE_PHASE_RUNNING" for n in staying)
         and target <= len(staying) <= target + preemptible
+        and sum(1 for n in staying if n.node_id not in nodes_before) >= nodes_added
     )
 
 

@@ -243,10 +243,12 @@ class ClusterProvider(ResourceProvider):
     def _apply_update(
         self, client: TogetherClient, cluster_id: str, inputs: dict[str, Any], fields: list[str]
     ) -> ApiCluster:
+        # The nodes before a change of num_gpus tell a new standard node apart from the others.
+        before = client.get_cluster(cluster_id) if "num_gpus" in fields else None
         client.update_cluster(cluster_id, update_request(inputs, fields))
         lifecycle.report(f"cluster {cluster_id}: updated {', '.join(fields)}")
         num_gpus = with_defaults(inputs)["num_gpus"]
-        return lifecycle.wait_standard_converged(client, cluster_id, num_gpus, _timeout_s(inputs))
+        return lifecycle.wait_standard_converged(client, cluster_id, num_gpus, _timeout_s(inputs), before)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         old_inputs = _inputs_of(props)

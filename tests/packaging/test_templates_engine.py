@@ -192,7 +192,8 @@ def test_template_project_deploys_refreshes_and_destroys_with_the_installed_whee
             )
             assert drift.returncode == 0, drift.stdout + drift.stderr
             report = json.loads(drift.stdout)
-            assert report["stack"] == STACK and report["in_sync"] is True, report
+            [stack] = report["stacks"]
+            assert stack["stack"] == STACK and stack["in_sync"] is True, report
 
         ok(project.pulumi("destroy", *_engine.UP_FLAGS))
     finally:
