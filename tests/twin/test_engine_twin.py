@@ -134,6 +134,18 @@ def test_example_runs_its_kubernetes_objects_on_the_twin(
     api = kube_clients(cluster["kube_config"])
     core = client.CoreV1Api(api)
     classes = {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}
+    if example == "finetune":
+        # What the example reads and its user owns: the dataset claim and the Hugging Face token.
+        core.create_namespaced_persistent_volume_claim(
+            "default",
+            {
+                "metadata": {"name": "datasets"},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+            },
+        )
+        core.create_namespaced_secret(
+            "default", {"metadata": {"name": "hf-token"}, "stringData": {"token": "t"}}
+        )
 
     def all_running() -> list[Any] | None:
         pods = core.list_pod_for_all_namespaces(label_selector="app.kubernetes.io/managed-by").items
