@@ -15,9 +15,14 @@ from together_clusters.provider import ClusterProvider
 
 
 def create(name: str) -> tuple[str, float, str]:
-    result = ClusterProvider().create(
-        {"cluster_name": name, "region": "us-central-8", "gpu_type": "H100_SXM", "num_gpus": 8}
+    provider = ClusterProvider()
+    # check first, as the engine does: it fills in what create needs (the region's newest driver).
+    checked = provider.check(
+        {}, {"cluster_name": name, "region": "us-central-8", "gpu_type": "H100_SXM", "num_gpus": 8}
     )
+    if checked.failures:
+        raise SystemExit(f"{name}: check failed: {checked.failures}")
+    result = provider.create(checked.inputs)
     returned = time.monotonic()
     return name, returned, str((result.outs or {}).get("status"))
 

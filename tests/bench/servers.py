@@ -80,6 +80,13 @@ def shipped_emulator(speed: float, state: Path | None = None) -> Served:
     return Served("together_clusters.emulator", args)
 
 
+def twin_emulator(speed: float) -> Served:
+    """The emulator with the Kubernetes twin, as users start it (``--kubernetes``)."""
+    return Served(
+        "together_clusters.emulator", ["--port", "0", "--speed", f"{speed:g}", "--kubernetes"], 180.0
+    )
+
+
 def recorded_requests(emulator: Served, clear: bool = True) -> list[dict[str, Any]]:
     """What the counting emulator answered since the last clear (and clear it)."""
     method = "DELETE" if clear else "GET"
@@ -104,4 +111,5 @@ def create_request(name: str, num_preemptible_gpus: int = 0) -> dict[str, Any]:
         "num_preemptible_gpus": num_preemptible_gpus,
         "billing_type": "ON_DEMAND",
         "cluster_type": "KUBERNETES",
+        "nvidia_version_id": "nv-570-cu128-ubuntu2204",  # one the region offers (the API requires a driver)
     }
