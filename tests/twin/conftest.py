@@ -20,7 +20,7 @@ from together_clusters.emulator.kubernetes import binaries
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
 
-from ._twin import TwinCluster, in_ci
+from ._twin import GPU, REGION, TwinCluster, in_ci
 
 INSTALL = "scripts/install-kubernetes"
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +43,9 @@ def twin_emulator() -> Iterator[RunningEmulator]:
     # Speed 60: a bring-up of ten emulated minutes takes ten seconds, a 300 s grace period five.
     options = TwinOptions(job_pod_failure_backoff="1s")
     with start_emulator(speed=60, kubernetes=options) as emulator:
+        # A preemption takes its GPUs out of the pool for good (they went to whoever reclaimed them), and
+        # the refill needs free ones: the package preempts more often than the default pool could refill.
+        emulator.admin.set_capacity(REGION, GPU, 1024)
         yield emulator
 
 
