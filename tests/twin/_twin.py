@@ -16,6 +16,11 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
+from together_clusters.drift.drill import DrillArgs, run_drill
+from together_clusters.drift.drill_report import DrillReport
+from together_clusters.emulator.admin_client import AdminClient
+from together_clusters.emulator.kubernetes.options import TerminationMode
 from together_clusters.emulator.server import RunningEmulator
 
 COMPUTE_CLASS = "together.ai/compute-class"
@@ -222,3 +227,18 @@ class Recorder:
         with self._lock:
             found = [c for c in self.changes if match(c[1], c[2], c[3])]
         return min(found, key=lambda change: change[0]) if found else None
+
+
+def drill_twin(
+    api: client.ApiClient, admin: AdminClient, twin_url: str, mode: TerminationMode
+) -> DrillReport:
+    """One preemption of the demo cluster's twin by ``together-clusters drill``, asserted to have run.
+
+    The pool may not refill what a preemption took ("allocated may stay below desired"); these drills need
+    the replacement to have a node, so the pool gets free GPUs first.
+    """
+    admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)
+    args = DrillArgs(twin_url=twin_url, termination=mode, timeout_seconds=240, log_wait_seconds=0)
+    report = run_drill(api, args, progress=lambda _line: None)
+    assert report.ok, report
+    return report

@@ -16,14 +16,12 @@ import pytest
 from kubernetes import client
 
 from tests import _engine
-from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
-from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
 
-from ._twin import kube_clients, wait_for
+from ._twin import drill_twin, kube_clients, wait_for
 from .conftest import require_twin
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
@@ -112,14 +110,7 @@ def test_a_batch_job_survives_five_preemptions_and_still_fails_on_a_non_retriabl
         wait_for(lambda: running_pod(core, job), f"{job} to run")
         hits = 0
         for _ in range(PREEMPTIONS * 2):  # the platform reclaims the oldest node: not always the Job's
-            # The pool may not refill what a preemption took ("allocated may stay below desired"): here it
-            # does, so a replacement has a node to go to.
-            admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)
-            args = DrillArgs(
-                twin_url=stack.emulator.base_url, termination=mode, timeout_seconds=240, log_wait_seconds=0
-            )
-            report = run_drill(api, args, progress=lambda _line: None)
-            assert report.ok, report
+            report = drill_twin(api, admin, stack.emulator.base_url, mode)
             hits += sum((w.kind, w.name) == ("Job", job) for w in report.workloads)
             wait_for(lambda: running_pod(core, job), f"{job} to run again")
             if hits == PREEMPTIONS:

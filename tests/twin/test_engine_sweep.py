@@ -16,15 +16,13 @@ import pytest
 from kubernetes import client
 
 from tests import _engine
-from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
 from together_clusters.components.manifests import RUN_KEYS_FILE
-from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 from together_clusters.emulator.server import start_emulator
 
-from ._twin import kube_clients, wait_for
+from ._twin import drill_twin, kube_clients, wait_for
 from .conftest import require_twin
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
@@ -95,12 +93,7 @@ def test_a_sweep_finishes_every_trial_after_preemptions_and_a_changed_trial_star
             )
             hit = 0
             for mode in (TerminationMode.EVICTION, TerminationMode.SIGNAL, TerminationMode.DELETE):
-                admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)  # the pool refills what was taken
-                args = DrillArgs(
-                    twin_url=emulator.base_url, termination=mode, timeout_seconds=240, log_wait_seconds=0
-                )
-                report = run_drill(api, args, progress=lambda _line: None)
-                assert report.ok, report
+                report = drill_twin(api, admin, emulator.base_url, mode)
                 hit += sum(w.name == "lr" for w in report.workloads)
             assert hit >= 2
 

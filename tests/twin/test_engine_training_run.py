@@ -15,13 +15,11 @@ import pytest
 from kubernetes import client
 
 from tests import _engine
-from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
-from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 from together_clusters.emulator.server import start_emulator
 
-from ._twin import COMPUTE_CLASS, kube_clients, wait_for
+from ._twin import COMPUTE_CLASS, drill_twin, kube_clients, wait_for
 from .conftest import require_twin
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
@@ -90,12 +88,7 @@ def test_a_training_run_survives_one_worker_preempted_then_a_second(tmp_path: Pa
             hits = 0
             for mode in (TerminationMode.SIGNAL, TerminationMode.EVICTION, TerminationMode.DELETE):
                 # Back to back: the next preemption comes as soon as the last lost worker has a replacement.
-                admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)
-                args = DrillArgs(
-                    twin_url=emulator.base_url, termination=mode, timeout_seconds=240, log_wait_seconds=0
-                )
-                report = run_drill(api, args, progress=lambda _line: None)
-                assert report.ok, report
+                report = drill_twin(api, admin, emulator.base_url, mode)
                 hits += sum(w.pods_lost for w in report.workloads)
                 classes = {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}
             assert hits >= 2
