@@ -24,7 +24,7 @@ from typing import Any, cast
 from kubernetes.client import ApiClient, Configuration, CoreV1Api, StorageV1Api
 from kubernetes.client.exceptions import ApiException
 
-from . import kwok_config, preemption
+from . import jobset, kwok_config, preemption
 from .binaries import Binaries
 from .controlplane import ControlPlane
 from .kubeconfig import KubeApi
@@ -48,6 +48,7 @@ class _Plane:
         self.draining: dict[str, TerminationMode] = {}
         self.started = time.monotonic()
         self.ready_after_s: float | None = None
+        self.jobset: str | None = None  # None (not installed), "starting" or "running"
 
 
 class Twin:
@@ -114,6 +115,7 @@ class Twin:
                     "server": plane.control_plane.kube_api.server,
                     "pids": plane.control_plane.pids(),
                     "ready_after_s": plane.ready_after_s,
+                    "jobset": plane.jobset,
                     "data_dir": str(plane.control_plane.directory),
                 }
                 for cid, plane in self._planes.items()
@@ -208,15 +210,39 @@ class Twin:
             plane.client = _client(control_plane)
             plane.core = CoreV1Api(plane.client)
             _bootstrap(plane.client)
+            if self.options.jobset:
+                files = control_plane.files
+                jobset.install(
+                    plane.client,
+                    self.binaries.jobset_crd,
+                    self.binaries.jobset_role,
+                    control_plane.jobset_webhook_port,
+                    files.ca_cert.read_bytes(),
+                )
+            else:
+                jobset.uninstall_webhooks(plane.client)
             plane.phase = "controllers-starting"
         if plane.phase == "controllers-starting":
-            assert plane.core is not None
-            if not _default_service_account(plane.core):
+            assert plane.core is not None and plane.client is not None
+            if not _default_service_account(plane.core) or not self._jobset_running(plane, plane.client):
                 return
             plane.ready_after_s = time.monotonic() - plane.started
             plane.phase = "ready"
         assert plane.core is not None
         self._sync_nodes(view, plane, plane.core)
+
+    def _jobset_running(self, plane: _Plane, client: ApiClient) -> bool:
+        """Start the JobSet manager once its CRD is served; whether its webhooks answer (or it is off)."""
+        if not self.options.jobset:
+            return True
+        if plane.jobset is None:
+            if not jobset.crd_served(client):
+                return False
+            plane.control_plane.start_jobset()
+            plane.jobset = "starting"
+        if plane.jobset == "starting" and plane.control_plane.jobset_ready():
+            plane.jobset = "running"
+        return plane.jobset == "running"
 
     def _sync_nodes(self, view: ClusterView, plane: _Plane, core: CoreV1Api) -> None:
         existing = {preemption.name_of(n)[0]: n for n in core.list_node(_request_timeout=_TIMEOUT).items}
