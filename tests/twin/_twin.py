@@ -245,6 +245,20 @@ def drill_twin(
     return report
 
 
+def two_spare_nodes(core: client.CoreV1Api) -> bool:
+    """Whether both preemptible nodes are Ready and schedulable: the replacement has a node to go to, so the
+    measured delay is the controllers', not a refill's."""
+    nodes = core.list_node(label_selector=f"{COMPUTE_CLASS}=preemptible").items
+    usable = [
+        n
+        for n in nodes
+        if not n.spec.unschedulable
+        and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        and not any(t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or [])
+    ]
+    return len(usable) >= 2
+
+
 @dataclass
 class PodHistory:
     """Watches the pods of one label selector in a background thread (re-watching from the last revision, so

@@ -27,7 +27,7 @@ from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
 
-from ._twin import COMPUTE_CLASS, PodHistory, drill_twin, kube_clients, wait_for
+from ._twin import PodHistory, drill_twin, kube_clients, two_spare_nodes, wait_for
 from .conftest import require_twin
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
@@ -115,20 +115,6 @@ def deploy(stack: Stack, job: str) -> client.ApiClient:
     up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)  # no renderYamlTo
     assert up.returncode == 0, _engine.output(up)
     return kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
-
-
-def two_spare_nodes(core: client.CoreV1Api) -> bool:
-    """Whether both preemptible nodes are Ready and schedulable: the replacement has a node to go to, so the
-    measured delay is the controllers', not a refill's."""
-    nodes = core.list_node(label_selector=f"{COMPUTE_CLASS}=preemptible").items
-    usable = [
-        n
-        for n in nodes
-        if not n.spec.unschedulable
-        and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
-        and not any(t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or [])
-    ]
-    return len(usable) >= 2
 
 
 def preempt_until_hit(
