@@ -48,7 +48,8 @@ class _Plane:
         self.draining: dict[str, TerminationMode] = {}
         self.started = time.monotonic()
         self.ready_after_s: float | None = None
-        self.jobset: str | None = None  # None (not installed), "starting" or "running"
+        # JobSet: None (nothing done yet), "off", "installed" (CRD, RBAC, webhooks), "starting", "running".
+        self.jobset: str | None = None
 
 
 class Twin:
@@ -210,21 +211,11 @@ class Twin:
             plane.client = _client(control_plane)
             plane.core = CoreV1Api(plane.client)
             _bootstrap(plane.client)
-            if self.options.jobset:
-                files = control_plane.files
-                jobset.install(
-                    plane.client,
-                    self.binaries.jobset_crd,
-                    self.binaries.jobset_role,
-                    control_plane.jobset_webhook_port,
-                    files.ca_cert.read_bytes(),
-                )
-            else:
-                jobset.uninstall_webhooks(plane.client)
             plane.phase = "controllers-starting"
         if plane.phase == "controllers-starting":
             assert plane.core is not None and plane.client is not None
-            if not _default_service_account(plane.core) or not self._jobset_running(plane, plane.client):
+            accounts = _default_service_account(plane.core)
+            if not self._jobset_running(plane, plane.client) or not accounts:
                 return
             plane.ready_after_s = time.monotonic() - plane.started
             plane.phase = "ready"
@@ -232,10 +223,24 @@ class Twin:
         self._sync_nodes(view, plane, plane.core)
 
     def _jobset_running(self, plane: _Plane, client: ApiClient) -> bool:
-        """Start the JobSet manager once its CRD is served; whether its webhooks answer (or it is off)."""
+        """Install JobSet, start its manager once the CRD is served; whether its webhooks answer (or it is off).
+        Each step is recorded, so a pass that fails half-way is resumed, not repeated."""
         if not self.options.jobset:
+            if plane.jobset is None:
+                jobset.uninstall_webhooks(client)
+                plane.jobset = "off"
             return True
         if plane.jobset is None:
+            control_plane = plane.control_plane
+            jobset.install(
+                client,
+                self.binaries.jobset_crd,
+                self.binaries.jobset_role,
+                control_plane.jobset_webhook_port,
+                control_plane.files.ca_cert.read_bytes(),
+            )
+            plane.jobset = "installed"
+        if plane.jobset == "installed":
             if not jobset.crd_served(client):
                 return False
             plane.control_plane.start_jobset()

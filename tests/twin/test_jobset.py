@@ -100,5 +100,5 @@ def test_a_twin_without_jobset_serves_no_job_set_kind() -> None:
             assert "jobset.x-k8s.io" not in groups
             status = httpx.get(f"{emulator.base_url}/_emulator/kubernetes", timeout=30).json()
             (plane,) = status["control_planes"]
-            assert status["jobset"] is False and plane["jobset"] is None
+            assert status["jobset"] is False and plane["jobset"] == "off"
             assert len(plane["pids"]) == 5
