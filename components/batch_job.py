@@ -11,8 +11,9 @@ from .args import BatchJobArgs
 
 class BatchJob(ManifestComponent):
     """A Job on preemptible nodes: preemptions ignored by the failure policy, checkpoints mounted, resume on
-    restart, grace period within the platform's limit (a longer one is refused at preview). With
-    ``fresh_job_per_attempt`` a JobSet holding that Job, recreated fresh after each preemption.
+    restart, grace period within the platform's limit (a longer one is refused at preview). By default
+    (``fresh_job_per_attempt``) a JobSet holding that Job, recreated fresh after each preemption, so
+    replacements never wait for the Job controller's growing backoff; the cluster needs JobSet installed.
 
     Outputs come from the created object: ``job_name`` and ``namespace`` as the API server has them.
     """

@@ -134,7 +134,9 @@ class _Owners:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
-                owner = None
+                # Gone for now: a JobSet restart deletes its Job and creates one of the same name. Not
+                # cached, so the new Job's pods resolve to the JobSet again.
+                return top
             if owner is not None:
                 top = self._top(namespace, owner)
         self._cache[key] = top

@@ -9,7 +9,7 @@ from pathlib import Path
 # The project root: emulator/kubernetes/binaries.py -> ../../..
 _ROOT = Path(__file__).resolve().parents[2]
 BIN_ENV = "TWIN_KUBERNETES_BIN"
-"""Environment variable naming another folder holding ``kubernetes`` and ``kwok``."""
+"""Environment variable naming another folder holding ``kubernetes``, ``kwok`` and the JobSet files."""
 DEFAULT_BIN = _ROOT / ".kubernetes" / "bin"
 
 
@@ -19,7 +19,8 @@ class BinariesMissing(RuntimeError):
 
 @dataclass(frozen=True)
 class Binaries:
-    """The multi-call control plane binary (etcd, kube-apiserver, ... by first argument) and kwok."""
+    """The multi-call control plane binary (etcd, kube-apiserver, ... by first argument), kwok, and beside
+    them the JobSet controller manager with the pinned JobSet's CRD and ClusterRole."""
 
     kubernetes: Path
     kwok: Path
@@ -28,6 +29,21 @@ class Binaries:
     def kubectl(self) -> Path:
         """A ``kubectl`` beside the multi-call binary (a symlink to it)."""
         return self.kubernetes.parent / "kubectl"
+
+    @property
+    def jobset(self) -> Path:
+        return self.kubernetes.parent / "jobset"
+
+    @property
+    def jobset_crd(self) -> Path:
+        return self.kubernetes.parent / "jobset-crd.yaml"
+
+    @property
+    def jobset_role(self) -> Path:
+        return self.kubernetes.parent / "jobset-role.yaml"
+
+    def has_jobset(self) -> bool:
+        return os.access(self.jobset, os.X_OK) and self.jobset_crd.is_file() and self.jobset_role.is_file()
 
 
 def bin_dir() -> Path:
@@ -44,12 +60,17 @@ def find() -> Binaries | None:
     return None
 
 
-def require() -> Binaries:
-    """The built binaries; a clear error naming the fix when they are missing."""
+def require(jobset: bool = False) -> Binaries:
+    """The built binaries (with JobSet's when ``jobset``); a clear error naming the fix when they are missing."""
     found = find()
     if found is None:
         raise BinariesMissing(
             f"the Kubernetes twin needs kubernetes and kwok in {bin_dir()}: run scripts/install-kubernetes "
             f"(a cold build takes about 15 minutes), set {BIN_ENV}, or run the emulator with --no-kubernetes"
+        )
+    if jobset and not found.has_jobset():
+        raise BinariesMissing(
+            f"the Kubernetes twin's JobSet controller is not built in {bin_dir()} (jobset, jobset-crd.yaml, "
+            "jobset-role.yaml): run scripts/install-kubernetes, or run the emulator with --no-jobset"
         )
     return found

@@ -1,5 +1,6 @@
 """One cluster's control plane as processes: etcd, kube-apiserver, then kube-controller-manager,
-kube-scheduler and the kwok controller, all from the binaries scripts/install-kubernetes builds.
+kube-scheduler and the kwok controller, and the JobSet controller manager once its CRD is served, all from the
+binaries scripts/install-kubernetes builds.
 
 Everything lives in the cluster's data directory: credentials, etcd's data, the components' kubeconfigs,
 kwok's configuration and one log per process. Start it again on the same directory and it carries on where it
@@ -25,7 +26,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from . import kubeconfig, kwok_config, pki
+from . import jobset, kubeconfig, kwok_config, pki
 from .binaries import Binaries
 from .kubeconfig import KubeApi
 
@@ -87,9 +88,10 @@ class ControlPlane:
         """Credentials (new, or the ones already in the directory) and ports; the API's address and CA."""
         if not self.files.token_file.exists():
             pki.create(self.directory, self.cluster_name, self.admin_token)
+        pki.add_rbac_components(self.files)
         ports_file = self.directory / "ports.json"
         saved: dict[str, int] = json.loads(ports_file.read_text()) if ports_file.exists() else {}
-        for name in ("apiserver", "etcd_client", "etcd_peer"):
+        for name in ("apiserver", "etcd_client", "etcd_peer", "jobset_webhook", "jobset_health"):
             port = saved.get(name)
             self._ports[name] = port if port is not None and _port_free(port) else free_port()
         ports_file.write_text(json.dumps(self._ports))
@@ -204,6 +206,43 @@ class ControlPlane:
             program=self.binaries.kwok,
         )
 
+    @property
+    def jobset_webhook_port(self) -> int:
+        return self._ports["jobset_webhook"]
+
+    def start_jobset(self) -> None:
+        """Start the JobSet controller manager (its CRD must be served; see :mod:`.jobset`)."""
+        # The webhooks serve the API server's own certificate: same loopback address, signed by the CA that
+        # the webhook configurations' caBundle names.
+        cert_dir = self.directory / "jobset-webhook"
+        cert_dir.mkdir(exist_ok=True)
+        for source, target in ((self.files.serving_cert, "tls.crt"), (self.files.serving_key, "tls.key")):
+            (cert_dir / target).write_bytes(source.read_bytes())
+            (cert_dir / target).chmod(0o600)
+        config = self.directory / "jobset.yaml"
+        config.write_text(
+            jobset.configuration(self._ports["jobset_webhook"], self._ports["jobset_health"], str(cert_dir))
+        )
+        self._spawn(
+            "jobset",
+            [
+                f"--kubeconfig={self.kubeconfig_for('jobset-controller-manager')}",
+                f"--config={config}",
+                "--zap-devel=false",
+                "--zap-log-level=info",
+            ],
+            program=self.binaries.jobset,
+        )
+
+    def jobset_ready(self) -> bool:
+        """Whether the JobSet manager answers ``/readyz`` (its webhook server is serving)."""
+        url = f"http://127.0.0.1:{self._ports['jobset_health']}/readyz"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
     def _spawn(
         self, name: str, args: list[str], env: dict[str, str] | None = None, program: Path | None = None
     ) -> None:
@@ -250,7 +289,7 @@ class ControlPlane:
 
     def stop(self, wait: Callable[[float], None] = time.sleep) -> None:
         """End every process by its PID: TERM, up to a few seconds, then KILL; controllers before the API."""
-        order = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+        order = ["jobset", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
         running = [self._processes[n] for n in order if n in self._processes]
         for process in running:
             if process.poll() is None:

@@ -31,6 +31,9 @@ class TwinOptions:
     nodes: NodeOptions = field(default_factory=NodeOptions)
     job_pod_failure_backoff: str | None = None
     """Shorten the Job controller's delay before it replaces a failed pod (a Go duration; upstream 10s)."""
+    jobset: bool = True
+    """Run the JobSet controller (CRD, controller manager and its webhooks) in every cluster, as a cluster
+    with JobSet installed has it."""
 
 
 def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +64,12 @@ def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="shorten the Job controller's delay before replacing a failed pod, e.g. 1s (upstream: 10s)",
     )
+    group.add_argument(
+        "--jobset",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="install JobSet (CRD, controller manager, webhooks) in every cluster (default: on)",
+    )
 
 
 def twin_options(args: argparse.Namespace) -> TwinOptions | None:
@@ -69,11 +78,12 @@ def twin_options(args: argparse.Namespace) -> TwinOptions | None:
     if not args.kubernetes:
         return None
     try:
-        binaries.require()
+        binaries.require(jobset=args.jobset)
     except binaries.BinariesMissing as exc:
         raise SystemExit(f"emulator: {exc}") from None
     return TwinOptions(
         termination=TerminationMode(args.termination),
         nodes=NodeOptions(preemptible_taint=args.preemptible_taint),
         job_pod_failure_backoff=args.job_pod_failure_backoff,
+        jobset=args.jobset,
     )

@@ -33,6 +33,8 @@ _SERVING_NAMES = (
 # Users of the static token file: the cluster's admin (the API's kubeconfig) and the control plane's own
 # components, each with its own identity; all in system:masters, as a cluster's first admin is.
 COMPONENTS = ("kube-controller-manager", "kube-scheduler", "kwok", "together-platform")
+# Components installed into the cluster rather than part of it: no group, only what RBAC grants them.
+RBAC_COMPONENTS = ("jobset-controller-manager",)
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class Files:
         return self.directory / "tokens.csv"
 
     def component_token(self, component: str) -> str:
-        """The bearer token of one of :data:`COMPONENTS` (read back from the token file)."""
+        """The bearer token of one of :data:`COMPONENTS` or :data:`RBAC_COMPONENTS` (read from the token file)."""
         for line in self.token_file.read_text().splitlines():
             token, user, *_ = line.split(",")
             if user == f"system:{component}":
@@ -156,7 +158,18 @@ def create(directory: Path, cluster_name: str, admin_token: str) -> Files:
     lines = [f'{admin_token},{cluster_name}-admin,{cluster_name}-admin,"system:masters"']
     lines += [f'{secrets.token_hex(24)},system:{c},{c},"system:masters"' for c in COMPONENTS]
     _write(files.token_file, ("\n".join(lines) + "\n").encode())
+    add_rbac_components(files)
     return files
+
+
+def add_rbac_components(files: Files) -> None:
+    """Give each of :data:`RBAC_COMPONENTS` a token (kept when present: data from an older twin gains them)."""
+    text = files.token_file.read_text()
+    users = {line.split(",")[1] for line in text.splitlines() if line}
+    missing = [c for c in RBAC_COMPONENTS if f"system:{c}" not in users]
+    if missing:
+        text += "".join(f"{secrets.token_hex(24)},system:{c},{c}\n" for c in missing)
+        _write(files.token_file, text.encode())
 
 
 def _write(path: Path, data: bytes) -> None:

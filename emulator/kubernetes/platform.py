@@ -48,13 +48,14 @@ class TwinnedPlatform(Platform):
         binaries: Binaries | None = None,
         **platform_args: Any,
     ) -> None:
-        found = binaries or binaries_module.require()
+        options = options or TwinOptions()
+        found = binaries or binaries_module.require(jobset=options.jobset)
         root = data_root or Path(tempfile.mkdtemp(prefix="together-twin-"))
         # The twin exists before the platform loads its state: a restored cluster gets its control plane back.
         self.twin = Twin(
             found,
             root,
-            options or TwinOptions(),
+            options,
             view=self.twin_view,
             attach=self._attach_kube_api,
             keep_data=data_root is not None,
@@ -125,6 +126,7 @@ def _router(platform: TwinnedPlatform) -> APIRouter:
         return {
             "termination": twin.options.termination.value,
             "preemptible_taint": twin.options.nodes.preemptible_taint,
+            "jobset": twin.options.jobset,
             "control_planes": twin.status(),
             "errors": twin.errors,
         }

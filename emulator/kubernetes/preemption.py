@@ -146,7 +146,9 @@ def terminate(core: CoreV1Api, pod: V1Pod, mode: TerminationMode, grace_seconds:
 def remove_node(core: CoreV1Api, node_name: str) -> None:
     """Delete the Node, then collect its pods as the pod garbage collector would (sooner than its 40 s
     quarantine): a pod still running is marked Failed with ``DisruptionTarget`` reason ``DeletionByPodGC``,
-    then every pod on the node is deleted at once (finalizers, such as a Job's, still hold it)."""
+    then every pod on the node is deleted at once (finalizers, such as a Job's, still hold it), terminating
+    ones included: with the node gone no kubelet (kwok) confirms their deletion, and a JobSet restart waits for
+    it."""
     try:
         core.delete_node(node_name, _request_timeout=_TIMEOUT)
     except ApiException as exc:
@@ -155,7 +157,6 @@ def remove_node(core: CoreV1Api, node_name: str) -> None:
     now = _rfc3339(datetime.datetime.now(datetime.UTC).timestamp())
     for pod in pods_on(core, node_name):
         name, namespace = name_of(pod)
-        deleting = pod.metadata is not None and pod.metadata.deletion_timestamp is not None
         try:
             if not _terminal(pod):
                 status = {
@@ -173,8 +174,7 @@ def remove_node(core: CoreV1Api, node_name: str) -> None:
                     }
                 }
                 core.patch_namespaced_pod_status(name, namespace, status, _request_timeout=_TIMEOUT)
-            if not deleting or not _terminal(pod):
-                core.delete_namespaced_pod(name, namespace, grace_period_seconds=0, _request_timeout=_TIMEOUT)
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0, _request_timeout=_TIMEOUT)
         except ApiException as exc:
             if exc.status != 404:
                 raise

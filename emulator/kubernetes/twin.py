@@ -24,7 +24,7 @@ from typing import Any, cast
 from kubernetes.client import ApiClient, Configuration, CoreV1Api, StorageV1Api
 from kubernetes.client.exceptions import ApiException
 
-from . import kwok_config, preemption
+from . import jobset, kwok_config, preemption
 from .binaries import Binaries
 from .controlplane import ControlPlane
 from .kubeconfig import KubeApi
@@ -48,6 +48,8 @@ class _Plane:
         self.draining: dict[str, TerminationMode] = {}
         self.started = time.monotonic()
         self.ready_after_s: float | None = None
+        # JobSet: None (nothing done yet), "off", "installed" (CRD, RBAC, webhooks), "starting", "running".
+        self.jobset: str | None = None
 
 
 class Twin:
@@ -114,6 +116,7 @@ class Twin:
                     "server": plane.control_plane.kube_api.server,
                     "pids": plane.control_plane.pids(),
                     "ready_after_s": plane.ready_after_s,
+                    "jobset": plane.jobset,
                     "data_dir": str(plane.control_plane.directory),
                 }
                 for cid, plane in self._planes.items()
@@ -210,13 +213,41 @@ class Twin:
             _bootstrap(plane.client)
             plane.phase = "controllers-starting"
         if plane.phase == "controllers-starting":
-            assert plane.core is not None
-            if not _default_service_account(plane.core):
+            assert plane.core is not None and plane.client is not None
+            accounts = _default_service_account(plane.core)
+            if not self._jobset_running(plane, plane.client) or not accounts:
                 return
             plane.ready_after_s = time.monotonic() - plane.started
             plane.phase = "ready"
         assert plane.core is not None
         self._sync_nodes(view, plane, plane.core)
+
+    def _jobset_running(self, plane: _Plane, client: ApiClient) -> bool:
+        """Install JobSet, start its manager once the CRD is served; whether its webhooks answer (or it is off).
+        Each step is recorded, so a pass that fails half-way is resumed, not repeated."""
+        if not self.options.jobset:
+            if plane.jobset is None:
+                jobset.uninstall_webhooks(client)
+                plane.jobset = "off"
+            return True
+        if plane.jobset is None:
+            control_plane = plane.control_plane
+            jobset.install(
+                client,
+                self.binaries.jobset_crd,
+                self.binaries.jobset_role,
+                control_plane.jobset_webhook_port,
+                control_plane.files.ca_cert.read_bytes(),
+            )
+            plane.jobset = "installed"
+        if plane.jobset == "installed":
+            if not jobset.crd_served(client):
+                return False
+            plane.control_plane.start_jobset()
+            plane.jobset = "starting"
+        if plane.jobset == "starting" and plane.control_plane.jobset_ready():
+            plane.jobset = "running"
+        return plane.jobset == "running"
 
     def _sync_nodes(self, view: ClusterView, plane: _Plane, core: CoreV1Api) -> None:
         existing = {preemption.name_of(n)[0]: n for n in core.list_node(_request_timeout=_TIMEOUT).items}

@@ -2,7 +2,9 @@
 
 A Together cluster with 8 standard and 16 preemptible GPUs, a checkpoint volume on the cluster's shared
 filesystem, and a BatchJob that survives preemption: a preempted pod saves within its grace period and
-exits 143, the Job ignores the disruption and starts a replacement, which resumes from the checkpoint.
+exits 143, the JobSet holding the run's Job recreates that Job fresh (no growing backoff), and its pod
+resumes from the checkpoint. The cluster needs JobSet (v0.11) installed; without it, set
+``fresh_job_per_attempt=False`` in BatchJobArgs for a plain Job.
 
 The dataset is read from the PersistentVolumeClaim ``datasetClaim`` (default ``datasets``, an existing
 claim on the cluster's shared filesystem), mounted read-only at /data. The Hugging Face token comes from

@@ -84,7 +84,10 @@ def _deploy(ctx: Context, emulator: Served) -> tuple[client.ApiClient, str]:
 def _running_pod(core: Any, job: str) -> Any:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
-        pods = core.list_namespaced_pod("default", label_selector=f"job-name={job}").items
+        # The example's BatchJob is a JobSet (fresh_job_per_attempt, the default): its pods carry its name.
+        pods = core.list_namespaced_pod(
+            "default", label_selector=f"jobset.sigs.k8s.io/jobset-name={job}"
+        ).items
         running = [p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
         if running:
             return running[0]
@@ -114,7 +117,7 @@ def run(ctx: Context) -> Figure:
                     log_wait_seconds=0,
                 )
                 report = run_drill(kube, args, progress=ctx.progress)
-                hit = next((w for w in report.workloads if (w.kind, w.name) == ("Job", job)), None)
+                hit = next((w for w in report.workloads if (w.kind, w.name) == ("JobSet", job)), None)
                 if hit is None:
                     continue
                 if hit.seconds_to_replacement is None:

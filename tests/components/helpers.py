@@ -6,6 +6,10 @@ from typing import Any
 
 
 def pod_template(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod template of a Job, Deployment, ... or of the one Job in a JobSet (a BatchJob's layout)."""
+    if obj.get("kind") == "JobSet":
+        (replicated,) = obj["spec"]["replicatedJobs"]
+        obj = replicated["template"]
     template: dict[str, Any] = obj["spec"]["template"]
     return template
 

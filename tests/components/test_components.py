@@ -102,6 +102,13 @@ def assert_job_survives_preemption(job: dict) -> None:
 # --- BatchJob --------------------------------------------------------------------------------
 
 
+def attempt_job(objects: dict[str, dict], name: str) -> dict:
+    """The Job inside a BatchJob's JobSet (the default layout), as a batch/v1 Job object."""
+    (replicated,) = objects[f"JobSet/{name}"]["spec"]["replicatedJobs"]
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{name}-attempt-0"}}
+    return {**job, "spec": replicated["template"]["spec"]}
+
+
 def test_batch_job_renders_a_preemptible_job_with_checkpoints(program: Program) -> None:
     args = BatchJobArgs(
         container=ContainerSpec(image=IMAGE, command=("python", "train.py"), env={"LR": "3e-4"}, gpus=8),
@@ -110,6 +117,7 @@ def test_batch_job_renders_a_preemptible_job_with_checkpoints(program: Program) 
         backoff_limit=4,
         non_retriable_exit_codes=(2, 42),
         ttl_seconds_after_finished=3600,
+        fresh_job_per_attempt=False,
     )
     job_component = program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
@@ -158,7 +166,7 @@ def test_batch_job_with_a_custom_taint_and_a_shorter_grace_period(program: Progr
         grace_period_seconds=120,
     )
     program.run(lambda: BatchJob("eval", args, opts=opts_with(provider())))
-    job = program.kubernetes_objects()["Job/eval-7"]
+    job = attempt_job(program.kubernetes_objects(), "eval-7")
     assert_schema_valid(job)
     assert pod_spec(job)["tolerations"] == [
         {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoExecute"}
@@ -170,7 +178,7 @@ def test_batch_job_with_a_custom_taint_and_a_shorter_grace_period(program: Progr
 def test_batch_job_on_untainted_preemptible_nodes_needs_no_toleration(program: Program) -> None:
     args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, preemptible_taint=None)
     program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
-    job = program.kubernetes_objects()["Job/ft"]
+    job = attempt_job(program.kubernetes_objects(), "ft")
     assert "tolerations" not in pod_spec(job)
     assert required_terms(job) == PREEMPTIBLE_TERMS
 
@@ -178,7 +186,7 @@ def test_batch_job_on_untainted_preemptible_nodes_needs_no_toleration(program: P
 def test_batch_job_with_s3_checkpoints_reads_credentials_from_a_secret(program: Program) -> None:
     args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=S3)
     program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
-    job = program.kubernetes_objects()["Job/ft"]
+    job = attempt_job(program.kubernetes_objects(), "ft")
     assert_schema_valid(job)
     env = env_of(job)
     assert env["CHECKPOINT_BACKEND"]["value"] == "s3"
@@ -199,7 +207,7 @@ def test_batch_job_on_standard_nodes(program: Program) -> None:
         critical=True,
     )
     program.run(lambda: BatchJob("prod-eval", args, opts=opts_with(provider())))
-    job = program.kubernetes_objects()["Job/prod-eval"]
+    job = attempt_job(program.kubernetes_objects(), "prod-eval")
     assert_schema_valid(job)
     assert_standard_placement(job)
     assert pod_template(job)["metadata"]["labels"][CRITICAL_LABEL] == "true"
@@ -512,7 +520,9 @@ def test_pulumi_waits_for_jobs_to_start_not_to_finish() -> None:
     jobs = [
         m
         for m in (
-            *manifests.batch_job("ft", BatchJobArgs(container=container, checkpoint=SHARED)),
+            *manifests.batch_job(
+                "ft", BatchJobArgs(container=container, checkpoint=SHARED, fresh_job_per_attempt=False)
+            ),
             *manifests.sweep("s", SweepArgs(container=container, trials=TRIALS, checkpoint=SHARED)),
             *manifests.training_run(
                 "r",

@@ -20,6 +20,8 @@ import yaml
 from tests import _engine
 from together_clusters.components import guard
 
+from .helpers import pod_spec
+
 pytestmark = pytest.mark.engine
 
 API_KEY = "tgp_v1_components-e2e-key-0123456789abcdef"
@@ -208,7 +210,7 @@ def test_renaming_a_component_with_an_alias_keeps_every_urn_and_the_provider_nam
         up = pulumi("up", *_engine.UP_FLAGS, check=False)
         assert up.returncode == 0, _engine.output(up)
         (job,) = rendered_objects(render_dir).values()
-        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/example/trainer:1"
+        assert pod_spec(job)["containers"][0]["image"] == "ghcr.io/example/trainer:1"  # a JobSet's Job
         assert job["metadata"]["namespace"] == "team-a", "the provider's namespace did not apply"
         outputs = _engine.stack_outputs(project, env)
         assert outputs == {"job_name": "ft", "namespace": "team-a"}

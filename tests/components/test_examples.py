@@ -11,11 +11,12 @@ import pytest
 from together_clusters.components import guard
 
 from .conftest import Program, assert_schema_valid
+from .helpers import pod_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 EXPECTED = {
-    "finetune": {"PersistentVolumeClaim/finetune-checkpoints", "Job/finetune"},
+    "finetune": {"PersistentVolumeClaim/finetune-checkpoints", "JobSet/finetune"},
     "sweep": {"PersistentVolumeClaim/sweep-checkpoints", "Job/lr-sweep"},
     "batch_inference": {
         "Deployment/batch-infer",
@@ -86,9 +87,9 @@ def test_example_cluster_comes_from_stack_config(
 
 def test_the_finetune_dataset_path_is_mounted(program: Program, tmp_path: Path) -> None:
     run_example(program, "finetune", {"renderYamlTo": str(tmp_path), "datasetClaim": "chat-data"})
-    job = program.kubernetes_objects()["Job/finetune"]
-    container = job["spec"]["template"]["spec"]["containers"][0]
+    job = program.kubernetes_objects()["JobSet/finetune"]
+    container = pod_spec(job)["containers"][0]
     dataset = container["command"][container["command"].index("--dataset") + 1]
     (mount,) = [m for m in container["volumeMounts"] if dataset.startswith(m["mountPath"].rstrip("/") + "/")]
-    (volume,) = [v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    (volume,) = [v for v in pod_spec(job)["volumes"] if v["name"] == mount["name"]]
     assert volume["persistentVolumeClaim"]["claimName"] == "chat-data"

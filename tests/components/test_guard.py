@@ -32,7 +32,9 @@ SHARED = SharedVolume(claim_name="ckpt")
 
 
 def good_job() -> dict[str, Any]:
-    return manifests.batch_job("ft", BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED))[0]
+    """A BatchJob rendered as a plain Job (the guard's Job rules apply to it directly)."""
+    args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, fresh_job_per_attempt=False)
+    return manifests.batch_job("ft", args)[0]
 
 
 def pod_spec_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +55,9 @@ def test_grace_period_over_the_limit_is_refused(program: Program) -> None:
         program.run(lambda: BatchJob("ft", args))
     message = str(refused.value)
     assert message.startswith("BatchJob 'ft' refused by the preemptible placement guard:")
-    assert "Job/ft spec.template.spec.terminationGracePeriodSeconds=600" in message
+    # A BatchJob is a JobSet by default: the guard reads the pod template inside it.
+    grace = "JobSet/ft spec.replicatedJobs[0].template.spec.template.spec.terminationGracePeriodSeconds=600"
+    assert grace in message
     assert "a preempted node is deleted 300 s after SIGTERM" in message
     assert "Fix: set it to 300 or less (grace_period_seconds)" in message
     assert [v.rule for v in refused.value.violations] == ["grace-period"]
@@ -67,7 +71,8 @@ def test_missing_checkpoint_storage_is_refused(program: Program) -> None:
     (violation,) = refused.value.violations
     assert violation.rule == "checkpoint-storage"
     assert str(violation) == (
-        "Job/ft spec.template.spec.volumes=[]: no checkpoint storage: progress is lost at every preemption. "
+        "JobSet/ft spec.replicatedJobs[0].template.spec.template.spec.volumes=[]: no checkpoint storage: "
+        "progress is lost at every preemption. "
         "Fix: mount a CheckpointStore (shared volume at CHECKPOINT_DIR, or the S3 backend) via the checkpoint "
         "argument; a run with no state to lose (an eval) or that checkpoints by itself says so with the pod "
         "annotation together.ai/checkpoint: none or user-managed (checkpoint=NoCheckpoint(...))"
@@ -116,7 +121,7 @@ def test_the_same_layouts_pass_on_standard_nodes(program: Program) -> None:
             ),
         )
     )
-    assert any(r.typ == "kubernetes:batch/v1:Job" for r in program.mocks.registered)
+    assert any(r.typ == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet" for r in program.mocks.registered)
 
 
 def test_everything_the_components_render_passes() -> None:
@@ -387,6 +392,9 @@ def test_every_component_layout_passes_the_guard() -> None:
     container = ContainerSpec(image=IMAGE, gpus=1)
     layouts = [
         *manifests.batch_job("ft", BatchJobArgs(container=container, checkpoint=SHARED)),
+        *manifests.batch_job(
+            "plain", BatchJobArgs(container=container, checkpoint=SHARED, fresh_job_per_attempt=False)
+        ),
         *manifests.sweep("s", SweepArgs(container=container, trials=({"lr": 1},), checkpoint=SHARED)),
         *manifests.batch_inference("i", BatchInferenceArgs(container=container)),
         *manifests.training_run(
@@ -569,7 +577,9 @@ def test_an_eval_says_it_needs_no_checkpoint_through_the_component(program: Prog
     from together_clusters.components import NoCheckpoint
 
     for declared, expected in ((NoCheckpoint(), "none"), (NoCheckpoint(user_managed=True), "user-managed")):
-        args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=declared)
+        args = BatchJobArgs(
+            container=ContainerSpec(image=IMAGE), checkpoint=declared, fresh_job_per_attempt=False
+        )
         (job,) = manifests.batch_job("eval", args)
         assert job["spec"]["template"]["metadata"]["annotations"] == {"together.ai/checkpoint": expected}
         assert guard.check_manifest(job) == []

@@ -64,7 +64,7 @@ def test_outputs_as_namespace_and_image_are_resolved_not_stringified(program: Pr
 def checkpoint_dir_for(image: Any) -> str:
     program = Program()
     program.run(lambda: BatchJob("ft", BatchJobArgs(container=ContainerSpec(image=image), checkpoint=SHARED)))
-    return env_values(program.kubernetes_objects()["Job/ft"])["CHECKPOINT_DIR"]
+    return env_values(program.kubernetes_objects()["JobSet/ft"])["CHECKPOINT_DIR"]
 
 
 def test_the_run_key_follows_an_image_known_only_at_apply_time() -> None:
@@ -127,7 +127,7 @@ def test_container_options_real_jobs_need(program: Program) -> None:
         liveness_probe=Probe(command=("cat", "/tmp/alive"), period_seconds=30),
     )
     program.run(lambda: BatchJob("ft", BatchJobArgs(container=container, checkpoint=SHARED)))
-    job = program.kubernetes_objects()["Job/ft"]
+    job = program.kubernetes_objects()["JobSet/ft"]
     assert_schema_valid(job)
     spec = pod_spec(job)
     main = main_container(job)

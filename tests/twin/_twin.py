@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -247,3 +248,90 @@ def drill_twin(
     report = run_drill(api, args, progress=lambda _line: None)
     assert report.ok, report
     return report
+
+
+def two_spare_nodes(core: client.CoreV1Api) -> bool:
+    """Whether both preemptible nodes are Ready and schedulable: the replacement has a node to go to, so the
+    measured delay is the controllers', not a refill's."""
+    nodes = core.list_node(label_selector=f"{COMPUTE_CLASS}=preemptible").items
+    usable = [
+        n
+        for n in nodes
+        if not n.spec.unschedulable
+        and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        and not any(t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or [])
+    ]
+    return len(usable) >= 2
+
+
+@dataclass
+class PodHistory:
+    """Watches the pods of one label selector in a background thread (re-watching from the last revision, so
+    runs of any length are covered) and keeps, per pod, the kwok-set times its main container ended and
+    started running: the replacement delay survives the pods themselves (a JobSet restart deletes them)."""
+
+    api: client.ApiClient
+    namespace: str
+    selector: str
+    ended: dict[str, datetime] = field(default_factory=dict)
+    running: dict[str, datetime] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> PodHistory:
+        core = client.CoreV1Api(self.api)
+        listed = core.list_namespaced_pod(self.namespace, label_selector=self.selector)
+        for pod in listed.items:
+            self._record(pod)
+        thread = threading.Thread(
+            target=self._watch, args=(core, listed.metadata.resource_version), daemon=True
+        )
+        thread.start()
+        return self
+
+    def _watch(self, core: client.CoreV1Api, version: str) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for event in w.stream(
+                    core.list_namespaced_pod,
+                    self.namespace,
+                    label_selector=self.selector,
+                    resource_version=version,
+                    timeout_seconds=30,
+                ):
+                    version = event["object"].metadata.resource_version
+                    self._record(event["object"])
+                    if self._stop.is_set():
+                        break
+            except (
+                ApiException,
+                urllib3.exceptions.HTTPError,
+            ):  # e.g. 410 Gone: list again, go on from there
+                if self._stop.wait(0.5):
+                    return
+                try:
+                    listed = core.list_namespaced_pod(self.namespace, label_selector=self.selector)
+                except (ApiException, urllib3.exceptions.HTTPError):
+                    continue
+                for pod in listed.items:
+                    self._record(pod)
+                version = listed.metadata.resource_version
+
+    def _record(self, pod: Any) -> None:
+        uid = pod.metadata.uid
+        for status in pod.status.container_statuses or []:
+            with self._lock:
+                if status.state.running and status.state.running.started_at:
+                    self.running.setdefault(uid, status.state.running.started_at)
+                if status.state.terminated and status.state.terminated.finished_at:
+                    self.ended.setdefault(uid, status.state.terminated.finished_at)
+
+    def delay(self, predecessor: str, replacement: str) -> float:
+        """Seconds from the predecessor's container ending to its replacement's running (kwok's clock)."""
+        ended = wait_for(lambda: self.ended.get(predecessor), f"the end of pod {predecessor}", timeout=30)
+        started = wait_for(lambda: self.running.get(replacement), f"pod {replacement} running", timeout=30)
+        return (started - ended).total_seconds()
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,5 +1,7 @@
-"""Issue 12's proof on the twin: a BatchJob deployed with a real ``pulumi up`` (no renderYamlTo), then drilled
-with ``together-clusters drill`` in every termination mode the twin can produce.
+"""Issue 12's proof on the twin: a BatchJob as a plain Job (``fresh_job_per_attempt=False``) deployed with a real
+``pulumi up`` (no renderYamlTo), then drilled with ``together-clusters drill`` in every termination mode the
+twin can produce. (The default, a JobSet with a fresh Job per attempt: test_engine_jobset.py.) Run with ``-s``
+to see the replacement delays, which grow with the Job controller's backoff.
 
 Oracles: the real Job controller's conditions read with the ``kubernetes`` client; the drill's own report is
 only used to pick the preemptions that hit the Job.
@@ -21,7 +23,7 @@ from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
 
-from ._twin import drill_twin, kube_clients, wait_for
+from ._twin import PodHistory, drill_twin, kube_clients, two_spare_nodes, wait_for
 from .conftest import require_twin
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
@@ -54,6 +56,7 @@ BatchJob(
         job_name=job_name,
         namespace="default",
         non_retriable_exit_codes=(NON_RETRIABLE,),
+        fresh_job_per_attempt=False,
     ),
     opts=gpu.opts(store),
 )
@@ -106,16 +109,23 @@ def test_a_batch_job_survives_five_preemptions_and_still_fails_on_a_non_retriabl
     api = kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     admin = AdminClient(stack.emulator.base_url)
+    history = PodHistory(api, "default", f"job-name={job}").start()
     try:
         wait_for(lambda: running_pod(core, job), f"{job} to run")
-        hits = 0
+        hits, delays = 0, []
         for _ in range(PREEMPTIONS * 2):  # the platform reclaims the oldest node: not always the Job's
+            before = running_pod(core, job).metadata.uid
+            wait_for(lambda: two_spare_nodes(core), "two usable preemptible nodes")
             report = drill_twin(api, admin, stack.emulator.base_url, mode)
-            hits += sum((w.kind, w.name) == ("Job", job) for w in report.workloads)
-            wait_for(lambda: running_pod(core, job), f"{job} to run again")
+            hit = sum((w.kind, w.name) == ("Job", job) for w in report.workloads)
+            after = wait_for(lambda: running_pod(core, job), f"{job} to run again").metadata.uid
+            if hit:
+                hits += hit
+                delays.append(history.delay(before, after))
             if hits == PREEMPTIONS:
                 break
         assert hits == PREEMPTIONS
+        print(f"\nplain Job, {mode.value}, first backoff 1s: replacement delays (s) {delays}")
         assert job_condition(batch, job, "Failed") is None
 
         # A non-retriable exit code still ends the Job at once, after all those ignored failures.
@@ -125,5 +135,6 @@ def test_a_batch_job_survives_five_preemptions_and_still_fails_on_a_non_retriabl
         failed = wait_for(lambda: job_condition(batch, job, "Failed"), f"{job} to fail")
         assert failed.reason == "PodFailurePolicy", failed
     finally:
+        history.stop()
         admin.close()
         api.close()

@@ -1,7 +1,8 @@
 """The twin's processes as a user runs them: ``python -m together_clusters.emulator --kubernetes --state FILE``.
 
 A restart keeps every cluster's Kubernetes objects (the control plane is started again on its saved data),
-and no control plane process outlives the emulator, whether it stops cleanly or is killed.
+JobSet's webhooks answer again (their port may have moved), and no control plane process outlives the
+emulator, whether it stops cleanly or is killed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from ._twin import DRIVER, GPU, REGION, alive, kube_clients, wait_for
 pytestmark = pytest.mark.twin
 ROOT = Path(__file__).resolve().parents[2]
 HEADERS = {"Authorization": "Bearer twin-restart"}
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the JobSet controller manager.
+PROCESSES = 6
+JOBSET = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
 
 
 @contextmanager
@@ -77,6 +81,46 @@ def ready_nodes(core: client.CoreV1Api) -> list[str] | None:
     return sorted(ready) if ready and len(ready) == len(nodes) else None
 
 
+def defaulted_jobset(api: client.ApiClient, name: str) -> dict[str, Any]:
+    """Create a JobSet and read it back; JobSet's defaulting webhook fills in its success policy."""
+    manifest = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "main",
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [{"name": "main", "image": "registry.invalid/t:1"}],
+                                }
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    custom = client.CustomObjectsApi(api)
+    created = wait_for(
+        lambda: _create_when_served(custom, manifest), f"JobSet {name} accepted by the webhooks", timeout=60
+    )
+    return dict(created)
+
+
+def _create_when_served(custom: client.CustomObjectsApi, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        return dict(custom.create_namespaced_custom_object(*JOBSET, manifest))
+    except client.exceptions.ApiException as exc:
+        if exc.status in (404, 500):  # the CRD or the webhook server are still starting
+            return None
+        raise
+
+
 def test_a_restart_keeps_the_clusters_objects_and_no_process_outlives_the_emulator(tmp_path: Path) -> None:
     state = tmp_path / "state.db"
     body: dict[str, Any] = {
@@ -95,8 +139,10 @@ def test_a_restart_keeps_the_clusters_objects_and_no_process_outlives_the_emulat
         nodes = wait_for(lambda: ready_nodes(core) if len(ready_nodes(core) or []) == 2 else None, "2 nodes")
         core.create_namespaced_config_map("default", {"metadata": {"name": "kept"}, "data": {"step": "1200"}})
         first_pids = wait_for(
-            lambda: pids if len(pids := control_plane_pids(url)) == 5 else None, "the controllers to start"
+            lambda: pids if len(pids := control_plane_pids(url)) == PROCESSES else None,
+            "the controllers to start",
         )
+        assert defaulted_jobset(api, "before")["spec"]["successPolicy"] == {"operator": "All"}
         api.close()
     assert alive(first_pids) == []
 
@@ -109,9 +155,10 @@ def test_a_restart_keeps_the_clusters_objects_and_no_process_outlives_the_emulat
         assert wait_for(lambda: ready_nodes(core), "the nodes after the restart") == nodes
         assert core.read_namespaced_config_map("kept", "default").data == {"step": "1200"}
         second_pids = wait_for(
-            lambda: pids if len(pids := control_plane_pids(url)) == 5 else None,
+            lambda: pids if len(pids := control_plane_pids(url)) == PROCESSES else None,
             "the controllers to start again",
         )
+        assert defaulted_jobset(api, "after")["spec"]["successPolicy"] == {"operator": "All"}
         api.close()
         # Killed outright, the emulator cannot stop anything: its processes must end by themselves.
         os.kill(proc.pid, signal.SIGKILL)

@@ -1,0 +1,193 @@
+"""Issue 12's "time to replacement stays short however often a run is preempted", proven on the twin: a BatchJob
+with ``fresh_job_per_attempt`` (a JobSet) deployed with a real ``pulumi up`` and drilled with
+``together-clusters drill``, at the real controller settings (the Job controller's pod-failure backoff is
+upstream's: 10 s, doubling, counting every failed pod).
+
+Oracles: the real JobSet and Job controllers' objects read with the ``kubernetes`` client, and kwok's container
+timestamps for the delay from a preempted pod's end to its replacement's start. The drill's report is only
+used to pick the preemptions that hit the run (and must name the JobSet, survived).
+
+Run with ``-s`` to see the per-preemption replacement delays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests import _engine
+from together_clusters.drift.drill_report import Outcome
+from together_clusters.emulator.admin_client import AdminClient
+from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
+from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
+from together_clusters.emulator.server import RunningEmulator, start_emulator
+
+from ._twin import PodHistory, drill_twin, kube_clients, two_spare_nodes, wait_for
+from .conftest import require_twin
+
+pytestmark = [pytest.mark.engine, pytest.mark.twin]
+API_KEY = "tgp_v1_twin-jobset-key-0123456789abcdef"
+PREEMPTIONS = 5
+MANY_PREEMPTIONS = 10
+NON_RETRIABLE = 2
+JOBSET = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
+# The delay a plain Job's replacement reaches by its 7th preemption at upstream settings is 10 minutes.
+REPLACEMENT_BOUND_S = 60
+
+PROGRAM = f"""\
+import pulumi
+
+from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ContainerSpec
+from together_clusters.components import SharedVolume
+from together_clusters.components.demo import demo_cluster
+
+config = pulumi.Config()
+gpu = demo_cluster("jobset", num_preemptible_gpus=16)
+store = CheckpointStore(
+    "checkpoints",
+    CheckpointStoreArgs(storage=SharedVolume(claim_name="checkpoints", size="100Gi")),
+    opts=gpu.opts(),
+)
+job_name = config.require("jobName")
+BatchJob(
+    job_name,
+    BatchJobArgs(
+        container=ContainerSpec(image="registry.invalid/train:1", command=("python", "-m", "train"), gpus=8),
+        checkpoint=store.storage,
+        job_name=job_name,
+        namespace="default",
+        non_retriable_exit_codes=({NON_RETRIABLE},),
+        fresh_job_per_attempt=True,
+    ),
+    opts=gpu.opts(store),
+)
+pulumi.export("kube_config", gpu.cluster.kube_config)
+"""
+
+
+@dataclass(frozen=True)
+class Stack:
+    project: Path
+    env: dict[str, str]
+    emulator: RunningEmulator
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    _engine.require_engine()
+    require_twin()
+    tmp = tmp_path_factory.mktemp("jobset")
+    # Speed 60: the 300 s grace lasts 5 s, a refill's bring-up 10 s. No job_pod_failure_backoff: the Job
+    # controller runs with upstream's backoff, which is what a fresh Job per attempt has to escape.
+    with start_emulator(speed=60, kubernetes=TwinOptions()) as emulator:
+        project = _engine.write_project(tmp / "prog", "twin-jobset", PROGRAM)
+        env = _engine.engine_env(
+            tmp, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
+        )
+        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+        yield Stack(project, dict(env), emulator)
+        _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+
+
+def jobset_status(api: client.ApiClient, name: str) -> dict[str, Any]:
+    found = client.CustomObjectsApi(api).get_namespaced_custom_object_status(*JOBSET, name)
+    return dict(found.get("status") or {})
+
+
+def jobset_condition(api: client.ApiClient, name: str, kind: str) -> dict[str, Any] | None:
+    conditions = jobset_status(api, name).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
+
+
+def running_pod(core: client.CoreV1Api, jobset: str) -> Any:
+    selector = f"jobset.sigs.k8s.io/jobset-name={jobset}"
+    pods = core.list_namespaced_pod("default", label_selector=selector).items
+    return next((p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp), None)
+
+
+def deploy(stack: Stack, job: str) -> client.ApiClient:
+    _engine.run_pulumi(["config", "set", "jobName", job], cwd=stack.project, env=stack.env, check=True)
+    up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)  # no renderYamlTo
+    assert up.returncode == 0, _engine.output(up)
+    return kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
+
+
+def preempt_until_hit(
+    stack: Stack, api: client.ApiClient, job: str, mode: TerminationMode, hits: int, history: PodHistory
+) -> list[float]:
+    """Drill until ``hits`` preemptions took the run's pod; each one's replacement delay (end to Running)."""
+    core = client.CoreV1Api(api)
+    admin = AdminClient(stack.emulator.base_url)
+    delays: list[float] = []
+    try:
+        for _ in range(hits * 3):  # the platform reclaims the oldest node: not always the run's
+            before = wait_for(lambda: running_pod(core, job), f"{job} to run").metadata.uid
+            wait_for(lambda: two_spare_nodes(core), "two usable preemptible nodes")
+            report = drill_twin(api, admin, stack.emulator.base_url, mode)
+            ours = [w for w in report.workloads if (w.kind, w.name) == ("JobSet", job)]
+            after = wait_for(lambda: running_pod(core, job), f"{job} to run again").metadata.uid
+            if not ours:
+                assert after == before, report  # the preemption did not touch the run
+                continue
+            (workload,) = ours
+            assert workload.outcome is Outcome.SURVIVED and workload.seconds_to_replacement is not None
+            assert after != before
+            delays.append(history.delay(before, after))
+            if len(delays) == hits:
+                return delays
+    finally:
+        admin.close()
+    raise AssertionError(f"only {len(delays)} of {hits} preemptions hit {job}")
+
+
+@pytest.mark.parametrize("mode", list(TerminationMode), ids=[m.value for m in TerminationMode])
+def test_a_fresh_job_per_attempt_survives_five_preemptions_and_still_fails_on_a_non_retriable_code(
+    stack: Stack, mode: TerminationMode
+) -> None:
+    job = f"fresh-{mode.value}"
+    api = deploy(stack, job)
+    history = PodHistory(api, "default", f"jobset.sigs.k8s.io/jobset-name={job}").start()
+    core = client.CoreV1Api(api)
+    try:
+        delays = preempt_until_hit(stack, api, job, mode, PREEMPTIONS, history)
+        print(f"\nJobSet, {mode.value}: replacement delays (s) {delays}")
+        # Each preemption was one restart of the JobSet (a fresh Job), none counted against its limit.
+        status = jobset_status(api, job)
+        assert status.get("restarts") == PREEMPTIONS, status
+        assert not status.get("restartsCountTowardsMax"), status
+        assert jobset_condition(api, job, "Failed") is None
+
+        # A non-retriable exit code still ends the run at once: the JobSet fails instead of restarting.
+        pod = running_pod(core, job)
+        core.patch_namespaced_pod(
+            pod.metadata.name, "default", {"metadata": {"annotations": {EXIT_CODE: str(NON_RETRIABLE)}}}
+        )
+        failed = wait_for(lambda: jobset_condition(api, job, "Failed"), f"JobSet {job} to fail")
+        assert jobset_status(api, job).get("restarts") == PREEMPTIONS, failed
+        job_failure = client.BatchV1Api(api).read_namespaced_job_status(f"{job}-attempt-0", "default")
+        reasons = {c.reason for c in job_failure.status.conditions or [] if c.type == "Failed"}
+        assert reasons and "PodFailurePolicy" not in reasons, reasons
+    finally:
+        history.stop()
+        api.close()
+
+
+def test_at_real_settings_the_tenth_replacement_runs_within_a_minute_of_its_predecessors_end(
+    stack: Stack,
+) -> None:
+    job = "fresh-many"
+    api = deploy(stack, job)
+    history = PodHistory(api, "default", f"jobset.sigs.k8s.io/jobset-name={job}").start()
+    try:
+        delays = preempt_until_hit(stack, api, job, TerminationMode.EVICTION, MANY_PREEMPTIONS, history)
+        print(f"\nJobSet, eviction, upstream backoff: replacement delays (s) {delays}")
+        assert delays[-1] < REPLACEMENT_BOUND_S, delays
+        assert jobset_status(api, job).get("restarts") == MANY_PREEMPTIONS
+    finally:
+        history.stop()
+        api.close()
