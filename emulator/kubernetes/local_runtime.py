@@ -54,6 +54,7 @@ _TIMEOUT = 10
 DEFAULT_GRACE_SECONDS = 30
 BACKOFF_SECONDS = 10.0
 MAX_BACKOFF_SECONDS = 300.0
+LOG_READY_SECONDS = 5.0
 
 
 def now_rfc3339() -> str:
@@ -255,7 +256,10 @@ class LocalRuntime:
 
     def sync(self) -> None:
         """Start, report, terminate and forget processes to match the cluster's opted-in pods."""
-        reply: Any = self._core.list_pod_for_all_namespaces(_request_timeout=_TIMEOUT, _preload_content=False)
+        # From the API server's watch cache (resourceVersion 0): cheap enough for every pass.
+        reply: Any = self._core.list_pod_for_all_namespaces(
+            resource_version="0", _request_timeout=_TIMEOUT, _preload_content=False
+        )
         pods = [
             p
             for p in json.loads(reply.data)["items"]
@@ -303,6 +307,11 @@ class LocalRuntime:
             return
         if container.reported_exit is None:
             self._exited(container, pod, exit_code(returncode))
+        if container.restart_at is not None and _asked_to_stop(pod):
+            # Told to stop during the restart back-off: no restart, the pod ends with the last exit.
+            container.restart_at = None
+            container.terminating = True
+            self._patch_status(pod, {"phase": "Succeeded" if container.reported_exit == 0 else "Failed"})
         if container.terminating or phase in ("Succeeded", "Failed"):
             if meta.get("deletionTimestamp") is not None and not container.deleted:
                 container.deleted = self._delete(pod)
@@ -450,6 +459,8 @@ class LocalRuntime:
             },
         }
         args = (kwok_config.LOGS_GROUP, kwok_config.LOGS_VERSION, meta["namespace"], kwok_config.LOGS_PLURAL)
+        process_plan.log_file.parent.mkdir(parents=True, exist_ok=True)
+        process_plan.log_file.touch()
         try:
             self._custom.create_namespaced_custom_object(*args, body, _request_timeout=_TIMEOUT)
         except ApiException as exc:
@@ -457,6 +468,21 @@ class LocalRuntime:
                 raise
             self._custom.delete_namespaced_custom_object(*args, meta["name"], _request_timeout=_TIMEOUT)
             self._custom.create_namespaced_custom_object(*args, body, _request_timeout=_TIMEOUT)
+        # kwok picks the object up through a watch: wait until the API serves the log, so that a pod reported
+        # Running has a readable log, as on a kubelet.
+        deadline = time.monotonic() + LOG_READY_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                self._core.read_namespaced_pod_log(
+                    meta["name"],
+                    meta["namespace"],
+                    container=process_plan.container,
+                    _request_timeout=_TIMEOUT,
+                )
+                return
+            except ApiException:
+                time.sleep(0.05)
+        _log.warning("pod %s/%s: kwok does not serve its log yet", meta["namespace"], meta["name"])
 
     def _patch_status(self, pod: Manifest, status: Manifest) -> None:
         meta = pod["metadata"]

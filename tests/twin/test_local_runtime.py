@@ -320,3 +320,34 @@ def test_no_process_outlives_the_emulator_even_killed_outright(tmp_path) -> None
     wait_for(
         lambda: not alive([*pod_pids, child]), "the pod's processes to end with the emulator", timeout=30
     )
+
+
+FLAKY = """\
+    import os, sys
+    marker = os.path.join(os.environ["SCRATCH"], "tried")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        print("first try fails", flush=True)
+        sys.exit(1)
+    print("second try succeeds", flush=True)
+"""
+
+
+def test_a_failed_container_is_restarted_in_place_under_on_failure(
+    cluster: TwinCluster, namespace: str
+) -> None:
+    manifest = local_pod(
+        "flaky",
+        FLAKY,
+        env=[{"name": "SCRATCH", "value": "/scratch"}],
+        volumes=[{"name": "scratch", "emptyDir": {}}],
+        mounts=[{"name": "scratch", "mountPath": "/scratch"}],
+    )
+    manifest["spec"]["restartPolicy"] = "OnFailure"
+    cluster.core.create_namespaced_pod(namespace, manifest)
+    # The kubelet's back-off (10 s) before the second try; the emptyDir outlives the first container.
+    pod = wait_for(lambda: phase(cluster, namespace, "flaky", "Succeeded", "Failed"), "the second try")
+    assert pod.status.phase == "Succeeded"
+    status = pod.status.container_statuses[0]
+    assert status.restart_count == 1 and status.state.terminated.exit_code == 0
+    assert "second try succeeds" in (log_of(cluster, namespace, "flaky", "second") or "")
