@@ -161,23 +161,25 @@ def _lost_pods(api: client.ApiClient, owners: _Owners, node: str) -> dict[Worklo
 
 
 def preempt_on_twin(twin_url: str, node: str, termination: TerminationMode) -> None:
-    """Preempt through the emulator's admin API, which picks the oldest healthy preemptible node itself."""
+    """Preempt exactly ``node`` through the emulator's admin API (the platform's own pick, the oldest node,
+    could be another one than the drill watches)."""
     with httpx.Client(base_url=twin_url.rstrip("/"), timeout=30) as http:
         clusters = http.get("/_emulator/clusters")
         clusters.raise_for_status()
-        owner = next(
+        owner, node_id = next(
             (
-                c["cluster_id"]
+                (c["cluster_id"], n["node_id"])
                 for c in clusters.json()["clusters"]
-                if any(node_name(n["node_id"]) == node for n in c.get("gpu_worker_nodes") or [])
+                for n in c.get("gpu_worker_nodes") or []
+                if node_name(n["node_id"]) == node
             ),
-            None,
+            (None, None),
         )
         if owner is None:
             raise DrillError(f"node {node} belongs to no cluster of the emulator at {twin_url}")
         reply = http.post(
             "/_emulator/kubernetes/preempt",
-            json={"cluster_id": owner, "count": 1, "termination": termination.value},
+            json={"cluster_id": owner, "node_ids": [node_id], "termination": termination.value},
         )
         if reply.status_code != 200:
             raise DrillError(f"the emulator refused the preemption: HTTP {reply.status_code} {reply.text}")

@@ -17,7 +17,8 @@ class _Body(BaseModel):
 
 class PreemptBody(_Body):
     cluster_id: str
-    count: int = 1
+    count: int | None = None
+    node_ids: list[str] | None = None
 
 
 class CapacityBody(_Body):
@@ -48,7 +49,7 @@ def router(platform: Platform) -> APIRouter:
 
     @r.post("/preempt")
     def preempt(body: PreemptBody) -> dict[str, Any]:
-        return platform.preempt(body.cluster_id, body.count)
+        return platform.preempt(body.cluster_id, body.count, body.node_ids)
 
     @r.put("/capacity")
     def set_capacity(body: CapacityBody) -> dict[str, Any]:

@@ -36,9 +36,17 @@ class AdminClient:
         reply.raise_for_status()
         return reply.json()
 
-    def preempt(self, cluster_id: str, count: int = 1) -> dict[str, Any]:
-        """Preempt ``count`` preemptible nodes of a cluster: cordoned now, deleted after the grace period."""
-        return self._call("POST", "/preempt", {"cluster_id": cluster_id, "count": count})
+    def preempt(
+        self, cluster_id: str, count: int | None = None, node_ids: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Preempt ``count`` preemptible nodes of a cluster (default 1, the oldest), or exactly ``node_ids``:
+        cordoned now, deleted after the grace period."""
+        body: dict[str, Any] = {"cluster_id": cluster_id}
+        if count is not None:
+            body["count"] = count
+        if node_ids is not None:
+            body["node_ids"] = node_ids
+        return self._call("POST", "/preempt", body)
 
     def set_capacity(self, region: str, gpu_type: str, preemptible_gpus: int) -> dict[str, Any]:
         """Set the free preemptible GPUs of the pool of ``region`` and ``gpu_type``."""

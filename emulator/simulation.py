@@ -193,10 +193,29 @@ class Simulation:
         self._want_fill(record, now)
 
     def preempt(
-        self, record: ClusterRecord, count: int, grace_seconds: float, now: float
+        self,
+        record: ClusterRecord,
+        count: int,
+        grace_seconds: float,
+        now: float,
+        node_ids: list[str] | None = None,
     ) -> list[NodeRecord]:
-        """Cordon ``count`` healthy preemptible nodes now; each is removed ``grace_seconds`` (nominal) later."""
+        """Cordon ``count`` healthy preemptible nodes now (the oldest, or exactly ``node_ids``); each is
+        removed ``grace_seconds`` (nominal) later."""
         candidates = [n for n in record.live("preemptible") if n.cordoned_at is None and n.appears_at <= now]
+        if node_ids is not None:
+            by_id = {n.node_id: n for n in candidates}
+            for node_id in node_ids:
+                if node_id not in by_id:
+                    why = (
+                        "is already preempted"
+                        if any(n.node_id == node_id and n.cordoned_at is not None for n in record.nodes)
+                        else "is not a preemptible node of the cluster that can be preempted"
+                    )
+                    choices = ", ".join(by_id) or "none"
+                    raise conflict(f"node_ids: {node_id} {why}; choose from: {choices}", "node_ids")
+            candidates = [by_id[node_id] for node_id in dict.fromkeys(node_ids)]
+            count = len(candidates)
         if len(candidates) < count:
             raise conflict(
                 f"count must not exceed the cluster's {len(candidates)} preemptible node(s) that can be "

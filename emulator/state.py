@@ -153,15 +153,27 @@ class Platform:
 
     # --- the admin API --------------------------------------------------------------------------
 
-    def preempt(self, cluster_id: str, count: int = 1) -> dict[str, Any]:
-        """Reclaim ``count`` preemptible nodes: cordon now, delete after the grace period."""
+    def preempt(
+        self, cluster_id: str, count: int | None = None, node_ids: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Reclaim ``count`` preemptible nodes (default 1, the oldest) or exactly ``node_ids``: cordon now,
+        delete after the grace period."""
+        if node_ids is not None:
+            if not node_ids:
+                raise invalid("node_ids is empty: name at least one node, or give count instead", "node_ids")
+            if count is not None and count != len(node_ids):
+                raise invalid(
+                    f"node_ids names {len(node_ids)} node(s) but count is {count}: give one of the two",
+                    "node_ids",
+                )
+        count = len(node_ids) if node_ids is not None else 1 if count is None else count
         if count < 1:
             raise invalid(f"count must be at least 1; got {count}", "count")
         with self._op(saves="touched") as now:
             record = self._sim.clusters.get(cluster_id)
             if record is None:
                 raise not_found(f"cluster {cluster_id} not found", "cluster_id")
-            preempted = self._sim.preempt(record, count, self.grace_seconds, now)
+            preempted = self._sim.preempt(record, count, self.grace_seconds, now, node_ids)
             self._touched.add(cluster_id)
             return {
                 "cluster_id": cluster_id,

@@ -84,11 +84,15 @@ class TwinnedPlatform(Platform):
                 record.kube_api = api
 
     def preempt(
-        self, cluster_id: str, count: int = 1, termination: TerminationMode | None = None
+        self,
+        cluster_id: str,
+        count: int | None = None,
+        node_ids: list[str] | None = None,
+        termination: TerminationMode | None = None,
     ) -> dict[str, Any]:
         """Preempt as the platform does; ``termination`` overrides the twin's default mode for these nodes."""
         with self._lock:
-            result = super().preempt(cluster_id, count)
+            result = super().preempt(cluster_id, count, node_ids)
             if termination is not None:
                 names = [node_name(n) for n in result["preempted"]]
                 self.twin.set_termination(cluster_id, names, termination)
@@ -108,7 +112,8 @@ class TwinnedPlatform(Platform):
 class _PreemptBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cluster_id: str
-    count: int = 1
+    count: int | None = None
+    node_ids: list[str] | None = None
     termination: TerminationMode | None = None
 
 
@@ -127,6 +132,6 @@ def _router(platform: TwinnedPlatform) -> APIRouter:
 
     @r.post("/preempt")
     def preempt(body: _PreemptBody) -> dict[str, Any]:
-        return platform.preempt(body.cluster_id, body.count, body.termination)
+        return platform.preempt(body.cluster_id, body.count, body.node_ids, body.termination)
 
     return r

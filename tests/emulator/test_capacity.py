@@ -118,3 +118,32 @@ def test_deleting_a_cluster_returns_its_preemptible_gpus(sdk: Any, admin: Any) -
     with pytest.raises(together.NotFoundError):
         client.clusters.retrieve(first.cluster_id)
     assert admin.pool(REGION, GPU)["preemptible_gpus"] == 0
+
+
+def test_preempting_a_chosen_node_takes_that_node_and_refuses_one_that_cannot_be(
+    sdk: Any, admin: Any, http: Any
+) -> None:
+    """A drill names the node it watches: the platform must take that one, not its own oldest pick."""
+    admin.set_capacity(REGION, GPU, 24)
+    client = sdk()
+    cluster = client.clusters.create(**create_body(num_preemptible_gpus=24))
+    admin.advance(600)
+    oldest, chosen, _ = [n.node_id for n in _preemptible(client.clusters.retrieve(cluster.cluster_id))]
+
+    result = admin.preempt(cluster.cluster_id, node_ids=[chosen])
+    assert result["preempted"] == [chosen]
+    nodes = {n.node_id: n for n in client.clusters.retrieve(cluster.cluster_id).gpu_worker_nodes}
+    assert nodes[chosen].status == "Cordoned" and nodes[oldest].status != "Cordoned"
+
+    raw = http(None)
+    for node_ids, why in (([chosen], "already"), (["nope"], "not a preemptible node")):
+        refused = raw.post(
+            "/_emulator/preempt", json={"cluster_id": cluster.cluster_id, "node_ids": node_ids}
+        )
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert error["param"] == "node_ids" and why in error["message"] and node_ids[0] in error["message"]
+    both = raw.post(
+        "/_emulator/preempt", json={"cluster_id": cluster.cluster_id, "count": 2, "node_ids": [oldest]}
+    )
+    assert both.status_code in (400, 422) and "node_ids" in both.text

@@ -1,5 +1,6 @@
 """pulumi-kubernetes through the real Pulumi engine against the twin: the kubeconfig a Cluster outputs is
-all a program needs to run real Kubernetes objects (no ``renderYamlTo``)."""
+all a program needs to run real Kubernetes objects (no ``renderYamlTo``); every example stack, deployed so,
+survives a preemption drill."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 from kubernetes import client
 
 from tests import _engine
-from together_clusters.emulator.kubernetes.options import TwinOptions
+from together_clusters.emulator.admin_client import AdminClient
+from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 from together_clusters.emulator.server import start_emulator
 
-from ._twin import COMPUTE_CLASS, kube_clients, wait_for
+from ._twin import COMPUTE_CLASS, drill_twin, kube_clients, wait_for
 from .conftest import require_twin
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
@@ -162,6 +164,22 @@ def test_example_runs_its_kubernetes_objects_on_the_twin(
             assert classes[pod.spec.node_name] == wanted, pod.metadata.name
     claims = core.list_persistent_volume_claim_for_all_namespaces().items
     assert all(c.status.phase == "Bound" for c in claims)
+
+    # Then drilled: a preemptible node running the example's pods is reclaimed, and every workload that had
+    # pods there gets a replacement running (drill_twin asserts the report is ok).
+    target = next(p.spec.node_name for p in pods if classes[p.spec.node_name] == "preemptible")
+    admin = AdminClient(examples_emulator.base_url)
+    try:
+        report = drill_twin(api, admin, examples_emulator.base_url, TerminationMode.EVICTION, target)
+    finally:
+        admin.close()
+    assert report.workloads, f"the drill found no workload of {example} on {report.node}"
+    still_critical = [
+        p
+        for p in core.list_pod_for_all_namespaces(label_selector="together.ai/critical=true").items
+        if p.status.phase == "Running"
+    ]
+    assert all(classes[p.spec.node_name] == "standard" for p in still_critical)
     api.close()
     destroy = _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
     assert destroy.returncode == 0, _engine.output(destroy)
