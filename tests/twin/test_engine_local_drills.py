@@ -22,7 +22,7 @@ from kubernetes import client
 
 from tests import _engine
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
-from together_clusters.drift.drill import DrillArgs, DrillError, run_drill
+from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.drift.drill_report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.local_pods import rewrite
@@ -155,33 +155,24 @@ def test_a_real_training_loop_resumes_from_the_step_its_preempted_process_saved(
         pod = wait_for(lambda: running_pod(core, job), f"{job} to run")
         wait_for(lambda: logged(core, pod.metadata.name, "training from step=0"), "the loop to start fresh")
         folder = checkpoint_folder(stack.emulator, core, pod)
-        hits = 0
-        for _ in range(HITS_PER_MODE * 3):  # the platform reclaims the oldest node: not always the Job's
-            preempted = wait_for(lambda: settled_pod(core, job), f"{job} to settle").metadata.name
+        for _ in range(HITS_PER_MODE):
+            pod = wait_for(lambda: settled_pod(core, job), f"{job} to settle")
             admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)  # the refill needs free GPUs
             args = DrillArgs(
-                twin_url=stack.emulator.base_url, termination=mode, timeout_seconds=240, log_wait_seconds=60
+                node=pod.spec.node_name,  # the drill preempts exactly the node running the Job's pod
+                twin_url=stack.emulator.base_url,
+                termination=mode,
+                timeout_seconds=240,
+                log_wait_seconds=60,
             )
-            try:
-                report = run_drill(api, args, progress=lambda _line: None)
-            except DrillError as exc:
-                # The drill and the emulator disagreed on the oldest node (see the report); the platform still
-                # preempted one, unwatched: settle and try again.
-                print(f"drill not played: {exc}")
-                continue
-            rows = [w for w in report.workloads if (w.kind, w.name) == ("Job", job)]
-            if not rows:
-                continue
-            (row,) = rows
+            report = run_drill(api, args, progress=lambda _line: None)
+            (row,) = [w for w in report.workloads if (w.kind, w.name) == ("Job", job)]
             assert row.outcome is Outcome.SURVIVED, row
             assert row.resumed is not None, row
+            preempted = pod.metadata.name
             last_saved = max(step for step, writer in saved_steps(folder) if writer == preempted)
             assert row.resumed.step == last_saved, (row, saved_steps(folder))
             print(f"{mode.value}: {preempted} saved step {last_saved} last; its replacement resumed from it")
-            hits += 1
-            if hits == HITS_PER_MODE:
-                break
-        assert hits == HITS_PER_MODE
     finally:
         admin.close()
         api.close()

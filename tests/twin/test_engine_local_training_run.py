@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests import _engine
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
-from together_clusters.drift.drill import DrillArgs, DrillError, run_drill
+from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.drift.drill_report import Outcome, parse_resumed
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.local_pods import rewrite
@@ -126,25 +126,25 @@ def committed(folder: Path) -> set[int]:
     return {int(m.parent.name.split("-")[1]) for m in folder.glob("ckpt-*-world2/MANIFEST.json")}
 
 
-def drill_hitting_a_worker(api: client.ApiClient, admin: AdminClient, url: str, mode: TerminationMode) -> Any:
-    """Drill until a preemption takes a worker (the platform reclaims the oldest node: not always one)."""
+def drill_a_worker(api: client.ApiClient, admin: AdminClient, url: str, mode: TerminationMode) -> Any:
+    """Drill the node of a running worker (the drill preempts exactly that node) and return its row."""
     core = client.CoreV1Api(api)
-    for _ in range(6):
-        before = {p.metadata.uid for p in workers(core)}
-        admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)  # the refill needs free GPUs
-        args = DrillArgs(twin_url=url, termination=mode, timeout_seconds=240, log_wait_seconds=60)
-        try:
-            report = run_drill(api, args, progress=lambda _line: None)
-        except DrillError as exc:  # the drill and the emulator disagreed on the oldest node: go again
-            print(f"drill not played: {exc}")
-            continue
-        rows = [w for w in report.workloads if w.name == "pretrain-workers"]
-        print(f"drill of {report.node} ({mode.value}): {rows}")
-        if rows:
-            # Survived means a replacement runs, not the other worker that was there all along.
-            assert any(p.metadata.uid not in before for p in workers(core)), rows
-            return rows[0]
-    raise AssertionError("no drill took a worker")
+    running = wait_for(lambda: workers(core) or None, "a worker to run")
+    before = {p.metadata.uid for p in running}
+    admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)  # the refill needs free GPUs
+    args = DrillArgs(
+        node=running[0].spec.node_name,
+        twin_url=url,
+        termination=mode,
+        timeout_seconds=240,
+        log_wait_seconds=60,
+    )
+    report = run_drill(api, args, progress=lambda _line: None)
+    (row,) = [w for w in report.workloads if w.name == "pretrain-workers"]
+    print(f"drill of {report.node} ({mode.value}): {row}")
+    # Survived means a replacement runs, not the other worker that was there all along.
+    assert any(p.metadata.uid not in before for p in workers(core)), row
+    return row
 
 
 def test_a_training_run_resumes_every_rank_from_the_same_committed_step_after_preemptions(
@@ -170,7 +170,7 @@ def test_a_training_run_resumes_every_rank_from_the_same_committed_step_after_pr
 
             # One worker preempted: the replacement and the survivor regroup and resume together.
             before = max(committed(folder))
-            row = drill_hitting_a_worker(api, admin, emulator.base_url, TerminationMode.EVICTION)
+            row = drill_a_worker(api, admin, emulator.base_url, TerminationMode.EVICTION)
             assert row.outcome is Outcome.SURVIVED, row
             number, start, resumed = wait_for(lambda: world_resumed(core, first[0]), "the world to regroup")
             assert start >= before and start in committed(folder), (start, before, sorted(committed(folder)))
@@ -183,7 +183,7 @@ def test_a_training_run_resumes_every_rank_from_the_same_committed_step_after_pr
             # Two more back to back: the second comes as soon as the first's replacement runs.
             before = max(committed(folder))
             for mode in (TerminationMode.SIGNAL, TerminationMode.DELETE):
-                row = drill_hitting_a_worker(api, admin, emulator.base_url, mode)
+                row = drill_a_worker(api, admin, emulator.base_url, mode)
                 assert row.outcome is Outcome.SURVIVED, row
             number, start, resumed = wait_for(
                 lambda: world_resumed(core, number), "the world to regroup again"
