@@ -161,6 +161,29 @@ def shard_for(rank: int, step: int) -> bytes:
     return json.dumps({"rank": rank, "step": step}).encode()
 
 
+def return_on_sigterm(how: str) -> int:
+    """A training loop that returns 0 at once after SIGTERM: the process must still save, then exit 143.
+
+    ``pause``: the main thread returns as soon as the signal's handler has run; ``stopping``: as soon as
+    the handler's flag is set. The snapshot is slow, so an exit that does not wait for the save shows.
+    """
+    import signal
+
+    def slow_snapshot() -> Snapshot:
+        time.sleep(1)
+        return Snapshot(7, state_for(7))
+
+    handler = PreemptionHandler(Checkpointer.from_env(), slow_snapshot).install()
+    say("READY")
+    if how == "pause":
+        signal.pause()
+    else:
+        while not handler.stopping.is_set():
+            pass
+    say("RETURNING")
+    return 0
+
+
 def save_that_overruns() -> int:
     """A SIGTERM save stuck on storage: the process must still exit 143 within the budget, not be SIGKILLed."""
 
@@ -210,6 +233,7 @@ def drain() -> int:
 
 MODES = {
     "overrun": save_that_overruns,
+    "return-on-sigterm": lambda: return_on_sigterm(sys.argv[2]),
     "world": lambda: world_train(int(sys.argv[2]), int(sys.argv[3])),
     "capped": lambda: roundtrip_under_a_memory_cap(int(sys.argv[2])),
     "slow-save": slow_save,
