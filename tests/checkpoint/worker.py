@@ -128,7 +128,7 @@ def world_train(total: int, save_every: int) -> int:
     import os
     import signal
 
-    world = WorldCheckpointer.from_env()
+    world = WorldCheckpointer.from_env(os.environ["WORLD_ROUND"])
     rank = world.rank
     resumed = world.restore()
     step = 0

@@ -12,7 +12,9 @@ What stands in for torchrun: the rendezvous is a folder on the shared checkpoint
 hosts, and the agent's elastic behaviour is played by hand: a worker (re)joining opens a new round when the
 newest one is complete, training starts once a round has every rank, and a surviving agent that sees a newer
 round stops its training process and joins it, as torchrun's agent restarts its workers when a node waits at
-the rendezvous. Each round every rank restores the newest committed step, so the world resumes together.
+the rendezvous. Each round every rank restores the newest committed step, so the world resumes together,
+and saves its shards under the round's id (the rendezvous id and the round's number, which every member of
+the round agrees on), so a step is committed only from shards of one round.
 """
 
 from __future__ import annotations
@@ -65,8 +67,9 @@ class Rendezvous:
             number = self.newest()  # someone opened a newer round: the world regroups there
 
 
-def train_round(world: WorldCheckpointer, rendezvous: Rendezvous, number: int) -> None:
+def train_round(checkpointer: Checkpointer, rendezvous: Rendezvous, run_id: str, number: int) -> None:
     """One training process's life, until a newer round shows the membership changed."""
+    world = WorldCheckpointer(checkpointer, rendezvous.rank, rendezvous.world_size, f"{run_id}/{number}")
     restored = world.restore()  # reports ``resumed step=<n>`` when there is a committed step
     step = 0
     if restored is not None:
@@ -86,14 +89,16 @@ def train_round(world: WorldCheckpointer, rendezvous: Rendezvous, number: int) -
 def main() -> int:
     # torchrun's agent raises SignalException on SIGTERM and exits 1 (the launch wrapper reports 143).
     signal.signal(signal.SIGTERM, lambda *_: os._exit(1))
-    rank = int(os.environ["WORKER_RANK"])
     checkpointer = Checkpointer.from_env()
-    world = WorldCheckpointer(checkpointer, rank, int(os.environ["WORLD_SIZE"]))
     assert checkpointer.config.directory is not None
-    folder = Path(checkpointer.config.directory) / f".rendezvous-{os.environ.get('PET_RDZV_ID', 'run')}"
-    rendezvous = Rendezvous(folder, rank, world.world_size, os.environ.get("HOSTNAME", ""))
+    run_id = os.environ.get("PET_RDZV_ID", "run")
+    folder = Path(checkpointer.config.directory) / f".rendezvous-{run_id}"
+    world_size = int(os.environ["WORLD_SIZE"])
+    rendezvous = Rendezvous(
+        folder, int(os.environ["WORKER_RANK"]), world_size, os.environ.get("HOSTNAME", "")
+    )
     while True:
-        train_round(world, rendezvous, rendezvous.join())
+        train_round(checkpointer, rendezvous, run_id, rendezvous.join())
 
 
 if __name__ == "__main__":
