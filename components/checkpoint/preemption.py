@@ -112,9 +112,16 @@ class PreemptionHandler:
         """At interpreter exit: after SIGTERM, wait for the save to exit the process with 143."""
         if self._signalled_at is None:
             return  # no preemption: the process ends as the caller chose
-        # The save's thread exits the process (os._exit) by the deadline plus the flush; the margin covers a
-        # thread that has not started yet. Only an ``exit`` that returns (in tests) gets past the wait.
-        deadline = self._signalled_at + self.budget_seconds + FLUSH_SECONDS + 5.0
+        deadline = self._signalled_at + self.budget_seconds
+        if self._started.acquire(blocking=False):
+            # The waiting thread has not taken the signal yet: save from here (the caller's code is done,
+            # so the main thread holds none of its locks).
+            self.stopping.set()
+            self._save_and_exit(deadline)
+            return  # reached only when ``exit`` returns (in tests)
+        # The save's thread exits the process (os._exit) by the deadline plus the flush; the margin covers
+        # that thread being started. Only an ``exit`` that returns (in tests) gets past the wait.
+        deadline += FLUSH_SECONDS + 5.0
         self.finished.wait(max(0.0, deadline - time.monotonic()))
         if not self.finished.is_set():
             self._exit(self.exit_code)

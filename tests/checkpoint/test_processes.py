@@ -159,7 +159,7 @@ def test_a_sigterm_save_that_overruns_its_budget_still_exits_143(
     assert "overran its 1s budget" in worker.stderr()
 
 
-@pytest.mark.parametrize("how", ["pause", "stopping"])
+@pytest.mark.parametrize("how", ["handled", "stopping"])
 def test_a_loop_that_returns_at_once_after_sigterm_still_saves_and_exits_143(
     tmp_path: Path, workers: list[Worker], how: str
 ) -> None:

@@ -164,8 +164,9 @@ def shard_for(rank: int, step: int) -> bytes:
 def return_on_sigterm(how: str) -> int:
     """A training loop that returns 0 at once after SIGTERM: the process must still save, then exit 143.
 
-    ``pause``: the main thread returns as soon as the signal's handler has run; ``stopping``: as soon as
-    the handler's flag is set. The snapshot is slow, so an exit that does not wait for the save shows.
+    ``handled``: the main thread returns as soon as the signal's handler has run (before the handler's
+    thread has taken it, most often); ``stopping``: as soon as the handler's flag is set. The snapshot is
+    slow, so an exit that does not wait for the save shows.
     """
     import signal
 
@@ -174,9 +175,18 @@ def return_on_sigterm(how: str) -> int:
         return Snapshot(7, state_for(7))
 
     handler = PreemptionHandler(Checkpointer.from_env(), slow_snapshot).install()
+    handled = threading.Event()
+    on_sigterm = signal.getsignal(signal.SIGTERM)
+
+    def note_then_handle(signum: int, frame: object) -> None:
+        on_sigterm(signum, frame)  # type: ignore[operator]
+        handled.set()
+
+    signal.signal(signal.SIGTERM, note_then_handle)
     say("READY")
-    if how == "pause":
-        signal.pause()
+    if how == "handled":
+        while not handled.is_set():
+            time.sleep(0.001)
     else:
         while not handler.stopping.is_set():
             pass
