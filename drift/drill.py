@@ -64,6 +64,8 @@ class Workload:
 class _Watched:
     workload: Workload
     lost: set[str]
+    before: set[str] = field(default_factory=set)
+    """Every pod the workload had at T+0: none of them is a replacement (a TrainingRun's other workers)."""
     replaced_after: float | None = None
     replacements: list[Any] = field(default_factory=list)
     outcome: Outcome | None = None
@@ -290,6 +292,7 @@ def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watc
                 p
                 for p in by_workload.get(w.workload, [])
                 if p.metadata.uid not in w.lost
+                and p.metadata.uid not in w.before
                 and p.status.phase == "Running"
                 and p.metadata.deletion_timestamp is None
                 and p.spec.node_name != node
@@ -301,6 +304,16 @@ def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watc
                 w.outcome = Outcome.SURVIVED
             elif finished is not None:
                 w.outcome, w.detail = finished
+
+
+def _note_pods_before(core: client.CoreV1Api, owners: _Owners, watched: list[_Watched]) -> None:
+    """Remember every pod the watched workloads have now, so only pods created later count as replacements."""
+    for namespace in {w.workload.namespace for w in watched}:
+        for pod in core.list_namespaced_pod(namespace, _request_timeout=_TIMEOUT).items:
+            workload = owners.of(pod)
+            for w in watched:
+                if w.workload == workload and pod.metadata is not None:
+                    w.before.add(str(pod.metadata.uid))
 
 
 def _unschedulable(pod: Any) -> str:
@@ -345,6 +358,7 @@ def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], 
     node = choose_node(core, args.node)
     owners = _Owners(api)
     watched = [_Watched(w, lost) for w, lost in _lost_pods(api, owners, node).items()]
+    _note_pods_before(core, owners, watched)
     grace = min(args.grace_seconds, GRACE_PERIOD_LIMIT_SECONDS)
     termination = args.termination if args.twin_url else TerminationMode.EVICTION
     progress(f"drill: preempting {node} ({termination.value}); {len(watched)} workload(s) had pods there")

@@ -6,8 +6,11 @@ The Jobs' pod failure policy ignores exit code 143 of the main container: that i
 without a DisruptionTarget condition tells the Job controller "preempted, not broken". torchrun exits 1
 when it is sent SIGTERM (its agent raises SignalException), which would count against backoffLimit.
 This wrapper forwards SIGTERM to the launcher and, once it has been told to stop, reports 143 whatever
-the launcher returns, unless the launcher finished the run (exit 0). Without SIGTERM the launcher's own
-exit status is passed through, so real crashes still count and non-retriable exit codes still fail.
+the launcher returns, 0 included: a launcher whose training loop stopped because of the SIGTERM may exit 0,
+and the Job would count that attempt as Succeeded and end the run unfinished (a run that really finished
+within the grace period is run once more, resumes from its last checkpoint and ends again). Without
+SIGTERM the launcher's own exit status is passed through, so real crashes still count and non-retriable
+exit codes still fail.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 def exit_status(returncode: int, told_to_stop: bool) -> int:
     """The container's exit code for a launcher that ended with ``returncode`` (negative: killed by signal)."""
-    if told_to_stop and returncode != 0:
+    if told_to_stop:
         return PREEMPTED_EXIT_CODE
     return 128 - returncode if returncode < 0 else returncode
 

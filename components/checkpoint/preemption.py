@@ -14,10 +14,17 @@ the caller's own); anything in the handler that takes a lock, or waits for work 
 on that lock until the budget runs out. A thread started at ``install()`` waits on the pipe and does
 the work. For the same reason the SIGTERM path writes its report straight to file descriptor 2
 instead of through ``logging``, and leaves pruning to the next run.
+
+After SIGTERM the process never exits before the save has finished (or failed, or overrun its budget), and
+never exits 0: the save's thread is handed the exit, and an ``atexit`` hook holds an interpreter whose main
+thread returned (the training loop stopping at once, possibly before that thread has even started) until
+the save exits the process with 143. Exit 0 would make the Job count the attempt as Succeeded and end the
+run unsaved.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -64,8 +71,8 @@ class PreemptionHandler:
 
     Only the first SIGTERM counts: a later one while saving is ignored, so the budget runs from the
     first. After SIGTERM the caller's loop may go on (the saved state is the snapshot taken, not the live
-    one); it should stop taking steps once :attr:`stopping` is set. If the main thread returns while the
-    save is under way, the interpreter waits for the save, then the process exits 143.
+    one); it should stop taking steps once :attr:`stopping` is set, and may simply return: once SIGTERM has
+    arrived, the interpreter waits for the save, then the process exits 143 (see the module docstring).
     """
 
     def __init__(
@@ -98,7 +105,26 @@ class PreemptionHandler:
             target=self._wait_for_sigterm, args=(wake_read,), name="checkpoint-on-sigterm", daemon=True
         ).start()
         signal.signal(signal.SIGTERM, self._on_sigterm)
+        atexit.register(self._hold_exit_for_the_save)
         return self
+
+    def _hold_exit_for_the_save(self) -> None:
+        """At interpreter exit: after SIGTERM, wait for the save to exit the process with 143."""
+        if self._signalled_at is None:
+            return  # no preemption: the process ends as the caller chose
+        deadline = self._signalled_at + self.budget_seconds
+        if self._started.acquire(blocking=False):
+            # The waiting thread has not taken the signal yet: save from here (the caller's code is done,
+            # so the main thread holds none of its locks).
+            self.stopping.set()
+            self._save_and_exit(deadline)
+            return  # reached only when ``exit`` returns (in tests)
+        # The save's thread exits the process (os._exit) by the deadline plus the flush; the margin covers
+        # that thread being started. Only an ``exit`` that returns (in tests) gets past the wait.
+        deadline += FLUSH_SECONDS + 5.0
+        self.finished.wait(max(0.0, deadline - time.monotonic()))
+        if not self.finished.is_set():
+            self._exit(self.exit_code)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         # No lock, no logging, no allocation of note: a timestamp and one byte (see the module docstring).

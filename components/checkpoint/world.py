@@ -7,6 +7,18 @@ mid-save, say) has no ``MANIFEST.json`` and is ignored, so every rank restores t
 committed step. A rank whose shard of that step does not verify raises instead of quietly taking an
 older step, which would split the world across steps.
 
+A step is committed only from shards of one round: a round is one life of the world (torchrun's
+rendezvous round, a JobSet restart), named by ``round_id``, which every rank of the round must agree on
+(for example a UUID rank 0 broadcasts once the process group is up). Each rank manifest records its
+round, and rank 0 counts only the manifests of its own round. A world restarted after a preemption saves
+into the entry of a step its abandoned round left uncommitted; the abandoned round's shards there are
+stale, are never combined with the new round's, and are overwritten as the new round's ranks save. The
+commit records the round too, and a rank whose shard of a committed step belongs to another round (a
+straggler of an older round overwrote it) raises. torchrun's own ``TORCHELASTIC_RESTART_COUNT`` is no
+round id: agents do not synchronise it (a replacement starts at 0 while survivors count their restarts),
+and a re-rendezvous does not change it. Entries committed before rounds were recorded (no ``round`` in
+their manifests) still restore.
+
 Only checkpoints of the same world size are restored: resharding is the training code's business.
 A preempted rank cannot commit alone, so the world resumes from its last periodic commit: save every
 few minutes, not on SIGTERM.
@@ -56,19 +68,25 @@ def _shard_prefix(rank: int) -> str:
 class WorldCheckpointer:
     """One rank's view of a distributed run's checkpoints (see the module docstring)."""
 
-    def __init__(self, checkpointer: Checkpointer, rank: int, world_size: int) -> None:
+    def __init__(self, checkpointer: Checkpointer, rank: int, world_size: int, round_id: str) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside a world of {world_size}")
+        if not round_id:
+            raise ValueError(
+                "round_id is empty: pass an id every rank of this round of the world agrees on "
+                "(e.g. a UUID rank 0 broadcasts after init_process_group)"
+            )
         self.checkpointer = checkpointer
         self.backend = checkpointer.backend
         self.rank = rank
         self.world_size = world_size
+        self.round_id = round_id
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorldCheckpointer:
+    def from_env(cls, round_id: str, environ: Mapping[str, str] | None = None) -> WorldCheckpointer:
         """Storage from the checkpoint contract; RANK and WORLD_SIZE as torchrun sets them."""
         env = os.environ if environ is None else environ
-        return cls(Checkpointer.from_env(env), int(env[ENV_RANK]), int(env[ENV_WORLD_SIZE]))
+        return cls(Checkpointer.from_env(env), int(env[ENV_RANK]), int(env[ENV_WORLD_SIZE]), round_id)
 
     def save_shard(self, step: int, files: Mapping[str, FileData]) -> str:
         """Write this rank's files of ``step``, then its manifest. Not a checkpoint until committed."""
@@ -77,12 +95,19 @@ class WorldCheckpointer:
         for name, data in files.items():
             written = self.backend.write(entry, _shard_prefix(self.rank) + name, as_chunks(data))
             recorded[name] = {"size": written.size, "sha256": written.sha256}
-        manifest = {"format": FORMAT_VERSION, "step": step, "rank": self.rank, "files": recorded}
+        manifest = {
+            "format": FORMAT_VERSION,
+            "step": step,
+            "rank": self.rank,
+            "round": self.round_id,
+            "files": recorded,
+        }
         self.backend.write(entry, rank_manifest(self.rank), [json.dumps(manifest, sort_keys=True).encode()])
         return entry
 
     def commit(self, step: int, timeout_seconds: float, poll_seconds: float = 0.2) -> bool:
-        """Rank 0: once every rank's shard of ``step`` is written, commit it and prune; False on timeout."""
+        """Rank 0: once every rank's shard of ``step`` is written in this round, commit it and prune; False
+        on timeout (shards of another round do not count)."""
         if self.rank != 0:
             raise ValueError("only rank 0 commits")
         entry = world_entry_name(step, self.world_size)
@@ -90,9 +115,16 @@ class WorldCheckpointer:
         while (missing := self._missing_ranks(entry)) and time.monotonic() < deadline:
             time.sleep(poll_seconds)
         if missing:
-            log.warning("step %d not committed: no shard from ranks %s", step, missing[:10])
+            log.warning(
+                "step %d not committed: no shard of round %s from ranks %s", step, self.round_id, missing[:10]
+            )
             return False
-        manifest = {"format": FORMAT_VERSION, "step": step, "world_size": self.world_size}
+        manifest = {
+            "format": FORMAT_VERSION,
+            "step": step,
+            "world_size": self.world_size,
+            "round": self.round_id,
+        }
         self.backend.write(entry, MANIFEST, [json.dumps(manifest, sort_keys=True).encode()])
         log.info("committed step %d for a world of %d", step, self.world_size)
         self.checkpointer.prune(just_saved=entry)
@@ -112,11 +144,15 @@ class WorldCheckpointer:
                 time.sleep(poll_seconds)
 
     def _missing_ranks(self, entry: str) -> list[int]:
+        """The ranks with no manifest of this round in ``entry`` (none, or a stale one of another round)."""
         missing = []
         for rank in range(self.world_size):
             try:
-                self.backend.open(entry, rank_manifest(rank)).close()
-            except FileNotFoundError:
+                manifest = json.loads(read_all(self.backend, entry, rank_manifest(rank)))
+            except (FileNotFoundError, ValueError):
+                missing.append(rank)
+                continue
+            if not isinstance(manifest, dict) or manifest.get("round") != self.round_id:
                 missing.append(rank)
         return missing
 
@@ -125,10 +161,12 @@ class WorldCheckpointer:
         suffix = f"-world{self.world_size}"
         for entry in sorted((e for e in self.backend.entries() if e.endswith(suffix)), reverse=True):
             try:
-                read_all(self.backend, entry, MANIFEST)
+                committed = json.loads(read_all(self.backend, entry, MANIFEST))
             except FileNotFoundError:
                 continue  # not committed: some rank never finished this step
-            return self._load_shard(entry)
+            except ValueError as e:
+                raise CorruptCheckpoint(f"{entry}: {MANIFEST} is unreadable: {e!r}") from e
+            return self._load_shard(entry, committed.get("round") if isinstance(committed, dict) else None)
         return None
 
     def restore(self) -> Checkpoint | None:
@@ -138,15 +176,21 @@ class WorldCheckpointer:
             report_resumed(checkpoint.step, checkpoint.name)
         return checkpoint
 
-    def _load_shard(self, entry: str) -> Checkpoint:
+    def _load_shard(self, entry: str, committed_round: str | None) -> Checkpoint:
         try:
             manifest = json.loads(read_all(self.backend, entry, rank_manifest(self.rank)))
             step = int(manifest["step"])
             expected = manifest["files"]
-        except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
+            shard_round = manifest.get("round")
+        except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptCheckpoint(
                 f"{entry}: rank {self.rank}'s manifest is missing or unreadable: {e!r}"
             ) from e
+        if committed_round is not None and shard_round != committed_round:
+            raise CorruptCheckpoint(
+                f"{entry}: rank {self.rank}'s shard is of round {shard_round!r}, the step was committed in "
+                f"round {committed_round!r} (a rank of another round overwrote it)"
+            )
         streams: dict[str, IO[bytes]] = {}
         try:
             for name, expectation in expected.items():

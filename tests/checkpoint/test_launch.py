@@ -58,7 +58,8 @@ def test_without_sigterm_the_launcher_status_passes_through(
     assert worker.finish() == expected
 
 
-def test_a_run_that_finishes_after_sigterm_is_a_success(workers: list[Worker]) -> None:
+def test_a_launcher_that_exits_0_after_sigterm_still_ends_in_143(workers: list[Worker]) -> None:
+    """A loop that stops because of the SIGTERM and returns 0 must not end the run as Succeeded."""
     finishing = """
 import signal, sys, time
 signal.signal(signal.SIGTERM, lambda s, f: sys.exit(0))
@@ -69,4 +70,4 @@ time.sleep(600)
     workers.append(worker)
     worker.wait_for(lambda line: line == "RUNNING")
     worker.process.send_signal(signal.SIGTERM)
-    assert worker.finish() == 0
+    assert worker.finish() == PREEMPTED_EXIT_CODE

@@ -7,6 +7,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from together_clusters.components.checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, FilesystemBackend
 from together_clusters.components.checkpoint.checkpointer import MANIFEST
 
@@ -155,3 +157,19 @@ def test_a_sigterm_save_that_overruns_its_budget_still_exits_143(
     worker.process.send_signal(signal.SIGTERM)
     assert worker.finish() == PREEMPTED_EXIT_CODE
     assert "overran its 1s budget" in worker.stderr()
+
+
+@pytest.mark.parametrize("how", ["handled", "stopping"])
+def test_a_loop_that_returns_at_once_after_sigterm_still_saves_and_exits_143(
+    tmp_path: Path, workers: list[Worker], how: str
+) -> None:
+    """Exit 0 would make the Job count the attempt as Succeeded and end the run without its state."""
+    worker = Worker(["return-on-sigterm", how], contract_env(tmp_path / "ft"))
+    workers.append(worker)
+    worker.wait_for(lambda line: line == "READY")
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.finish() == PREEMPTED_EXIT_CODE, worker.stderr()
+    assert "RETURNING" in worker.seen  # the loop did return before the save was done
+    saved = Checkpointer(FilesystemBackend(tmp_path / "ft")).latest()
+    assert saved is not None, worker.stderr()
+    assert saved.step == 7 and saved.files == state_for(7)

@@ -128,7 +128,7 @@ def world_train(total: int, save_every: int) -> int:
     import os
     import signal
 
-    world = WorldCheckpointer.from_env()
+    world = WorldCheckpointer.from_env(os.environ["WORLD_ROUND"])
     rank = world.rank
     resumed = world.restore()
     step = 0
@@ -159,6 +159,39 @@ def world_train(total: int, save_every: int) -> int:
 
 def shard_for(rank: int, step: int) -> bytes:
     return json.dumps({"rank": rank, "step": step}).encode()
+
+
+def return_on_sigterm(how: str) -> int:
+    """A training loop that returns 0 at once after SIGTERM: the process must still save, then exit 143.
+
+    ``handled``: the main thread returns as soon as the signal's handler has run (before the handler's
+    thread has taken it, most often); ``stopping``: as soon as the handler's flag is set. The snapshot is
+    slow, so an exit that does not wait for the save shows.
+    """
+    import signal
+
+    def slow_snapshot() -> Snapshot:
+        time.sleep(1)
+        return Snapshot(7, state_for(7))
+
+    handler = PreemptionHandler(Checkpointer.from_env(), slow_snapshot).install()
+    handled = threading.Event()
+    on_sigterm = signal.getsignal(signal.SIGTERM)
+
+    def note_then_handle(signum: int, frame: object) -> None:
+        on_sigterm(signum, frame)  # type: ignore[operator]
+        handled.set()
+
+    signal.signal(signal.SIGTERM, note_then_handle)
+    say("READY")
+    if how == "handled":
+        while not handled.is_set():
+            time.sleep(0.001)
+    else:
+        while not handler.stopping.is_set():
+            pass
+    say("RETURNING")
+    return 0
 
 
 def save_that_overruns() -> int:
@@ -210,6 +243,7 @@ def drain() -> int:
 
 MODES = {
     "overrun": save_that_overruns,
+    "return-on-sigterm": lambda: return_on_sigterm(sys.argv[2]),
     "world": lambda: world_train(int(sys.argv[2]), int(sys.argv[3])),
     "capped": lambda: roundtrip_under_a_memory_cap(int(sys.argv[2])),
     "slow-save": slow_save,

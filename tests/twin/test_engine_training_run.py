@@ -2,8 +2,8 @@
 of another right after: each lost worker is replaced, the workers' Job never fails, and the coordinator
 (the rendezvous host, on the standard node) is never touched.
 
-The twin's pods run no container, so the torchrun rendezvous and "every rank resumes from the same step" are
-not exercised here (the drill reports the step unknown, from the missing log); the runtime's tests cover them.
+The twin's simulated pods run no container, so "every rank resumes from the same step" is not exercised here:
+test_engine_local_training_run.py runs the workers as real processes (a torchrun-elastic stand-in) for that.
 """
 
 from __future__ import annotations

@@ -1,0 +1,205 @@
+"""A TrainingRun deployed with a real ``pulumi up`` whose workers run as local processes on the twin survives
+the preemption of one worker, then of two back to back, and every rank resumes from the same committed step.
+
+The workers run ``tests/twin/workloads/elastic_worker.py`` under the launch wrapper: a stand-in for torchrun
+elastic (see its docstring for what is real and what stands in). The coordinator stays simulated: the
+stand-in's rendezvous lives on the shared checkpoint volume, not in a store the coordinator hosts.
+
+Oracles: the checkpoint folder (which steps carry the world's commit, ``MANIFEST.json``), each worker's log
+read through the Kubernetes API (its round and the runtime's ``resumed step=`` line), the drill's report.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests import _engine
+from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
+from together_clusters.drift.drill import DrillArgs, run_drill
+from together_clusters.drift.drill_report import Outcome, parse_resumed
+from together_clusters.emulator.admin_client import AdminClient
+from together_clusters.emulator.kubernetes.local_pods import rewrite
+from together_clusters.emulator.kubernetes.local_runtime import root_for
+from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
+from together_clusters.emulator.server import RunningEmulator, start_emulator
+
+from ._twin import COMPUTE_CLASS, kube_clients, wait_for
+from .conftest import require_twin
+
+pytestmark = [pytest.mark.engine, pytest.mark.twin]
+API_KEY = "tgp_v1_twin-local-training-0123456789abcdef"
+WORKER = Path(__file__).resolve().parent / "workloads" / "elastic_worker.py"
+ROUND = re.compile(r"^round=(\d+) rank=(\d+) start=(\d+)$", re.M)
+
+PROGRAM = f"""\
+import pulumi
+
+from together_clusters.components import CheckpointStore, CheckpointStoreArgs, ContainerSpec, SharedVolume
+from together_clusters.components import TrainingRun, TrainingRunArgs
+from together_clusters.components.demo import demo_cluster
+
+gpu = demo_cluster("train", num_preemptible_gpus=24)
+store = CheckpointStore(
+    "checkpoints",
+    CheckpointStoreArgs(storage=SharedVolume(claim_name="pretrain-checkpoints", size="100Gi")),
+    opts=gpu.opts(),
+)
+TrainingRun(
+    "pretrain",
+    TrainingRunArgs(
+        coordinator=ContainerSpec(image="registry.invalid/train:1", command=("python", "-m", "store"), cpu="1"),
+        worker=ContainerSpec(
+            image="registry.invalid/train:1",
+            command=("python", "-m", "together_clusters.components.checkpoint.launch", "--"),
+            args=("python", {str(WORKER)!r}),
+            gpus=8,
+            pod_annotations={{"twin.together.ai/run": "local"}},
+        ),
+        num_workers=2,
+        processes_per_worker=1,
+        checkpoint=store.storage,
+        namespace="default",
+        run_name="pretrain",
+        keep_checkpoints=1000,
+    ),
+    opts=gpu.opts(store),
+)
+pulumi.export("kube_config", gpu.cluster.kube_config)
+"""
+
+
+def workers(core: client.CoreV1Api) -> list[Any]:
+    pods = core.list_namespaced_pod("default", label_selector="app.kubernetes.io/component=worker").items
+    return [p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+
+
+def log_of(core: client.CoreV1Api, pod: Any) -> str:
+    try:
+        return str(core.read_namespaced_pod_log(pod.metadata.name, "default", container="main"))
+    except ApiException:
+        return ""
+
+
+def world_resumed(core: client.CoreV1Api, after_round: int) -> tuple[int, int, dict[str, int | None]] | None:
+    """Once both running workers train in the same round newer than ``after_round``: that round, the step
+    they started from, and each one's last ``resumed step=`` line (the runtime's own report)."""
+    pods = workers(core)
+    if len(pods) != 2:
+        return None
+    rounds, resumed = set(), {}
+    for pod in pods:
+        log = log_of(core, pod)
+        found = ROUND.findall(log)
+        if not found:
+            return None
+        number, _rank, start = found[-1]
+        rounds.add((int(number), int(start)))
+        last = parse_resumed(log)
+        resumed[pod.metadata.name] = None if last is None else last.step
+    if len(rounds) != 1:
+        return None
+    ((number, start),) = rounds
+    return (number, start, resumed) if number > after_round else None
+
+
+def checkpoint_folder(emulator: RunningEmulator, core: client.CoreV1Api, pod: Any) -> Path:
+    status = httpx.get(f"{emulator.base_url}/_emulator/kubernetes", timeout=30).json()
+    (plane,) = status["control_planes"]
+    claim = next(v for v in pod.spec.volumes if v.persistent_volume_claim is not None)
+    bound = core.read_namespaced_persistent_volume_claim(claim.persistent_volume_claim.claim_name, "default")
+    volume = root_for(Path(plane["data_dir"])) / "volumes" / bound.spec.volume_name
+    (main,) = pod.spec.containers
+    mount = next(m.mount_path for m in main.volume_mounts if m.name == claim.name)
+    directory = next(e.value for e in main.env if e.name == "CHECKPOINT_DIR")
+    return Path(rewrite(directory, {mount: volume}))
+
+
+def committed(folder: Path) -> set[int]:
+    """The steps committed for the whole world (rank 0's MANIFEST.json written once every shard was)."""
+    return {int(m.parent.name.split("-")[1]) for m in folder.glob("ckpt-*-world2/MANIFEST.json")}
+
+
+def drill_a_worker(api: client.ApiClient, admin: AdminClient, url: str, mode: TerminationMode) -> Any:
+    """Drill the node of a running worker (the drill preempts exactly that node) and return its row."""
+    core = client.CoreV1Api(api)
+    running = wait_for(lambda: workers(core) or None, "a worker to run")
+    before = {p.metadata.uid for p in running}
+    admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)  # the refill needs free GPUs
+    args = DrillArgs(
+        node=running[0].spec.node_name,
+        twin_url=url,
+        termination=mode,
+        timeout_seconds=240,
+        log_wait_seconds=60,
+    )
+    report = run_drill(api, args, progress=lambda _line: None)
+    (row,) = [w for w in report.workloads if w.name == "pretrain-workers"]
+    print(f"drill of {report.node} ({mode.value}): {row}")
+    # Survived means a replacement runs, not the other worker that was there all along.
+    assert any(p.metadata.uid not in before for p in workers(core)), row
+    return row
+
+
+def test_a_training_run_resumes_every_rank_from_the_same_committed_step_after_preemptions(
+    tmp_path: Path,
+) -> None:
+    _engine.require_engine()
+    require_twin()
+    with start_emulator(speed=60, kubernetes=TwinOptions(job_pod_failure_backoff="1s")) as emulator:
+        project = _engine.write_project(tmp_path / "prog", "twin-local-training", PROGRAM)
+        env = _engine.engine_env(
+            tmp_path, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
+        )
+        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+        up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=project, env=env)  # no renderYamlTo
+        assert up.returncode == 0, _engine.output(up)
+        api = kube_clients(_engine.stack_outputs(project, env)["kube_config"])
+        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        admin = AdminClient(emulator.base_url)
+        try:
+            first = wait_for(lambda: world_resumed(core, 0), "both ranks to train in a first round")
+            folder = checkpoint_folder(emulator, core, workers(core)[0])
+            wait_for(lambda: committed(folder), "a first committed step")
+
+            # One worker preempted: the replacement and the survivor regroup and resume together.
+            before = max(committed(folder))
+            row = drill_a_worker(api, admin, emulator.base_url, TerminationMode.EVICTION)
+            assert row.outcome is Outcome.SURVIVED, row
+            number, start, resumed = wait_for(lambda: world_resumed(core, first[0]), "the world to regroup")
+            assert start >= before and start in committed(folder), (start, before, sorted(committed(folder)))
+            assert set(resumed.values()) == {start}, resumed  # every rank, the survivor too
+            assert row.resumed is not None and row.resumed.step == start, row
+            print(
+                f"after one preemption: round {number}, every rank resumed from {start} (committed before: {before})"
+            )
+
+            # Two more back to back: the second comes as soon as the first's replacement runs.
+            before = max(committed(folder))
+            for mode in (TerminationMode.SIGNAL, TerminationMode.DELETE):
+                row = drill_a_worker(api, admin, emulator.base_url, mode)
+                assert row.outcome is Outcome.SURVIVED, row
+            number, start, resumed = wait_for(
+                lambda: world_resumed(core, number), "the world to regroup again"
+            )
+            print(
+                f"after two more: round {number}, every rank resumed from {start} (committed before: {before})"
+            )
+            assert start >= before and start in committed(folder), (start, before, sorted(committed(folder)))
+            assert set(resumed.values()) == {start}, resumed
+
+            classes = {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}
+            assert {classes.get(p.spec.node_name) for p in workers(core)} == {"preemptible"}
+            for job in batch.list_namespaced_job("default").items:
+                failed = [c for c in job.status.conditions or [] if c.type == "Failed" and c.status == "True"]
+                assert not failed, (job.metadata.name, failed)
+        finally:
+            admin.close()
+            api.close()
+            _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
