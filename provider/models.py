@@ -33,7 +33,7 @@ class _Response(BaseModel):
     is kept, not rejected), every field is optional, and ``null`` means "not reported".
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -46,7 +46,7 @@ class _Response(BaseModel):
 class _Request(BaseModel):
     """Base of everything we send: unknown fields are a bug on our side."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # --- add-ons and cluster configuration (shared by requests and responses) -----------------------
@@ -341,7 +341,7 @@ class RegionList(_Response):
 class ClusterConfigSpec(ClusterConfig):
     """Cluster configuration as we send it: the load balancer must be one the API knows."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     load_balancer: LoadBalancer  # type: ignore[assignment]
 
