@@ -9,7 +9,8 @@ release, so state written today still refreshes and destroys later. The provider
 attributes: the API key is read per call.
 
 This module is what a Pulumi program imports: pulumi and the schema only. What the provider's calls do
-lives in ``operations``, loaded by the provider host on its first call.
+lives in ``planning`` (configure, check, diff) and ``operations`` (create, read, update, delete), loaded
+by the provider host on the first call that needs them.
 """
 
 from __future__ import annotations
