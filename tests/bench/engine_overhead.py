@@ -35,7 +35,7 @@ def run(ctx: Context, emulator: Served) -> list[Figure]:
         "clusters, lifted host": make_stack(ctx.workdir, "clusters", "lifted", n, emulator.url, lifted=True),
     }
     samples: dict[tuple[str, str], list[float]] = {}
-    for rep in range(ctx.scale.repetitions):
+    for rep in range(ctx.scale.engine_repetitions):
         order = list(stacks) if rep % 2 == 0 else list(reversed(stacks))
         for operation, act in OPERATIONS.items():
             for name in order:
