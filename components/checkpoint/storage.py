@@ -13,8 +13,8 @@ import io
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -70,6 +70,18 @@ def iter_chunks(stream: IO[bytes], chunk_bytes: int = CHUNK_BYTES) -> Iterator[b
         yield chunk
 
 
+def _start_hash(hasher: ThreadPoolExecutor, digest: Any, chunk: bytes) -> Callable[[], Any]:
+    """Feed ``chunk`` to ``digest`` in the hasher's thread; the function that waits until it is done.
+
+    During interpreter exit (a save from an ``atexit`` handler) no thread can start: it is hashed here.
+    """
+    try:
+        return hasher.submit(digest.update, chunk).result
+    except RuntimeError:
+        digest.update(chunk)
+        return lambda: None
+
+
 def hashed(chunks: Iterable[bytes], digest: Any) -> Iterator[bytes]:
     """``chunks``, each fed to ``digest`` in a thread of its own while the caller writes it out: hashing
     and I/O overlap (both release the GIL), so a save takes the longer of the two, not their sum.
@@ -78,11 +90,11 @@ def hashed(chunks: Iterable[bytes], digest: Any) -> Iterator[bytes]:
     """
     with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as hasher:
         for chunk in chunks:
-            done = hasher.submit(digest.update, chunk)
+            wait = _start_hash(hasher, digest, chunk)
             try:
                 yield chunk
             finally:
-                done.result()
+                wait()
 
 
 def digest_of(chunks: Iterable[bytes], digest: Any) -> int:
@@ -91,15 +103,13 @@ def digest_of(chunks: Iterable[bytes], digest: Any) -> int:
     For chunks nothing writes to again once read (each ``read()`` returns a new object).
     """
     size = 0
-    pending: Future[None] | None = None
+    wait: Callable[[], Any] = lambda: None  # noqa: E731
     with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as hasher:
         for chunk in chunks:
-            if pending is not None:
-                pending.result()
-            pending = hasher.submit(digest.update, chunk)
+            wait()
+            wait = _start_hash(hasher, digest, chunk)
             size += len(chunk)
-        if pending is not None:
-            pending.result()
+        wait()
     return size
 
 
