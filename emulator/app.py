@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
@@ -33,7 +33,6 @@ from .shapes import (
 )
 from .state import Platform
 
-_bearer = HTTPBearer(auto_error=False, description="A Together API key; each key is its own project.")
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 429, 500, 503)
 }
@@ -45,15 +44,31 @@ def _json(body: BaseModel | dict[str, Any]) -> JSONResponse:
     return JSONResponse(body)
 
 
-async def _caller(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Caller:
-    if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials.strip():
-        raise EmulatorError(
-            "authentication_error", "missing or empty API key: send 'Authorization: Bearer <key>'"
+class _BearerCaller(HTTPBearer):
+    """The Bearer scheme, resolved straight to the caller: one dependency per request where two were.
+
+    OpenAPI documents it as before (``HTTPBearer``: FastAPI takes the scheme from the instance).
+    """
+
+    async def __call__(self, request: Request) -> Caller:  # type: ignore[override]
+        creds = await super().__call__(request)
+        if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials.strip():
+            raise EmulatorError(
+                "authentication_error", "missing or empty API key: send 'Authorization: Bearer <key>'"
+            )
+        return caller_for_key(creds.credentials.strip())
+
+
+CallerDep = Annotated[
+    Caller,
+    Depends(
+        _BearerCaller(
+            auto_error=False,
+            scheme_name="HTTPBearer",
+            description="A Together API key; each key is its own project.",
         )
-    return caller_for_key(creds.credentials.strip())
-
-
-CallerDep = Annotated[Caller, Depends(_caller)]
+    ),
+]
 
 
 def asgi_app(platform: Platform) -> ASGIApp:
@@ -74,9 +89,6 @@ def create_app(platform: Platform) -> FastAPI:
     )
     app.state.platform = platform
     _install_error_handlers(app)
-    app.include_router(admin.router(platform))
-    if (twin_router := getattr(platform, "twin_admin_router", None)) is not None:
-        app.include_router(twin_router())
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
@@ -126,6 +138,10 @@ def create_app(platform: Platform) -> FastAPI:
     async def delete_cluster(caller: CallerDep, cluster_id: str) -> JSONResponse:
         return _json(platform.delete_cluster(caller.owner, cluster_id))
 
+    # After the API's routes, which every request is matched against in order (admin ones are not in OpenAPI).
+    app.include_router(admin.router(platform))
+    if (twin_router := getattr(platform, "twin_admin_router", None)) is not None:
+        app.include_router(twin_router())
     _document_400_not_422(app)
     return app
 

@@ -8,7 +8,9 @@ rarely, the outcome is the same. Nothing here locks, stores or speaks HTTP; the 
 
 from __future__ import annotations
 
+import math
 import secrets
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from together_clusters.provider.models import REASON_PREEMPTED, REASON_SCALED_DOWN, REASON_SCALED_UP
@@ -52,6 +54,10 @@ class Simulation:
         self.clusters: dict[str, ClusterRecord] = {}
         self.pools: dict[str, int] = default_pools()
         self.seq = 0
+        # When the earliest timed action falls due (inf: none), None until looked up. Every method that
+        # can set a timer forgets it, so a run of reads looks over the clusters once, not per request.
+        # (A platform restoring ``clusters`` from its state file does so before the first look.)
+        self._earliest_due: float | None = None
 
     def next_seq(self) -> int:
         """A number ordering a new cluster after every earlier one."""
@@ -66,6 +72,7 @@ class Simulation:
 
     def advance_to(self, now: float) -> None:
         """Apply every timed action due by ``now``, earliest first."""
+        self._earliest_due = None
         while (due := self._next_action(now)) is not None:
             at, kind, record, node = due
             if kind == "remove" and node is not None:
@@ -77,22 +84,27 @@ class Simulation:
 
     def has_due_action(self, now: float) -> bool:
         """Whether :meth:`advance_to` ``now`` would change anything."""
-        return self._next_action(now) is not None
+        if self._earliest_due is None:
+            self._earliest_due = min((at for at, _, _, _ in self._actions()), default=math.inf)
+        return self._earliest_due <= now
+
+    def _actions(self) -> Iterator[tuple[float, ActionKind, ClusterRecord, NodeRecord | None]]:
+        """Every timed action pending, in no order."""
+        for record in self.clusters.values():
+            for n in record.nodes:
+                if n.remove_at is not None:
+                    yield n.remove_at, "remove", record, n
+            if record.delete_done_at is not None:
+                yield record.delete_done_at, "delete", record, None
+            if record.fill_at is not None:
+                yield record.fill_at, "fill", record, None
 
     def _next_action(self, now: float) -> tuple[float, ActionKind, ClusterRecord, NodeRecord | None] | None:
         best: tuple[tuple[float, int, int], ActionKind, ClusterRecord, NodeRecord | None] | None = None
-        for record in self.clusters.values():
-            due: list[tuple[float, ActionKind, NodeRecord | None]] = [
-                (n.remove_at, "remove", n) for n in record.nodes if n.remove_at is not None
-            ]
-            if record.delete_done_at is not None:
-                due.append((record.delete_done_at, "delete", None))
-            if record.fill_at is not None:
-                due.append((record.fill_at, "fill", None))
-            for at, kind, node in due:
-                rank = (at, _ACTION_ORDER[kind], record.seq)
-                if at <= now and (best is None or rank < best[0]):
-                    best = (rank, kind, record, node)
+        for at, kind, record, node in self._actions():
+            rank = (at, _ACTION_ORDER[kind], record.seq)
+            if at <= now and (best is None or rank < best[0]):
+                best = (rank, kind, record, node)
         return None if best is None else (best[0][0], best[1], best[2], best[3])
 
     def _remove_preempted(self, record: ClusterRecord, node: NodeRecord, at: float) -> None:
@@ -141,6 +153,7 @@ class Simulation:
 
     def add_cluster(self, record: ClusterRecord, now: float) -> None:
         """A new cluster: its standard nodes appear with the data plane, preemptible ones when granted."""
+        self._earliest_due = None
         for _ in range(record.num_gpus // GPUS_PER_NODE):
             self._add_node(
                 record, "standard", record.created_at + self.duration(DATA_PLANE_START_S), event=False
@@ -152,6 +165,7 @@ class Simulation:
         """Begin deleting: provisioning stops where it is, and the cluster is gone after a while."""
         if record.deleting:
             return
+        self._earliest_due = None
         record.schedule = visible(record.schedule, now) + [deleting_phase(now)]
         for node in [n for n in record.nodes if n.appears_at > now]:
             record.nodes.remove(node)
@@ -169,6 +183,7 @@ class Simulation:
 
     def scale_standard(self, record: ClusterRecord, num_gpus: int, now: float) -> None:
         """Add or remove standard nodes (newest first) to match ``num_gpus``."""
+        self._earliest_due = None
         target = num_gpus // GPUS_PER_NODE
         current = record.live("standard")
         for node in reversed(current[target:]):
@@ -180,6 +195,7 @@ class Simulation:
 
     def set_desired_preemptible(self, record: ClusterRecord, desired: int, now: float) -> None:
         """Change the target; surplus healthy nodes go back to the pool now, a shortfall is filled later."""
+        self._earliest_due = None
         record.desired_preemptible_gpus = desired
         released = 0
         # Cordoned nodes are already on their way out; release healthy ones, newest first.
@@ -222,6 +238,7 @@ class Simulation:
                 f"preempted; got {count}",
                 "count",
             )
+        self._earliest_due = None
         for node in candidates[:count]:
             node.cordoned_at = now
             node.remove_at = now + self.duration(grace_seconds)
@@ -270,6 +287,7 @@ class Simulation:
 
     def set_pool(self, key: str, free_gpus: int, now: float) -> None:
         """Set a pool's free GPUs; clusters of that pool short of their target get a look."""
+        self._earliest_due = None
         self.pools[key] = free_gpus
         self._want_fill_pool(key, now)
 

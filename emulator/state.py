@@ -214,6 +214,9 @@ class Platform:
 
     def take_fault(self, method: str, path: str) -> FaultRule | None:
         """The first fault matching the request, counted down; ``None`` when no fault applies."""
+        if not self._faults.rules:
+            # Nothing armed (every request but a fault test's): no operation, so nothing to lock or save.
+            return None
         with self._op(saves="touched"):
             return self._faults.take(method, path)
 

@@ -5,10 +5,12 @@
     cluster = Cluster("gpu", ClusterArgs(cluster_name="demo", region="us-central-8",
                                          gpu_type="H100_SXM", num_gpus=8, num_preemptible_gpus=8))
 
-The API client (``TogetherClient``) and the models are usable without Pulumi.
+The API client (``TogetherClient``) and the models are usable without Pulumi. The client is imported
+on first use: a program declaring clusters loads neither httpx nor pydantic.
 """
 
-from .client import TogetherClient
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     AmbiguousCreateError,
     APIError,
@@ -29,6 +31,18 @@ from .errors import (
 )
 from .resource import Cluster, ClusterArgs, ClusterProvider
 from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from .client import TogetherClient
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TogetherClient":
+        from .client import TogetherClient
+
+        return TogetherClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "APIError",

@@ -198,6 +198,7 @@ class TogetherClient:
         self._clock = time.monotonic
         self.reconcile_timeout_s = reconcile_timeout_s
         self._identity: Identity | None = None
+        self._identity_lock = threading.Lock()
         self._lock = threading.Lock()
         # Per name, the ids of clusters that held it as of ``_names_seen_at`` or were made by this client.
         self._names_before: dict[str, set[str]] = {}
@@ -210,6 +211,9 @@ class TogetherClient:
             timeout=timeout,
             transport=transport,
             headers={"Accept": "application/json", "User-Agent": "together-gpu-clusters/0.1"},
+            # A plain-HTTP endpoint (the emulator) never uses TLS: loading the CA bundle would cost every
+            # provider process about 80 ms for nothing. Redirects are not followed, so none leads to HTTPS.
+            verify=not self.base_url.startswith("http://"),
         )
 
     def __repr__(self) -> str:
@@ -233,14 +237,15 @@ class TogetherClient:
 
     def whoami(self) -> Identity:
         """The endpoint and the key's project and organization (``GET /v3/whoami``), asked once per client."""
-        if self._identity is None:
-            who = parse(Whoami, self._request("GET", "/v3/whoami"), "GET /v3/whoami")
-            self._identity = Identity(
-                endpoint=self.base_url,
-                project_id=who.project.id if who.project else None,
-                organization_id=who.organization.id if who.organization else None,
-            )
-        return self._identity
+        with self._identity_lock:  # the concurrent first calls of a process wait for one reply
+            if self._identity is None:
+                who = parse(Whoami, self._request("GET", "/v3/whoami"), "GET /v3/whoami")
+                self._identity = Identity(
+                    endpoint=self.base_url,
+                    project_id=who.project.id if who.project else None,
+                    organization_id=who.organization.id if who.organization else None,
+                )
+            return self._identity
 
     def list_regions(self, *, attempts: int | None = None, timeout_s: float | None = None) -> list[Region]:
         """Regions with the GPU types and driver versions they offer."""

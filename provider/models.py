@@ -9,85 +9,11 @@ models forbid unknown fields so a typo fails before anything is sent.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-GpuType = Literal[
-    "H100_SXM", "H200_SXM", "RTX_6000_PCI", "L40_PCIE", "B200_SXM", "H100_SXM_INF", "B300_SXM", "GB200_SXM"
-]
-BillingType = Literal["RESERVED", "ON_DEMAND", "SCHEDULED_CAPACITY"]
-ClusterType = Literal["KUBERNETES", "SLURM"]
-LoadBalancer = Literal["NONE", "TRAEFIK", "NGINX", "ISTIO"]
-ClusterStatus = Literal[
-    "WaitingForControlPlaneNodes",
-    "WaitingForDataPlaneNodes",
-    "WaitingForSubnet",
-    "WaitingForSharedVolume",
-    "InstallingDrivers",
-    "RunningAcceptanceTests",
-    "Paused",
-    "OnDemandComputePaused",
-    "Ready",
-    "Degraded",
-    "Deleting",
-]
-ClusterPhase = Literal[
-    "CLUSTER_PHASE_QUEUED",
-    "CLUSTER_PHASE_SCHEDULED",
-    "CLUSTER_PHASE_WAITING_FOR_CONTROL_PLANE_NODES",
-    "CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES",
-    "CLUSTER_PHASE_WAITING_FOR_SUBNET",
-    "CLUSTER_PHASE_WAITING_FOR_SHARED_VOLUME",
-    "CLUSTER_PHASE_WAITING_FOR_AUTO_SCALER",
-    "CLUSTER_PHASE_INSTALLING_DRIVERS",
-    "CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS",
-    "CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED",
-    "CLUSTER_PHASE_RUNNING_NCCL_TESTS",
-    "CLUSTER_PHASE_NCCL_TESTS_FAILED",
-    "CLUSTER_PHASE_READY",
-    "CLUSTER_PHASE_PAUSED",
-    "CLUSTER_PHASE_ON_DEMAND_COMPUTE_PAUSED",
-    "CLUSTER_PHASE_DEGRADED",
-    "CLUSTER_PHASE_DELETING",
-]
-NodePhase = Literal[
-    "NODE_PHASE_PENDING",
-    "NODE_PHASE_SCHEDULING",
-    "NODE_PHASE_BOOTING",
-    "NODE_PHASE_BOOTSTRAPPING",
-    "NODE_PHASE_RUNNING",
-    "NODE_PHASE_SUCCEEDED",
-    "NODE_PHASE_FAILED",
-    "NODE_PHASE_PAUSED",
-]
-RemediationMode = Literal[
-    "REMEDIATION_MODE_VM_ONLY",
-    "REMEDIATION_MODE_HOST_AWARE",
-    "REMEDIATION_MODE_EVICT_WITHOUT_REPLACEMENT",
-    "REMEDIATION_MODE_REBOOT_VM",
-    "REMEDIATION_MODE_HOST_POWER_CYCLE",
-]
-RemediationState = Literal[
-    "PENDING_APPROVAL",
-    "PENDING",
-    "RUNNING",
-    "SUCCEEDED",
-    "FAILED",
-    "CANCELLED",
-    "AUTO_RESOLVED",
-    "QUARANTINING",
-    "QUARANTINED",
-]
-RemediationTrigger = Literal["REMEDIATION_TRIGGER_MANUAL", "REMEDIATION_TRIGGER_AUTOMATED"]
-DcgmDiagLevel = Literal[
-    "DCGM_DIAG_LEVEL_SHORT", "DCGM_DIAG_LEVEL_MEDIUM", "DCGM_DIAG_LEVEL_LONG", "DCGM_DIAG_LEVEL_EXTENDED"
-]
-
-GPU_TYPES: tuple[str, ...] = get_args(GpuType)
-BILLING_TYPES: tuple[str, ...] = get_args(BillingType)
-CLUSTER_TYPES: tuple[str, ...] = get_args(ClusterType)
-LOAD_BALANCERS: tuple[str, ...] = get_args(LoadBalancer)
+from .vocabulary import BillingType, ClusterType, DcgmDiagLevel, GpuType, LoadBalancer
 
 # Phases in which provisioning has stopped for good: waiting longer will not make the cluster Ready.
 FAILED_PHASES: frozenset[str] = frozenset(
@@ -107,7 +33,7 @@ class _Response(BaseModel):
     is kept, not rejected), every field is optional, and ``null`` means "not reported".
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -120,7 +46,7 @@ class _Response(BaseModel):
 class _Request(BaseModel):
     """Base of everything we send: unknown fields are a bug on our side."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # --- add-ons and cluster configuration (shared by requests and responses) -----------------------
@@ -415,7 +341,7 @@ class RegionList(_Response):
 class ClusterConfigSpec(ClusterConfig):
     """Cluster configuration as we send it: the load balancer must be one the API knows."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     load_balancer: LoadBalancer  # type: ignore[assignment]
 

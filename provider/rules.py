@@ -14,22 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pydantic
 from pulumi.runtime.rpc import UNKNOWN
 
-from .models import (
-    BILLING_TYPES,
-    CLUSTER_TYPES,
-    GPU_TYPES,
-    AddOnSpec,
-    ClusterConfigSpec,
-    Region,
-    RegionDriverVersion,
-    SharedVolumeSpec,
-)
 from .schema import FIELDS, OnChange
+from .vocabulary import BILLING_TYPES, CLUSTER_TYPES, GPU_TYPES
+
+if TYPE_CHECKING:
+    from .models import Region, RegionDriverVersion
 
 GPUS_PER_NODE = 8
 
@@ -291,7 +284,17 @@ def _validate_driver_and_volume(known: dict[str, Any]) -> list[Failure]:
     return failures
 
 
+_NESTED_INPUTS = ("shared_volume", "cluster_config", "add_ons")
+
+
 def _validate_nested(known: dict[str, Any]) -> list[Failure]:
+    if not any(name in known for name in _NESTED_INPUTS):
+        return []
+    # pydantic and the models load only when a nested input is given: a plain cluster's preview needs neither.
+    import pydantic
+
+    from .models import AddOnSpec, ClusterConfigSpec, SharedVolumeSpec
+
     failures: list[Failure] = []
     checks: list[tuple[str, type[pydantic.BaseModel], bool]] = [
         ("shared_volume", SharedVolumeSpec, False),

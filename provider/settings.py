@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .client import RECONCILE_TIMEOUT_S, TogetherClient, resolve_api_key, resolve_base_url
+if TYPE_CHECKING:
+    from .client import TogetherClient
 
 _stack_config: dict[str, str] = {}
 _clients: dict[tuple[str, str], TogetherClient] = {}
@@ -38,6 +39,9 @@ def take_stack_config(config: Any) -> None:
 
 def connect() -> TogetherClient:
     """The process's client for the current key and endpoint (made on first use, then shared)."""
+    # Imported here: ``configure`` runs at every preview, which need not load the HTTP client.
+    from .client import TogetherClient, resolve_api_key, resolve_base_url
+
     api_key = resolve_api_key(_stack_config.get(API_KEY_CONFIG))
     base_url = resolve_base_url(_stack_config.get(BASE_URL_CONFIG))
     with _lock:
@@ -58,6 +62,8 @@ def forget_clients() -> None:
 
 
 def _reconcile_timeout_s() -> float:
+    from .client import RECONCILE_TIMEOUT_S
+
     try:
         return float(os.environ.get(RECONCILE_TIMEOUT_ENV) or RECONCILE_TIMEOUT_S)
     except ValueError:

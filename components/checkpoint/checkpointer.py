@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig, report_resumed
-from .storage import Backend, FilesystemBackend, S3Backend, iter_chunks, read_all
+from .storage import Backend, FilesystemBackend, S3Backend, digest_of, iter_chunks, read_all
 
 log = logging.getLogger(__name__)
 
@@ -203,10 +203,7 @@ class Checkpointer:
         except ValueError as e:  # a name the backend refuses, e.g. "../x"
             raise CorruptCheckpoint(f"manifest lists an invalid file name {file_name!r}") from e
         digest = hashlib.sha256()
-        size = 0
-        for chunk in iter_chunks(stream):
-            digest.update(chunk)
-            size += len(chunk)
+        size = digest_of(iter_chunks(stream), digest)
         if size != expected.get("size") or digest.hexdigest() != expected.get("sha256"):
             stream.close()
             raise CorruptCheckpoint(

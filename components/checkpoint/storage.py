@@ -13,7 +13,8 @@ import io
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -69,6 +70,49 @@ def iter_chunks(stream: IO[bytes], chunk_bytes: int = CHUNK_BYTES) -> Iterator[b
         yield chunk
 
 
+def _start_hash(hasher: ThreadPoolExecutor, digest: Any, chunk: bytes) -> Callable[[], Any]:
+    """Feed ``chunk`` to ``digest`` in the hasher's thread; the function that waits until it is done.
+
+    During interpreter exit (a save from an ``atexit`` handler) no thread can start: it is hashed here.
+    """
+    try:
+        return hasher.submit(digest.update, chunk).result
+    except RuntimeError:
+        digest.update(chunk)
+        return lambda: None
+
+
+def hashed(chunks: Iterable[bytes], digest: Any) -> Iterator[bytes]:
+    """``chunks``, each fed to ``digest`` in a thread of its own while the caller writes it out: hashing
+    and I/O overlap (both release the GIL), so a save takes the longer of the two, not their sum.
+
+    The next chunk is taken only once the last one is hashed, so a producer may reuse its buffer.
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as hasher:
+        for chunk in chunks:
+            wait = _start_hash(hasher, digest, chunk)
+            try:
+                yield chunk
+            finally:
+                wait()
+
+
+def digest_of(chunks: Iterable[bytes], digest: Any) -> int:
+    """Feed ``chunks`` to ``digest``, hashing each while the next is read; their total size.
+
+    For chunks nothing writes to again once read (each ``read()`` returns a new object).
+    """
+    size = 0
+    wait: Callable[[], Any] = lambda: None  # noqa: E731
+    with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as hasher:
+        for chunk in chunks:
+            wait()
+            wait = _start_hash(hasher, digest, chunk)
+            size += len(chunk)
+        wait()
+    return size
+
+
 def _check_name(name: str) -> str:
     if not name or name.startswith(".") or "/" in name or "\\" in name:
         raise ValueError(f"invalid checkpoint file or entry name: {name!r}")
@@ -111,9 +155,8 @@ class FilesystemBackend:
         digest = hashlib.sha256()
         size = 0
         with open(temporary, "wb") as f:
-            for chunk in chunks:
+            for chunk in hashed(chunks, digest):
                 f.write(chunk)
-                digest.update(chunk)
                 size += len(chunk)
             f.flush()
             os.fsync(f.fileno())
@@ -147,9 +190,9 @@ class _HashingReader(io.RawIOBase):
     """A file-like view of chunks that hashes and counts what boto3 reads through it."""
 
     def __init__(self, chunks: Iterable[bytes]) -> None:
-        self._chunks = iter(chunks)
-        self._pending = b""
         self.digest = hashlib.sha256()
+        self._chunks = hashed(chunks, self.digest)
+        self._pending = b""
         self.size = 0
 
     def readable(self) -> bool:
@@ -163,7 +206,6 @@ class _HashingReader(io.RawIOBase):
             self._pending = bytes(chunk)
         n = min(len(buffer), len(self._pending))
         buffer[:n] = self._pending[:n]
-        self.digest.update(self._pending[:n])
         self.size += n
         self._pending = self._pending[n:]
         return n

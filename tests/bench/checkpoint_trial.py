@@ -107,7 +107,12 @@ def trial(args: argparse.Namespace) -> None:
         restored = args.checkpointer.latest()
         if restored is None:
             raise RuntimeError("no checkpoint to restore")
-        total = sum(consume(v) for v in restored.files.values())
+        # As the runtime's docs say to read a large checkpoint: each file as a stream (``files[name]``
+        # would read it whole into memory).
+        try:
+            total = sum(consume(restored.open(name)) for name in restored.files)
+        finally:
+            restored.close()
         if total != size:
             raise RuntimeError(f"restored {total} bytes, saved {size}")
     elif kind == "s3-upload-file":

@@ -14,6 +14,8 @@ class Scale:
 
     quick: bool
     repetitions: int
+    # Section 1 compares runs of about 2 s that the machine's other jobs stretch by up to 1 s: more pairs.
+    engine_repetitions: int
     stack_size: int
     fleet_stacks: int
     fleet_stack_size: int
@@ -29,6 +31,7 @@ class Scale:
         return Scale(
             quick=False,
             repetitions=3,
+            engine_repetitions=5,
             stack_size=20,
             fleet_stacks=5,
             fleet_stack_size=20,
@@ -45,6 +48,7 @@ class Scale:
         return Scale(
             quick=True,
             repetitions=1,
+            engine_repetitions=1,
             stack_size=2,
             fleet_stacks=2,
             fleet_stack_size=1,

@@ -2,8 +2,8 @@
 
 Three stacks against one emulator (clock fast, so provisioning is short): ``clusters`` (our Cluster),
 ``noop`` (tests/bench/noop_provider.py, the floor) and ``clusters, lifted host`` (our Cluster with the
-dynamic-provider host of tests/bench/dynamic_host.py, whose gRPC pool is as large as the engine's
-parallelism instead of the SDK's 4). Each repetition runs up, preview, preview --refresh and destroy on
+dynamic-provider host of together_clusters.provider.host, whose gRPC pool is as large as the engine's
+parallelism instead of the SDK's 4, opted into through Pulumi.yaml as a user would). Each repetition runs up, preview, preview --refresh and destroy on
 each stack, the stacks' order alternating between repetitions.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from .context import Context
 from .figures import Figure, Goal, median, ratio, seconds
 from .servers import Served
-from .stacks import Stack, lifted_host_dir, make_stack
+from .stacks import Stack, make_stack
 
 SECTION = "1. Engine overhead"
 SPEED = 6000.0  # emulated seconds per real second: provisioning (600 emulated s) takes 0.1 s
@@ -32,12 +32,10 @@ def run(ctx: Context, emulator: Served) -> list[Figure]:
     stacks = {
         "clusters": make_stack(ctx.workdir, "clusters", "overhead", n, emulator.url),
         "noop": make_stack(ctx.workdir, "noop", "overhead", n, emulator.url),
-        "clusters, lifted host": make_stack(
-            ctx.workdir, "clusters", "lifted", n, emulator.url, host_dir=lifted_host_dir(ctx.workdir)
-        ),
+        "clusters, lifted host": make_stack(ctx.workdir, "clusters", "lifted", n, emulator.url, lifted=True),
     }
     samples: dict[tuple[str, str], list[float]] = {}
-    for rep in range(ctx.scale.repetitions):
+    for rep in range(ctx.scale.engine_repetitions):
         order = list(stacks) if rep % 2 == 0 else list(reversed(stacks))
         for operation, act in OPERATIONS.items():
             for name in order:

@@ -6,6 +6,7 @@ import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,18 +24,21 @@ class Served:
 
     def __init__(self, module: str, args: Sequence[str], start_timeout_s: float = 60.0) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        # The server's log goes to a file, and its output is read to the end: a pipe nobody reads fills
+        # up (moto logs every request) and then blocks the server mid-request.
+        self.log = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
             [sys.executable, "-m", module, *args],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self.log,
             text=True,
         )
         lines: queue.Queue[str] = queue.Queue()
         assert self.process.stdout is not None
         stdout = self.process.stdout
-        threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
+        threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
         try:
             self.url = lines.get(timeout=start_timeout_s).strip()
         except queue.Empty:
@@ -42,8 +46,8 @@ class Served:
             raise RuntimeError(f"python -m {module} printed no URL in {start_timeout_s:g}s") from None
         if not self.url.startswith("http"):
             self.stop()
-            stderr = self.process.stderr.read() if self.process.stderr else ""
-            raise RuntimeError(f"python -m {module} did not start: {stderr[-2000:]}")
+            self.log.seek(0)
+            raise RuntimeError(f"python -m {module} did not start: {self.log.read()[-2000:]}")
 
     @property
     def pid(self) -> int:
@@ -57,6 +61,7 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.log.close()
 
     def __enter__(self) -> Served:
         return self

@@ -6,6 +6,7 @@ project directory with its own file backend under the benchmark's work directory
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests import _engine
+from together_clusters.provider.host import PLUGIN_DIR
 
 from .servers import API_KEY, ROOT
 
@@ -49,10 +51,13 @@ for i in range(config.require_int("count")):
     NoopResource(f"c{{i}}", inputs(i))
 """
 
-# A shim like the SDK's pulumi-resource-pulumi-python, starting tests/bench/dynamic_host.py instead.
-_LIFTED_SHIM = """\
-#!/bin/sh
-exec "$PULUMI_RUNTIME_VIRTUALENV/bin/python" -u -m tests.bench.dynamic_host "$@"
+# Pulumi's project-plugin override: the dynamic-provider plugin is the package's launcher of
+# together_clusters.provider.host, as a user's Pulumi.yaml opts in (README "Benchmarks").
+_LIFTED_PLUGINS = f"""\
+plugins:
+  providers:
+    - name: pulumi-python
+      path: {json.dumps(str(PLUGIN_DIR))}
 """
 
 
@@ -63,16 +68,6 @@ def engine_missing() -> str | None:
     if not _engine.engine_installed():
         return "the Pulumi engine is out of date (scripts/install-engine --check failed)"
     return None
-
-
-def lifted_host_dir(workdir: Path) -> Path:
-    """A directory whose ``pulumi-resource-pulumi-python`` runs the dynamic-provider host with a larger pool."""
-    directory = workdir / "lifted-host"
-    directory.mkdir(parents=True, exist_ok=True)
-    shim = directory / "pulumi-resource-pulumi-python"
-    shim.write_text(_LIFTED_SHIM)
-    shim.chmod(0o755)
-    return directory
 
 
 class PulumiFailed(RuntimeError):
@@ -127,26 +122,26 @@ def make_stack(
     name: str,
     count: int,
     base_url: str,
-    host_dir: Path | None = None,
+    lifted: bool = False,
 ) -> Stack:
     """A new stack of ``count`` resources (``kind`` "clusters" or "noop") against the API at ``base_url``.
 
-    ``host_dir`` first on PATH replaces the dynamic-provider host (see :func:`lifted_host_dir`).
+    ``lifted``: the project runs the dynamic-provider host of together_clusters.provider.host.
     """
     program = CLUSTER_PROGRAM if kind == "clusters" else NOOP_PROGRAM
     project = _engine.write_project(
         workdir / f"{kind}-{name}", f"bench-{kind}", program, virtualenv=_engine.VENV
     )
+    if lifted:
+        with (project / "Pulumi.yaml").open("a") as pulumi_yaml:
+            pulumi_yaml.write(_LIFTED_PLUGINS)
     env = _engine.engine_env(
         project,
         pythonpath=[ROOT],
         extra={"TOGETHER_BASE_URL": base_url, "TOGETHER_API_KEY": API_KEY},
     )
     env.pop("PULUMI_PARALLEL", None)  # the engine's default parallelism, as users get it
-    path = [str(ENGINE_BIN), env.get("PATH", os.defpath)]
-    if host_dir is not None:
-        path.insert(0, str(host_dir))
-    env["PATH"] = os.pathsep.join(path)
+    env["PATH"] = os.pathsep.join([str(ENGINE_BIN), env.get("PATH", os.defpath)])
     stack = Stack(project, name, env)
     stack.run("stack", "init", name, on_stack=False)
     stack.set_config("count", str(count))

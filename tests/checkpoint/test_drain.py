@@ -47,7 +47,8 @@ class Cancelled(Exception):
 
 
 def test_a_request_is_handed_back_only_once_its_thread_has_stopped() -> None:
-    drain: RequestDrain[str] = RequestDrain(budget_seconds=0.5, stop_seconds=0.4)
+    # Asked to stop half a second after SIGTERM; the rest of the budget bounds only a hang.
+    drain: RequestDrain[str] = RequestDrain(budget_seconds=60, stop_seconds=59.5)
     queue = Queue(["slow", "next"])
     stopped: list[str] = []
     stopped_when_handed_back: list[list[str]] = []
@@ -74,8 +75,10 @@ def test_a_request_whose_thread_will_not_stop_is_neither_handed_back_nor_complet
     queue = Queue(["stubborn"])
     completed: list[str] = []
     release = threading.Event()
+    handlers: list[threading.Thread] = []
 
     def handle(request: str) -> str:
+        handlers.append(threading.current_thread())
         drain.stop()
         release.wait(30)  # ignores any request to stop
         return f"answer to {request}"
@@ -86,7 +89,8 @@ def test_a_request_whose_thread_will_not_stop_is_neither_handed_back_nor_complet
         )
     finally:
         release.set()
-    time.sleep(0.2)  # the stubborn thread finishes now: its answer must go nowhere
+    handlers[0].join(30)  # the stubborn thread finishes now: its answer must go nowhere
+    assert not handlers[0].is_alive()
     assert queue.handed_back == [] and completed == []
 
 
@@ -122,10 +126,15 @@ class RedeliveringQueue:
 def test_across_a_preemption_no_request_is_served_twice_or_lost(cooperative: bool) -> None:
     queue = RedeliveringQueue(12)
     release = threading.Event()
-    first: RequestDrain[str] = RequestDrain(budget_seconds=0.3, stop_seconds=0.2)
+    handlers: list[threading.Thread] = []
+    # A cooperative handler is asked to stop half a second after SIGTERM and then may take a minute
+    # (only a hang would); a stubborn one is given up on after the whole (short) budget.
+    budget, stop = (60, 59.5) if cooperative else (0.3, 0.2)
+    first: RequestDrain[str] = RequestDrain(budget_seconds=budget, stop_seconds=stop)
 
     def preempted_handler(request: str, cancelled: threading.Event) -> str:
         if request == "r5":
+            handlers.append(threading.current_thread())
             first.stop()  # SIGTERM while r5 is in flight, and r5 outlasts the budget
             if cooperative:
                 cancelled.wait(30)
@@ -138,7 +147,8 @@ def test_across_a_preemption_no_request_is_served_twice_or_lost(cooperative: boo
         queue.consumer_gone()  # the pod is gone: the queue redelivers what it held
     finally:
         release.set()
-    time.sleep(0.2)
+    handlers[0].join(30)
+    assert not handlers[0].is_alive()
     second: RequestDrain[str] = RequestDrain(budget_seconds=60)
 
     def handle(request: str) -> str:
@@ -169,7 +179,8 @@ def test_budget_from_the_environment() -> None:
 
 
 def test_sigterm_hands_back_the_request_in_flight_in_a_real_process(workers: list[Worker]) -> None:
-    worker = Worker(["drain"], {"DRAIN_BUDGET_SECONDS": "1"})
+    # Asked to stop half a second after SIGTERM; the rest of the budget bounds only a hang.
+    worker = Worker(["drain"], {"DRAIN_BUDGET_SECONDS": "60", "DRAIN_STOP_SECONDS": "59.5"})
     workers.append(worker)
     worker.wait_for(lambda line: line == "HANDLING r0")
     worker.process.send_signal(signal.SIGTERM)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import resource
 import sys
 import threading
@@ -124,8 +125,10 @@ def world_train(total: int, save_every: int) -> int:
     """One rank of a distributed run: shards every ``save_every`` steps, rank 0 commits.
 
     DIE_AT_STEP makes this rank kill itself just before saving that step, as a preemption would.
+    GIVE_UP_AT_STEP is a step some rank will never save: its commit is awaited GIVE_UP_SECONDS only
+    (the outcome is the same however long the wait), every other commit up to a minute (only a hang
+    takes that long, whatever the machine's speed).
     """
-    import os
     import signal
 
     world = WorldCheckpointer.from_env(os.environ["WORLD_ROUND"])
@@ -138,6 +141,7 @@ def world_train(total: int, save_every: int) -> int:
             assert resumed.files["state.json"] == shard_for(rank, step), "resumed another rank's shard"
     say(f"START {step}")
     die_at = int(os.environ.get("DIE_AT_STEP", "-1"))
+    give_up_at = int(os.environ.get("GIVE_UP_AT_STEP", "-1"))
     while step < total:
         step += 1
         if step % save_every == 0:
@@ -145,7 +149,7 @@ def world_train(total: int, save_every: int) -> int:
                 say(f"DYING AT {step}")
                 os.kill(os.getpid(), signal.SIGKILL)
             world.save_shard(step, {"state.json": shard_for(rank, step)})
-            timeout = float(os.environ.get("COMMIT_TIMEOUT", "60"))
+            timeout = float(os.environ["GIVE_UP_SECONDS"]) if step == give_up_at else 60.0
             if rank == 0:
                 committed = world.commit(step, timeout_seconds=timeout)
             else:  # as a collective barrier would: no rank runs ahead of the last commit
@@ -232,12 +236,10 @@ def drain() -> int:
         say(f"STOPPED {request}")
         raise RuntimeError("cancelled")
 
-    finished = (
-        RequestDrain[str]
-        .from_env()
-        .install()
-        .run(lambda: next(requests), handle, lambda r: say(f"HANDED BACK {r}"))
-    )
+    drain = RequestDrain[str].from_env()
+    if stop_seconds := os.environ.get("DRAIN_STOP_SECONDS"):  # the test's own reserve, not the contract's
+        drain = RequestDrain[str](drain.budget_seconds, float(stop_seconds))
+    finished = drain.install().run(lambda: next(requests), handle, lambda r: say(f"HANDED BACK {r}"))
     return 0 if finished else 143
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,23 @@ import pytest
 
 # The oldest version with every field the components use at GA or on by default, and the newest schema shipped.
 K8S_VERSIONS = ("1.33.0", kubernetes_validate.latest_version())
+
+
+@pytest.fixture(autouse=True)
+def event_loop_of_the_program() -> Iterator[None]:
+    """The thread's event loop that Pulumi's mocks register resources on, one per test.
+
+    ``set_mocks`` creates futures outside any running loop, on the thread's current one. Without this
+    the tests relied on asyncio creating that loop implicitly, which it no longer does once any
+    ``asyncio.run`` in the session has returned (it leaves the thread with no loop set).
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 @dataclass

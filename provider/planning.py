@@ -1,0 +1,134 @@
+"""What the dynamic provider's ``check`` and ``diff`` do: the rules applied to the engine's inputs, and the
+region catalog looked up once per provider process when a changed field needs it.
+
+Loaded by the provider host on the first ``check``: a preview of unchanged clusters loads neither
+pydantic nor the HTTP client (the catalog lookup imports the client only when it runs).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult
+
+from . import settings
+from .errors import TogetherError
+from .rules import (
+    catalog_fields_to_check,
+    default_driver,
+    has_driver_selector,
+    is_unknown,
+    missing_driver_failure,
+    plan_change,
+    validate,
+    validate_against_catalog,
+)
+from .schema import FIELDS, with_defaults
+from .waiting import report
+
+if TYPE_CHECKING:
+    from .models import Region
+
+# Set by ``check`` on the inputs of a resource whose adoption already happened: a later replacement
+# creates a new cluster instead of adopting the one it has just deleted.
+ADOPTION_DONE = "adoption_done"
+# The preview-time catalog lookup: one try, bounded, made once per provider process.
+CATALOG_TIMEOUT_S = 2.0
+
+
+def inputs_of(props: dict[str, Any]) -> dict[str, Any]:
+    """The resource inputs in ``props`` (which may also hold outputs and ``__provider``)."""
+    return {k: _whole_numbers(v) for k, v in props.items() if k in FIELDS and v is not None}
+
+
+def _whole_numbers(value: Any) -> Any:
+    """The engine's wire format has one number type, so ``8`` arrives as ``8.0``: make it ``8`` again."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
+
+
+_catalogs: dict[tuple[str, str], list[Region]] = {}
+_catalog_lock = threading.Lock()
+
+
+def _region_catalog() -> list[Region]:
+    """What the API offers, for checks at preview; empty (checks skipped) when it cannot be asked now.
+
+    One bounded try, once per provider process (every resource of a preview shares it): the API
+    validates the same choices again at create, so an unreachable API must not slow a preview down.
+    """
+    try:
+        client = settings.connect()
+    except TogetherError:
+        return []
+    key = (client.base_url, client.api_key_fingerprint)
+    with _catalog_lock:
+        if key not in _catalogs:
+            try:
+                _catalogs[key] = client.list_regions(attempts=1, timeout_s=CATALOG_TIMEOUT_S)
+            except TogetherError:
+                _catalogs[key] = []
+        return _catalogs[key]
+
+
+def forget_catalog() -> None:
+    """Drop the cached catalog, as a new provider process would (for tests)."""
+    with _catalog_lock:
+        _catalogs.clear()
+
+
+def configure(req: ConfigureRequest) -> None:
+    settings.take_stack_config(req.config)
+
+
+def check(olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    inputs: dict[str, Any] = {k: v for k, v in with_defaults(inputs_of(news)).items() if v is not None}
+    failures = validate(inputs)
+    old_inputs = inputs_of(olds)
+    replaces = False
+    if old_inputs and not failures:
+        plan = plan_change(old_inputs, inputs)
+        failures += plan.refusals
+        replaces = bool(plan.replace)
+    adopting = inputs.get("adopt_cluster_id")
+    if adopting is not None and old_inputs and adopting == old_inputs.get("adopt_cluster_id"):
+        # ``olds`` are the resource's previous inputs: it exists, and this adoption already happened.
+        inputs[ADOPTION_DONE] = True
+    new_cluster = not old_inputs or replaces
+    needs_driver = (
+        new_cluster
+        and adopting is None
+        and not has_driver_selector(inputs)
+        and not is_unknown(inputs.get("region"))
+    )
+    fields = catalog_fields_to_check(old_inputs, inputs)
+    if not failures and (fields or needs_driver):
+        catalog = _region_catalog()
+        failures += validate_against_catalog(inputs, catalog, fields)
+        if needs_driver and not failures:
+            driver = default_driver(catalog, inputs.get("region"))
+            if driver is None:
+                failures.append(missing_driver_failure(inputs.get("region")))
+            else:
+                inputs["nvidia_version_id"] = driver.id
+                report(
+                    f"{inputs.get('cluster_name')}: no driver chosen; using the region's newest, "
+                    f"nvidia_version_id={driver.id!r} (CUDA {driver.cuda_version}, driver "
+                    f"{driver.nvidia_driver_version}). Set nvidia_version_id to choose."
+                )
+    return CheckResult(inputs, [CheckFailure(f.field, f.message) for f in failures])
+
+
+def diff(id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+    plan = plan_change(olds, inputs_of(news))
+    return DiffResult(
+        changes=plan.changed,
+        replaces=plan.replace,
+        delete_before_replace=plan.delete_before_replace,
+    )
