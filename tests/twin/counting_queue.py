@@ -56,6 +56,15 @@ class Record:
         return sum(o.kind == kind for o in self.outcomes)
 
 
+@dataclass(frozen=True)
+class Held:
+    """A request a worker holds a live lease on, for ``held_seconds`` so far."""
+
+    request_id: str
+    payload: dict[str, Any]
+    held_seconds: float
+
+
 class CountingQueue:
     """The queue's state; thread-safe, so the HTTP handlers and the test share it."""
 
@@ -145,11 +154,15 @@ class CountingQueue:
                 for request_id, r in self._records.items()
             }
 
-    def holding(self) -> dict[str, str]:
-        """Worker -> the request id it holds a live lease on."""
+    def holding(self) -> dict[str, Held]:
+        """Worker -> the request it holds a live lease on."""
         with self._lock:
             now = self._clock()
-            return {worker: rid for rid, (_, worker, expires) in self._leased.items() if expires > now}
+            return {
+                worker: Held(rid, dict(self._records[rid].payload), now - (expires - self.lease_seconds))
+                for rid, (_, worker, expires) in self._leased.items()
+                if expires > now
+            }
 
     def problems(self) -> list[str]:
         """Every request served twice or never, and every result that is not the request's own."""

@@ -1,6 +1,6 @@
 """A BatchInference worker as a pod runs it: the test fixture the drills preempt.
 
-    python inference_worker.py        (env: QUEUE_URL, DRAIN_BUDGET_SECONDS, optional WORKER_NAME)
+    python inference_worker.py    (env: QUEUE_URL, DRAIN_BUDGET_SECONDS; WORKER_NAME, else <HOSTNAME>:<pid>)
 
 It follows the worker contract through ``RequestDrain.from_env()``: takes requests from the counting queue
 at QUEUE_URL, "serves" each for its payload's ``seconds`` (a cooperative handler: it stops soon after it is
@@ -93,7 +93,9 @@ def serve(request: Request, cancelled: threading.Event) -> str:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
-    worker = os.environ.get(ENV_WORKER_NAME) or f"{socket.gethostname()}-{os.getpid()}"
+    # A pod's HOSTNAME is its name: the test maps workers to pods, and so to the nodes it preempts.
+    host = os.environ.get("HOSTNAME") or socket.gethostname()
+    worker = os.environ.get(ENV_WORKER_NAME) or f"{host}:{os.getpid()}"
     queue = QueueClient(os.environ[ENV_QUEUE_URL], worker)
     drain: RequestDrain[Request] = RequestDrain.from_env().install()
     logging.info("worker %s: drain budget %.1fs", worker, drain.budget_seconds)

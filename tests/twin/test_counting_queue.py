@@ -83,11 +83,12 @@ def test_a_lease_holds_until_handed_back_or_expired_and_a_stale_hand_back_is_ign
         first = take(http, "a")
         assert first is not None
         assert take(http, "b") is None  # leased to a
-        assert queue.holding() == {"a": "r1"}
+        clock.now = 10
+        assert [(w, h.request_id, h.held_seconds) for w, h in queue.holding().items()] == [("a", "r1", 10)]
         assert hand_back(http, first, "a") == 200
         second = take(http, "b")  # visible again at once, no lease to wait out
         assert second is not None and second["id"] == "r1"
-        clock.now = 30
+        clock.now = 40
         third = take(http, "c")
         assert third is not None and third["id"] == "r1"
         assert hand_back(http, second, "b") == 409  # b's lease expired: c holds r1 now
@@ -126,7 +127,7 @@ def sigterm_while_holding(queue: CountingQueue, proc: subprocess.Popen[str], wor
     held = wait_for(lambda: queue.holding().get(worker), f"{worker} to take a request", timeout=30)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == PREEMPTED_EXIT_CODE
-    return held
+    return held.request_id
 
 
 def test_a_worker_finishes_the_request_in_flight_within_its_budget_and_takes_no_other() -> None:
