@@ -66,6 +66,9 @@ class ContainerSpec:
     extended resource (``rdma/ib``, ``ephemeral-storage``...) to the limits, next to ``gpus``;
     ``cpu``/``memory`` are requests, ``cpu_limit``/``memory_limit`` limits. ``shm_size`` mounts a
     memory-backed /dev/shm of that size (PyTorch data loaders and NCCL need more than the default 64 MiB).
+    ``pod_annotations`` go on the pod that runs this container (a mesh sidecar's, a log shipper's, or the
+    emulator's ``twin.together.ai/run: local``, which runs the pod as a real local process on the twin); the
+    ones the component sets itself cannot be overridden.
     """
 
     image: str
@@ -88,6 +91,7 @@ class ContainerSpec:
     readiness_probe: Probe | None = None
     liveness_probe: Probe | None = None
     startup_probe: Probe | None = None
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

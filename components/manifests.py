@@ -115,6 +115,21 @@ def _pod_labels(labels: Mapping[str, str], critical: bool) -> dict[str, str]:
     return {**labels, CRITICAL_LABEL: "true"} if critical else dict(labels)
 
 
+def pod_annotations(spec: ContainerSpec, own: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The annotations of the pod running ``spec``: the user's, then the component's ``own`` (no clash)."""
+    clashes = sorted(set(spec.pod_annotations).intersection(own or {}))
+    if clashes:
+        raise ValueError(f"pod_annotations sets {', '.join(clashes)}, which the component sets itself")
+    return {**spec.pod_annotations, **(own or {})}
+
+
+def _template_metadata(labels: Mapping[str, str], annotations: Mapping[str, str]) -> Manifest:
+    metadata: Manifest = {"labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return metadata
+
+
 def _env(name: str, value: str) -> Manifest:
     return {"name": name, "value": value}
 
@@ -440,9 +455,7 @@ def _job(
     exit_code_action: str = "FailJob",
     pod_annotations: Mapping[str, str] | None = None,
 ) -> Manifest:
-    template_metadata: Manifest = {"labels": dict(pod_labels)}
-    if pod_annotations:
-        template_metadata["annotations"] = dict(pod_annotations)
+    template_metadata = _template_metadata(pod_labels, pod_annotations or {})
     spec: Manifest = {
         **job_fields,
         "podFailurePolicy": pod_failure_policy(non_retriable_exit_codes, exit_code_action),
@@ -524,8 +537,9 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
     if args.ttl_seconds_after_finished is not None:
         job_fields["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
     pod_labels = _pod_labels(labels, args.critical)
+    annotations = pod_annotations(args.container, binding.pod_annotations)
     if args.fresh_job_per_attempt:
-        return [attempt_job_set(job_name, args, labels, pod_labels, spec_of_pod, binding.pod_annotations)]
+        return [attempt_job_set(job_name, args, labels, pod_labels, spec_of_pod, annotations)]
     return [
         _job(
             job_name,
@@ -535,7 +549,7 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
             spec_of_pod,
             job_fields,
             args.non_retriable_exit_codes,
-            pod_annotations=binding.pod_annotations,
+            pod_annotations=annotations,
         )
     ]
 
@@ -578,9 +592,7 @@ def attempt_job_set(
     crashes against ``backoff_limit`` (per index, within one attempt), non-retriable exit codes at
     once (FailIndex with maxFailedIndexes 0 fails the Job with a reason JobSet does not restart).
     """
-    template_metadata: Manifest = {"labels": dict(pod_labels)}
-    if pod_annotations:
-        template_metadata["annotations"] = dict(pod_annotations)
+    template_metadata = _template_metadata(pod_labels, pod_annotations)
     job_spec: Manifest = {
         "completionMode": "Indexed",
         "completions": args.completions,
@@ -695,7 +707,7 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
         job_fields,
         args.non_retriable_exit_codes,
         exit_code_action="FailIndex",
-        pod_annotations=binding.pod_annotations,
+        pod_annotations=pod_annotations(args.container, binding.pod_annotations),
     )
     return [config_map, job]
 
@@ -740,7 +752,9 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
             "replicas": args.replicas,
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": _pod_labels(labels, args.critical)},
+                "metadata": _template_metadata(
+                    _pod_labels(labels, args.critical), pod_annotations(args.container)
+                ),
                 "spec": pod_spec(
                     [main],
                     placement,
@@ -866,6 +880,7 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
         ),
         {"backoffLimit": args.backoff_limit, "completions": 1, "parallelism": 1},
         args.non_retriable_exit_codes,
+        pod_annotations=pod_annotations(args.coordinator),
     )
     service = _headless_service(
         service_name,
@@ -917,6 +932,7 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
         },
         args.non_retriable_exit_codes,
         exit_code_action="FailIndex",
+        pod_annotations=pod_annotations(args.worker),
     )
     worker_service = _headless_service(
         workers_name, args.namespace, worker_labels, selector_for(run, "worker")
@@ -962,7 +978,9 @@ def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest], storage: Ch
             "replicas": 1,
             "selector": {"matchLabels": selector_for(run, "login")},
             "template": {
-                "metadata": {"labels": _pod_labels(labels, critical=True)},
+                "metadata": _template_metadata(
+                    _pod_labels(labels, critical=True), pod_annotations(args.login)
+                ),
                 "spec": pod_spec(
                     [container(args.login, env, mounts)],
                     standard_placement(),

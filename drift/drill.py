@@ -314,13 +314,16 @@ def _resumed(core: client.CoreV1Api, pods: list[Any], wait_seconds: float) -> tu
     deadline = time.monotonic() + wait_seconds
     pending = {(p.metadata.namespace, p.metadata.name): p for p in pods}
     found: list[Resumed] = []
+    unreadable = ""
     while pending:
         for key, pod in list(pending.items()):
             try:
                 main = pod.spec.containers[0].name  # the main container comes first in every component
                 log = core.read_namespaced_pod_log(key[1], key[0], container=main, _request_timeout=_TIMEOUT)
             except ApiException as exc:
-                return None, f"no pod log (HTTP {exc.status}; the twin's simulated pods write none)"
+                # A kubelet may serve a new container's log a moment after it runs: try until the deadline.
+                unreadable = f"no pod log (HTTP {exc.status}; the twin's simulated pods write none)"
+                continue
             resumed = parse_resumed(log or "")
             if resumed is not None:
                 found.append(resumed)
@@ -329,7 +332,10 @@ def _resumed(core: client.CoreV1Api, pods: list[Any], wait_seconds: float) -> tu
             break
         time.sleep(1.0)
     if not found:
-        return None, "no 'resumed step=' line in the log (started fresh, or no checkpoint runtime)"
+        return (
+            None,
+            unreadable or "no 'resumed step=' line in the log (started fresh, or no checkpoint runtime)",
+        )
     steps = {r.step for r in found}
     lowest = min(found, key=lambda r: r.step)
     return lowest, "" if len(steps) == 1 else f"replacements resumed from different steps {sorted(steps)}"

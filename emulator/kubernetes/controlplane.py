@@ -5,6 +5,10 @@ Everything lives in the cluster's data directory: credentials, etcd's data, the 
 kwok's configuration and one log per process. Start it again on the same directory and it carries on where it
 stopped (same CA, tokens, port when free, and etcd's objects).
 
+kwok also serves the kubelet API of every node on one loopback port (the nodes advertise it as their kubelet
+endpoint, the API server reaches it by InternalIP and checks its certificate against the cluster's CA), so pod
+logs of the pods the local runtime runs are read through the API as on a real cluster.
+
 Processes are started with a parent-death signal, so they end with the emulator even when it is killed; and
 :meth:`ControlPlane.stop` ends each by its own PID (TERM, a short wait, KILL): kube-apiserver alone takes about
 a minute to exit on TERM.
@@ -40,7 +44,7 @@ except (OSError, AttributeError):  # not Linux: no parent-death signal, stop() s
     _PRCTL = None
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child, before exec: get SIGKILL when the thread that started us ends."""
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -89,7 +93,7 @@ class ControlPlane:
             pki.create(self.directory, self.cluster_name, self.admin_token)
         ports_file = self.directory / "ports.json"
         saved: dict[str, int] = json.loads(ports_file.read_text()) if ports_file.exists() else {}
-        for name in ("apiserver", "etcd_client", "etcd_peer"):
+        for name in ("apiserver", "etcd_client", "etcd_peer", "kubelet"):
             port = saved.get(name)
             self._ports[name] = port if port is not None and _port_free(port) else free_port()
         ports_file.write_text(json.dumps(self._ports))
@@ -162,6 +166,9 @@ class ControlPlane:
                 # One API server on loopback: no Endpoints reconciling for the kubernetes Service.
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
+                # Pod logs: kwok's kubelet server, on loopback, presenting the serving certificate.
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-certificate-authority={files.ca_cert}",
                 "--profiling=false",
                 "--v=0",
             ],
@@ -200,7 +207,17 @@ class ControlPlane:
         config.write_text(kwok_config.configuration())
         self._spawn(
             "kwok",
-            [f"--kubeconfig={self.kubeconfig_for('kwok')}", f"--config={config}"],
+            [
+                f"--kubeconfig={self.kubeconfig_for('kwok')}",
+                f"--config={config}",
+                # The nodes' kubelet endpoint (pod logs): 127.0.0.1 is their InternalIP, this port their kubelet's.
+                "--node-ip=127.0.0.1",
+                f"--node-port={self._ports['kubelet']}",
+                f"--server-address=127.0.0.1:{self._ports['kubelet']}",
+                f"--tls-cert-file={self.files.serving_cert}",
+                f"--tls-private-key-file={self.files.serving_key}",
+                f"--enable-crds={kwok_config.LOGS_KIND}",
+            ],
             program=self.binaries.kwok,
         )
 
@@ -218,7 +235,7 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 cwd=self.directory,
                 env={**os.environ, **(env or {})},
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
                 start_new_session=True,
             )
 

@@ -12,6 +12,11 @@ is for. These stages make a simulated pod behave like a kubelet's:
 - a terminal pod being deleted goes once its finalizers (the Job controller's tracking finalizer) are gone;
 - PVCs of the :data:`STORAGE_CLASS` are bound at once to a fake volume with the claim's access modes
   (ReadWriteMany included).
+
+Pods annotated :data:`RUN` ``=`` :data:`RUN_LOCAL` are left out of every pod stage: the twin runs their main
+container as a real local process instead (:mod:`together_clusters.emulator.kubernetes.local_runtime`), and
+kwok serves their logs to the API server as a kubelet would (a ``Logs`` object per pod, :func:`logs_crd`;
+nodes advertise kwok's server as their kubelet endpoint).
 """
 
 from __future__ import annotations
@@ -31,6 +36,11 @@ TERMINATION_DURATION = "twin.together.ai/termination-duration"
 """How long the containers take to exit after SIGTERM (e.g. to checkpoint); default at once."""
 SIGTERM = "twin.together.ai/sigterm"
 """Set by the platform to deliver SIGTERM to the pod's containers without deleting the pod."""
+RUN = "twin.together.ai/run"
+"""``local`` (:data:`RUN_LOCAL`): the twin runs the pod's main container as a real local process (its
+command, env and volumes; see :mod:`together_clusters.emulator.kubernetes.local_pods`) instead of simulating
+it; the annotations above do not apply to it (a real process exits by itself and on a real SIGTERM)."""
+RUN_LOCAL = "local"
 
 MANAGED_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 MANAGED_NODE_VALUE = "fake"
@@ -175,6 +185,11 @@ addresses:
   type: Hostname
 {{ end }}
 {{ end }}
+{{ with NodePort }}
+daemonEndpoints:
+  kubeletEndpoint:
+    Port: {{ . }}
+{{ end }}
 """
 
 _NODE_INITIALIZE = (
@@ -268,7 +283,8 @@ def node_stages() -> list[dict[str, Any]]:
 
 
 def pod_stages() -> list[dict[str, Any]]:
-    """Pods as a kubelet runs them (see the module docstring)."""
+    """Pods as a kubelet runs them (see the module docstring); pods the local runtime runs are left alone."""
+    simulated = _expr(_annotation(RUN), "DoesNotExist")
     alive = _expr(".metadata.deletionTimestamp", "DoesNotExist")
     deleting = _expr(".metadata.deletionTimestamp", "Exists")
     not_terminal = _expr(".status.phase", "NotIn", "Succeeded", "Failed")
@@ -277,27 +293,37 @@ def pod_stages() -> list[dict[str, Any]]:
         _stage(
             "pod-ready",
             "Pod",
-            [alive, _expr(".status.phase", "In", "Pending"), _expr(ready, "NotIn", "True")],
+            [simulated, alive, _expr(".status.phase", "In", "Pending"), _expr(ready, "NotIn", "True")],
             status=_POD_RUNNING,
         ),
         _stage(
             "pod-complete",
             "Pod",
-            [alive, _expr(".status.phase", "In", "Running"), _expr(_annotation(EXIT_CODE), "Exists")],
+            [
+                simulated,
+                alive,
+                _expr(".status.phase", "In", "Running"),
+                _expr(_annotation(EXIT_CODE), "Exists"),
+            ],
             status=_NOW + _EXIT_CODE + _TERMINATED,
             delay_from=RUN_DURATION,
         ),
         _stage(
             "pod-sigterm",
             "Pod",
-            [alive, _expr(".status.phase", "In", "Running"), _expr(_annotation(SIGTERM), "Exists")],
+            [
+                simulated,
+                alive,
+                _expr(".status.phase", "In", "Running"),
+                _expr(_annotation(SIGTERM), "Exists"),
+            ],
             status=_NOW + _TERMINATION_CODE + _TERMINATED,
             delay_from=TERMINATION_DURATION,
         ),
         _stage(
             "pod-terminate",
             "Pod",
-            [deleting, not_terminal],
+            [simulated, deleting, not_terminal],
             status=_NOW + _TERMINATION_CODE + _TERMINATED,
             delay_from=TERMINATION_DURATION,
         ),
@@ -305,6 +331,7 @@ def pod_stages() -> list[dict[str, Any]]:
             "pod-delete",
             "Pod",
             [
+                simulated,
                 deleting,
                 _expr(".status.phase", "In", "Succeeded", "Failed"),
                 _expr(".metadata.finalizers", "DoesNotExist"),
@@ -438,6 +465,60 @@ def storage_class() -> dict[str, Any]:
     }
 
 
+LOGS_GROUP = "kwok.x-k8s.io"
+LOGS_VERSION = "v1alpha1"
+LOGS_PLURAL = "logs"
+LOGS_KIND = "Logs"
+
+
+def logs_crd() -> dict[str, Any]:
+    """kwok's ``Logs`` resource (kwok.x-k8s.io/v1alpha1, as kwok v0.8.0's CRD defines it): one per pod,
+    naming the file kwok serves as a container's log (``kubectl logs``, the API's pod log)."""
+    log = {
+        "type": "object",
+        "properties": {
+            "containers": {"type": "array", "items": {"type": "string"}},
+            "follow": {"type": "boolean"},
+            "logsFile": {"type": "string"},
+            "previousLogsFile": {"type": "string"},
+        },
+    }
+    schema = {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "required": ["logs"],
+                "properties": {"logs": {"type": "array", "items": log}},
+            },
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{LOGS_PLURAL}.{LOGS_GROUP}"},
+        "spec": {
+            "group": LOGS_GROUP,
+            "names": {"kind": LOGS_KIND, "listKind": "LogsList", "plural": LOGS_PLURAL, "singular": "logs"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": LOGS_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {"status": {}},
+                }
+            ],
+        },
+    }
+
+
 def configuration() -> str:
     """The whole ``--config`` file: options (every parallelism set: kwok applies no defaults to a config
     file) followed by every stage."""
@@ -454,6 +535,8 @@ def configuration() -> str:
             "podsOnNodeSyncParallelism": 4,
             "enablePodsOnNodeSyncListPager": True,
             "enablePodsOnNodeSyncStreamWatch": True,
+            # The kubelet API's /containerLogs (pod logs of the local runtime's processes).
+            "enableDebuggingHandlers": True,
         },
     }
     return yaml.safe_dump_all([options, *node_stages(), *pod_stages(), *volume_stages()], sort_keys=False)

@@ -58,6 +58,7 @@ class TwinnedPlatform(Platform):
             view=self.twin_view,
             attach=self._attach_kube_api,
             keep_data=data_root is not None,
+            duration=lambda seconds: self.clock.duration(seconds),
         )
         super().__init__(**platform_args)
         self.twin.start()

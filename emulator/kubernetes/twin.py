@@ -4,7 +4,8 @@ Each pass (a few per second) takes a :class:`~together_clusters.emulator.kuberne
 cluster from the platform, then: starts the control plane of a new cluster (etcd and the API server first,
 the controllers and kwok once the API answers), stops and forgets the one of a cluster that is gone, and on a
 running one creates and deletes Nodes to match the view and plays the preemption drill on nodes the platform
-has just cordoned. Reading the platform each pass also moves its timers along, so a preempted node is deleted
+has just cordoned; then the cluster's local runtime runs the pods that opted in as real processes
+(:mod:`together_clusters.emulator.kubernetes.local_runtime`). Reading the platform each pass also moves its timers along, so a preempted node is deleted
 on time even when nobody calls the API.
 
 The processes are started from this thread, which lives as long as the twin: they carry a parent-death signal
@@ -21,13 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from kubernetes.client import ApiClient, Configuration, CoreV1Api, StorageV1Api
+from kubernetes.client import ApiClient, ApiextensionsV1Api, Configuration, CoreV1Api, StorageV1Api
 from kubernetes.client.exceptions import ApiException
 
 from . import kwok_config, preemption
 from .binaries import Binaries
 from .controlplane import ControlPlane
 from .kubeconfig import KubeApi
+from .local_runtime import LocalRuntime, root_for
 from .nodes import ClusterView, NodeView, node_manifest
 from .options import TerminationMode, TwinOptions
 
@@ -44,6 +46,7 @@ class _Plane:
         self.phase = "api-starting"
         self.core: CoreV1Api | None = None
         self.client: ApiClient | None = None
+        self.runtime: LocalRuntime | None = None
         # Preempted nodes whose pods are not all terminated yet (evictions refused by a budget): node -> mode.
         self.draining: dict[str, TerminationMode] = {}
         self.started = time.monotonic()
@@ -61,6 +64,7 @@ class Twin:
         view: Callable[[], list[ClusterView]],
         attach: Callable[[str, KubeApi], None],
         keep_data: bool,
+        duration: Callable[[float], float] = lambda seconds: seconds,
     ) -> None:
         self.binaries = binaries
         self.root = root
@@ -68,6 +72,8 @@ class Twin:
         self._view = view
         self._attach = attach
         self._keep_data = keep_data
+        # Real seconds for a duration of the platform's clock (local processes' grace periods).
+        self._duration = duration
         self._planes: dict[str, _Plane] = {}
         self._modes: dict[tuple[str, str], TerminationMode] = {}
         self._lock = threading.Lock()
@@ -113,6 +119,7 @@ class Twin:
                     "phase": plane.phase,
                     "server": plane.control_plane.kube_api.server,
                     "pids": plane.control_plane.pids(),
+                    "pod_pids": plane.runtime.pids() if plane.runtime is not None else [],
                     "ready_after_s": plane.ready_after_s,
                     "data_dir": str(plane.control_plane.directory),
                 }
@@ -180,6 +187,8 @@ class Twin:
         with self._lock:
             plane = self._planes.pop(cluster_id)
             self._modes = {k: v for k, v in self._modes.items() if k[0] != cluster_id}
+        if plane.runtime is not None:
+            plane.runtime.stop()
         if plane.client is not None:
             plane.client.close()
         plane.control_plane.stop()
@@ -204,19 +213,21 @@ class Twin:
         if plane.phase == "api-starting":
             if not control_plane.api_ready():
                 return
-            control_plane.start_controllers()
             plane.client = _client(control_plane)
             plane.core = CoreV1Api(plane.client)
             _bootstrap(plane.client)
+            control_plane.start_controllers()
             plane.phase = "controllers-starting"
         if plane.phase == "controllers-starting":
             assert plane.core is not None
             if not _default_service_account(plane.core):
                 return
             plane.ready_after_s = time.monotonic() - plane.started
+            plane.runtime = LocalRuntime(plane.core, root_for(control_plane.directory), self._duration)
             plane.phase = "ready"
-        assert plane.core is not None
+        assert plane.core is not None and plane.runtime is not None
         self._sync_nodes(view, plane, plane.core)
+        plane.runtime.sync()
 
     def _sync_nodes(self, view: ClusterView, plane: _Plane, core: CoreV1Api) -> None:
         existing = {preemption.name_of(n)[0]: n for n in core.list_node(_request_timeout=_TIMEOUT).items}
@@ -263,14 +274,29 @@ def _client(control_plane: ControlPlane) -> ApiClient:
 
 
 def _bootstrap(client: ApiClient) -> None:
-    """What a new cluster comes with: the default StorageClass served by the fake provisioner."""
-    try:
-        StorageV1Api(client).create_storage_class(
+    """What a new cluster comes with, before kwok starts: the default StorageClass served by the fake
+    provisioner, and kwok's ``Logs`` resource (established, so kwok can watch it from its start)."""
+    for create in (
+        lambda: StorageV1Api(client).create_storage_class(
             cast(Any, kwok_config.storage_class()), _request_timeout=_TIMEOUT
-        )
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
+        ),
+        lambda: ApiextensionsV1Api(client).create_custom_resource_definition(
+            cast(Any, kwok_config.logs_crd()), _request_timeout=_TIMEOUT
+        ),
+    ):
+        try:
+            create()
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    name = kwok_config.logs_crd()["metadata"]["name"]
+    deadline = time.monotonic() + _TIMEOUT
+    while time.monotonic() < deadline:
+        crd = ApiextensionsV1Api(client).read_custom_resource_definition(name, _request_timeout=_TIMEOUT)
+        conditions = crd.status.conditions if crd.status is not None else None
+        if any(c.type == "Established" and c.status == "True" for c in conditions or []):
+            return
+        time.sleep(0.1)
 
 
 def _default_service_account(core: CoreV1Api) -> bool:

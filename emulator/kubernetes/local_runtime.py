@@ -1,0 +1,587 @@
+"""Runs the pods that opt in (``twin.together.ai/run: local``) as real local processes, as a kubelet would.
+
+Each :meth:`LocalRuntime.sync` (one per twin pass) reads the cluster's opted-in pods that the scheduler has
+bound to a node and moves each along a kubelet's path:
+
+- **Start**: the main container's process, as :mod:`.local_pods` plans it (command, env, volumes), in a
+  process group of its own; the pod goes Running with a running container status (Ready at once: probes are
+  not run). Its stdout and stderr are written to a log file in the CRI format, and a kwok ``Logs`` object
+  (owned by the pod) points kwok's kubelet server at it, so ``kubectl logs`` and the API's pod log read it.
+- **Exit**: the container's real exit code (a signal ``N`` is ``128+N``), phase Succeeded on 0 and Failed
+  otherwise (``restartPolicy: Never``); ``Always`` and ``OnFailure`` restart it in place after the kubelet's
+  back-off (10 s doubling to 5 minutes), counting restarts. Whatever the process left in its group is
+  killed with it, as a container's cgroup is.
+- **Termination**: on a deletion timestamp (an eviction or a delete) or the platform's SIGTERM annotation
+  (:data:`~.kwok_config.SIGTERM`), SIGTERM to the main process (as a container runtime sends its stop
+  signal to the container's first process), SIGKILL to the whole group once the grace period is over
+  (exit 137). The grace period is the pod's (``deletionGracePeriodSeconds``, else
+  ``terminationGracePeriodSeconds``) in emulated seconds: it lasts ``grace / speed`` real seconds, the same
+  clock the platform's node deletion runs on. A deleted pod whose process has ended is then deleted for good
+  (grace 0, the pod's uid as precondition; finalizers such as the Job controller's still hold it). Status
+  patches are strategic merges of the container status and the Ready conditions, so a ``DisruptionTarget``
+  condition the API server set stays.
+- **Gone**: a pod deleted outright (grace 0, its node gone) has its process group killed at once.
+
+Processes are started from the twin's thread with a parent-death signal, and a reaper process
+(:mod:`.reaper`) kills every group still running when the emulator ends, even when it is killed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+from kubernetes.client import CoreV1Api, CustomObjectsApi, V1DeleteOptions, V1Preconditions
+from kubernetes.client.exceptions import ApiException
+
+from . import kwok_config
+from .controlplane import die_with_parent
+from .local_pods import LOCAL_IP, Layout, Manifest, ProcessPlan, Unrunnable, describe, opted_in, plan
+
+_log = logging.getLogger("together_clusters.emulator.kubernetes.local_runtime")
+_TIMEOUT = 10
+DEFAULT_GRACE_SECONDS = 30
+BACKOFF_SECONDS = 10.0
+MAX_BACKOFF_SECONDS = 300.0
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _cri_timestamp() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def exit_code(returncode: int) -> int:
+    """A container's exit code: a process killed by signal N exits 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class _LogWriter:
+    """Copies a process's stdout and stderr into one log file in the CRI format kwok reads
+    (``<RFC 3339 time> <stream> <F|P> <line>``)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - closed when both streams end
+        self._lock = threading.Lock()
+        self._open = 2
+        self.threads: list[threading.Thread] = []
+
+    def follow(self, stream: IO[bytes], name: str) -> None:
+        thread = threading.Thread(target=self._copy, args=(stream, name), name=f"pod-log-{name}", daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _copy(self, stream: IO[bytes], name: str) -> None:
+        try:
+            for line in iter(stream.readline, b""):
+                tag = b"F" if line.endswith(b"\n") else b"P"
+                entry = b"%s %s %s %s\n" % (_cri_timestamp().encode(), name.encode(), tag, line.rstrip(b"\n"))
+                with self._lock:
+                    self._file.write(entry)
+        finally:
+            stream.close()
+            with self._lock:
+                self._open -= 1
+                if self._open == 0:
+                    self._file.close()
+
+
+@dataclass
+class _Container:
+    """A pod's process and what the runtime has reported about it."""
+
+    uid: str
+    namespace: str
+    name: str
+    image: str
+    plan: ProcessPlan
+    restart_policy: str
+    process: subprocess.Popen[bytes] | None = None
+    started_at: str = ""
+    restarts: int = 0
+    reported_exit: int | None = None
+    restart_at: float | None = None
+    terminating: bool = False
+    kill_at: float | None = None
+    deleted: bool = False
+    logs: list[_LogWriter] = field(default_factory=list)
+
+    @property
+    def container_id(self) -> str:
+        return f"local://{self.process.pid}" if self.process is not None else ""
+
+
+class _Reaper:
+    """The reaper process (see :mod:`.reaper`), told of every process group the runtime starts."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._process is None or self._process.poll() is not None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "together_clusters.emulator.kubernetes.reaper"],
+                stdin=subprocess.PIPE,
+                start_new_session=True,
+            )
+        return self._process
+
+    def _tell(self, line: str) -> None:
+        process = self._ensure()
+        assert process.stdin is not None
+        try:
+            process.stdin.write(f"{line}\n".encode())
+            process.stdin.flush()
+        except BrokenPipeError:
+            self._process = None
+
+    def add(self, group: int) -> None:
+        self._tell(str(group))
+
+    def forget(self, group: int) -> None:
+        self._tell(f"-{group}")
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.stdin is not None:
+            self._process.stdin.close()
+            self._process.wait(timeout=10)
+            self._process = None
+
+
+class _ClusterLookups:
+    """ConfigMaps, Secrets and claims read from the API for :func:`.local_pods.plan`."""
+
+    def __init__(self, core: CoreV1Api) -> None:
+        self._core = core
+
+    def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        try:
+            found = self._core.read_namespaced_config_map(name, namespace, _request_timeout=_TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(found.data or {})
+
+    def secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        try:
+            found = self._core.read_namespaced_secret(name, namespace, _request_timeout=_TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return {key: str(value) for key, value in (found.data or {}).items()}
+
+    def service_account_token(self, namespace: str, service_account: str, audience: str | None) -> str:
+        spec: dict[str, Any] = {"expirationSeconds": 3600}
+        if audience:
+            spec["audiences"] = [audience]
+        reply = self._core.create_namespaced_service_account_token(
+            service_account, namespace, cast(Any, {"spec": spec}), _request_timeout=_TIMEOUT
+        )
+        assert reply.status is not None
+        return str(reply.status.token)
+
+    def claim_volume(self, namespace: str, claim: str) -> str | None:
+        try:
+            found = self._core.read_namespaced_persistent_volume_claim(
+                claim, namespace, _request_timeout=_TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        bound = found.status is not None and found.status.phase == "Bound"
+        return str(found.spec.volume_name) if bound and found.spec and found.spec.volume_name else None
+
+
+def _grace_seconds(pod: Manifest) -> float:
+    deleting = pod["metadata"].get("deletionGracePeriodSeconds")
+    if deleting is not None:
+        return float(deleting)
+    own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return float(DEFAULT_GRACE_SECONDS if own is None else own)
+
+
+def _asked_to_stop(pod: Manifest) -> bool:
+    meta = pod["metadata"]
+    return meta.get("deletionTimestamp") is not None or kwok_config.SIGTERM in (meta.get("annotations") or {})
+
+
+class LocalRuntime:
+    """The kubelet of every opted-in pod of one cluster. Call :meth:`sync` and :meth:`stop` from the one
+    thread that lives as long as the processes should (their parent-death signal follows it)."""
+
+    def __init__(
+        self,
+        core: CoreV1Api,
+        root: Path,
+        duration: Callable[[float], float] = lambda seconds: seconds,
+        python: str = sys.executable,
+    ) -> None:
+        self._core = core
+        self._custom = CustomObjectsApi(core.api_client)
+        self._layout = Layout(root)
+        self._lookups = _ClusterLookups(core)
+        self._duration = duration
+        self._python = python
+        self._containers: dict[str, _Container] = {}
+        self._waiting: dict[str, str] = {}
+        self._reaper = _Reaper()
+
+    def pids(self) -> list[int]:
+        """The PIDs of the pods' processes that still run."""
+        return [
+            c.process.pid
+            for c in self._containers.values()
+            if c.process is not None and c.process.poll() is None
+        ]
+
+    # --- the pass ---------------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Start, report, terminate and forget processes to match the cluster's opted-in pods."""
+        reply: Any = self._core.list_pod_for_all_namespaces(_request_timeout=_TIMEOUT, _preload_content=False)
+        pods = [
+            p
+            for p in json.loads(reply.data)["items"]
+            if opted_in(p) and (p.get("spec") or {}).get("nodeName")
+        ]
+        by_uid = {p["metadata"]["uid"]: p for p in pods}
+        for uid in [u for u in self._containers if u not in by_uid]:
+            self._kill(self._containers.pop(uid))
+        for uid in [u for u in self._waiting if u not in by_uid]:
+            self._waiting.pop(uid)
+        for pod in by_uid.values():
+            try:
+                self._step(pod)
+            except ApiException as exc:
+                if exc.status not in (404, 409):
+                    raise
+
+    def stop(self) -> None:
+        """Kill every process (the emulator is stopping) and the reaper."""
+        for container in self._containers.values():
+            self._kill(container)
+        self._containers.clear()
+        self._reaper.stop()
+
+    # --- one pod ----------------------------------------------------------------------------------
+
+    def _step(self, pod: Manifest) -> None:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        phase = (pod.get("status") or {}).get("phase")
+        container = self._containers.get(uid)
+        if container is None:
+            if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp") is not None:
+                # Never started here (or the emulator restarted): nothing runs; a deleted pod goes for good.
+                if meta.get("deletionTimestamp") is not None:
+                    self._delete(pod)
+                return
+            self._start(pod)
+            return
+        process = container.process
+        assert process is not None
+        returncode = process.poll()
+        if returncode is None:
+            self._terminate_if_asked(container, pod)
+            return
+        if container.reported_exit is None:
+            self._exited(container, pod, exit_code(returncode))
+        if container.terminating or phase in ("Succeeded", "Failed"):
+            if meta.get("deletionTimestamp") is not None and not container.deleted:
+                container.deleted = self._delete(pod)
+            return
+        if container.restart_at is not None and time.monotonic() >= container.restart_at:
+            self._spawn(container, pod)
+
+    def _start(self, pod: Manifest) -> None:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        try:
+            process_plan = plan(pod, self._lookups, self._layout, self._python, self._duration)
+        except Unrunnable as exc:
+            if self._waiting.get(uid) != str(exc):
+                self._waiting[uid] = str(exc)
+                self._patch_waiting(pod, exc)
+            return
+        self._waiting.pop(uid, None)
+        spec = pod["spec"]
+        container = _Container(
+            uid=uid,
+            namespace=meta["namespace"],
+            name=meta["name"],
+            image=spec["containers"][0].get("image", ""),
+            plan=process_plan,
+            restart_policy=spec.get("restartPolicy", "Always"),
+        )
+        for folder in process_plan.folders:
+            folder.mkdir(parents=True, exist_ok=True)
+        for path, data in process_plan.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        self._containers[uid] = container
+        self._publish_logs(pod, process_plan)
+        self._spawn(container, pod)
+
+    def _spawn(self, container: _Container, pod: Manifest) -> None:
+        process_plan = container.plan
+        try:
+            process = subprocess.Popen(
+                list(process_plan.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=process_plan.cwd,
+                env=dict(process_plan.env),
+                preexec_fn=die_with_parent,
+                start_new_session=True,
+            )
+        except OSError as exc:  # no such program: the container cannot start, as with a bad entrypoint
+            self._containers.pop(container.uid)
+            self._patch_waiting(pod, Unrunnable("RunContainerError", f"{describe(process_plan)}: {exc}"))
+            return
+        self._reaper.add(process.pid)
+        if container.process is not None:
+            container.restarts += 1
+        container.process = process
+        container.started_at = now_rfc3339()
+        container.reported_exit = None
+        container.restart_at = None
+        writer = _LogWriter(process_plan.log_file)
+        assert process.stdout is not None and process.stderr is not None
+        writer.follow(process.stdout, "stdout")
+        writer.follow(process.stderr, "stderr")
+        container.logs.append(writer)
+        _log.info(
+            "pod %s/%s: started %s (pid %d)",
+            container.namespace,
+            container.name,
+            describe(process_plan),
+            process.pid,
+        )
+        self._patch_running(pod, container)
+        # Asked to stop before it even started (a delete raced the start): the signal follows at once.
+        self._terminate_if_asked(container, pod)
+
+    def _terminate_if_asked(self, container: _Container, pod: Manifest) -> None:
+        process = container.process
+        assert process is not None
+        if not _asked_to_stop(pod):
+            return
+        deadline = time.monotonic() + self._duration(_grace_seconds(pod))
+        if not container.terminating:
+            container.terminating = True
+            container.kill_at = deadline
+            # As a container runtime does: the stop signal to the main process only, the kill to them all.
+            _signal(process, signal.SIGTERM)
+        elif container.kill_at is not None and deadline < container.kill_at:
+            container.kill_at = (
+                deadline  # a second delete with a shorter grace shortens it, as the kubelet does
+            )
+        if container.kill_at is not None and time.monotonic() >= container.kill_at:
+            _signal_group(process, signal.SIGKILL)
+            container.kill_at = None
+
+    def _exited(self, container: _Container, pod: Manifest, code: int) -> None:
+        process = container.process
+        assert process is not None
+        _signal_group(process, signal.SIGKILL)  # the rest of the container goes with its main process
+        self._reaper.forget(process.pid)
+        for writer in container.logs:
+            for thread in writer.threads:
+                thread.join(timeout=2)
+        container.logs.clear()
+        container.reported_exit = code
+        restart = not container.terminating and (
+            container.restart_policy == "Always" or (container.restart_policy == "OnFailure" and code != 0)
+        )
+        if restart:
+            backoff = min(MAX_BACKOFF_SECONDS, BACKOFF_SECONDS * 2**container.restarts)
+            container.restart_at = time.monotonic() + backoff
+        _log.info("pod %s/%s: exited with %d", container.namespace, container.name, code)
+        self._patch_exited(pod, container, code, restart)
+
+    def _kill(self, container: _Container) -> None:
+        process = container.process
+        if process is None:
+            return
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+        self._reaper.forget(process.pid)
+
+    # --- the API ----------------------------------------------------------------------------------
+
+    def _publish_logs(self, pod: Manifest, process_plan: ProcessPlan) -> None:
+        meta = pod["metadata"]
+        body = {
+            "apiVersion": f"{kwok_config.LOGS_GROUP}/{kwok_config.LOGS_VERSION}",
+            "kind": kwok_config.LOGS_KIND,
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}
+                ],
+            },
+            "spec": {
+                "logs": [
+                    {
+                        "containers": [process_plan.container],
+                        "logsFile": str(process_plan.log_file),
+                        "follow": True,
+                    }
+                ]
+            },
+        }
+        args = (kwok_config.LOGS_GROUP, kwok_config.LOGS_VERSION, meta["namespace"], kwok_config.LOGS_PLURAL)
+        try:
+            self._custom.create_namespaced_custom_object(*args, body, _request_timeout=_TIMEOUT)
+        except ApiException as exc:
+            if exc.status != 409:  # a pod of the same name before: point its Logs at this one
+                raise
+            self._custom.delete_namespaced_custom_object(*args, meta["name"], _request_timeout=_TIMEOUT)
+            self._custom.create_namespaced_custom_object(*args, body, _request_timeout=_TIMEOUT)
+
+    def _patch_status(self, pod: Manifest, status: Manifest) -> None:
+        meta = pod["metadata"]
+        self._core.patch_namespaced_pod_status(
+            meta["name"],
+            meta["namespace"],
+            {"metadata": {"uid": meta["uid"]}, "status": status},
+            _request_timeout=_TIMEOUT,
+        )
+
+    def _patch_waiting(self, pod: Manifest, why: Unrunnable) -> None:
+        main = pod["spec"]["containers"][0]
+        status = {
+            "containerStatuses": [
+                {
+                    "name": main["name"],
+                    "image": main.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {"waiting": {"reason": why.reason, "message": why.message}},
+                }
+            ]
+        }
+        _log.warning("pod %s/%s cannot start: %s", pod["metadata"]["namespace"], pod["metadata"]["name"], why)
+        self._patch_status(pod, status)
+
+    def _patch_running(self, pod: Manifest, container: _Container) -> None:
+        now = now_rfc3339()
+        status = {
+            "phase": "Running",
+            "startTime": (pod.get("status") or {}).get("startTime") or now,
+            "hostIP": LOCAL_IP,
+            "hostIPs": [{"ip": LOCAL_IP}],
+            "podIP": LOCAL_IP,
+            "podIPs": [{"ip": LOCAL_IP}],
+            "conditions": [
+                {"type": kind, "status": "True", "lastTransitionTime": now}
+                for kind in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+            ],
+            "containerStatuses": [
+                {
+                    "name": container.plan.container,
+                    "image": container.image,
+                    "imageID": "",
+                    "containerID": container.container_id,
+                    "ready": True,
+                    "started": True,
+                    "restartCount": container.restarts,
+                    "state": {
+                        "waiting": None,
+                        "terminated": None,
+                        "running": {"startedAt": container.started_at},
+                    },
+                }
+            ],
+        }
+        self._patch_status(pod, status)
+
+    def _patch_exited(self, pod: Manifest, container: _Container, code: int, restarting: bool) -> None:
+        now = now_rfc3339()
+        terminated = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": container.started_at,
+            "finishedAt": now,
+            "containerID": container.container_id,
+        }
+        state: Manifest = {"running": None, "terminated": terminated, "waiting": None}
+        last: Manifest | None = None
+        if restarting:
+            state = {"running": None, "terminated": None, "waiting": {"reason": "CrashLoopBackOff"}}
+            last = {"terminated": terminated}
+        not_ready = [
+            {"type": kind, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+            for kind in ("ContainersReady", "Ready")
+        ]
+        container_status: Manifest = {
+            "name": container.plan.container,
+            "image": container.image,
+            "imageID": "",
+            "containerID": container.container_id,
+            "ready": False,
+            "started": False,
+            "restartCount": container.restarts,
+            "state": state,
+        }
+        if last is not None:
+            container_status["lastState"] = last
+        status: Manifest = {"conditions": not_ready, "containerStatuses": [container_status]}
+        if not restarting:
+            status["phase"] = "Succeeded" if code == 0 else "Failed"
+        self._patch_status(pod, status)
+
+    def _delete(self, pod: Manifest) -> bool:
+        """The kubelet's final delete of a pod whose containers have ended: grace 0, this very pod."""
+        meta = pod["metadata"]
+        try:
+            self._core.delete_namespaced_pod(
+                meta["name"],
+                meta["namespace"],
+                body=V1DeleteOptions(grace_period_seconds=0, preconditions=V1Preconditions(uid=meta["uid"])),
+                _request_timeout=_TIMEOUT,
+            )
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+        return True
+
+
+def _signal(process: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        process.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def root_for(plane_directory: Path) -> Path:
+    """Where a cluster's local runtime keeps pods' folders, volumes and logs."""
+    return plane_directory / "local"
