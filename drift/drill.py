@@ -64,6 +64,8 @@ class Workload:
 class _Watched:
     workload: Workload
     lost: set[str]
+    before: set[str] = field(default_factory=set)
+    """Every pod of the workload at T+0 (the lost ones too): none of them is a replacement."""
     replaced_after: float | None = None
     replacements: list[Any] = field(default_factory=list)
     outcome: Outcome | None = None
@@ -257,15 +259,30 @@ def _finished(api: client.ApiClient, w: Workload) -> tuple[Outcome, str] | None:
     return None
 
 
+def _pods_by_workload(core: client.CoreV1Api, owners: _Owners, namespace: str) -> dict[Workload, list[Any]]:
+    by_workload: dict[Workload, list[Any]] = {}
+    for pod in core.list_namespaced_pod(namespace, _request_timeout=_TIMEOUT).items:
+        workload = owners.of(pod)
+        if workload is not None:
+            by_workload.setdefault(workload, []).append(pod)
+    return by_workload
+
+
+def _note_pods_before(api: client.ApiClient, owners: _Owners, watched: list[_Watched]) -> None:
+    """Remember the pods each workload has before the preemption: its other replicas (a Deployment's, a
+    Sweep's other trials) are not replacements of the pods it loses."""
+    core = client.CoreV1Api(api)
+    for namespace in {w.workload.namespace for w in watched}:
+        by_workload = _pods_by_workload(core, owners, namespace)
+        for w in watched:
+            if w.workload.namespace == namespace:
+                w.before = w.lost | {str(p.metadata.uid) for p in by_workload.get(w.workload, [])}
+
+
 def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watched], started: float) -> None:
     core = client.CoreV1Api(api)
     for namespace in {w.workload.namespace for w in watched if w.outcome is None}:
-        pods = core.list_namespaced_pod(namespace, _request_timeout=_TIMEOUT).items
-        by_workload: dict[Workload, list[Any]] = {}
-        for pod in pods:
-            workload = owners.of(pod)
-            if workload is not None:
-                by_workload.setdefault(workload, []).append(pod)
+        by_workload = _pods_by_workload(core, owners, namespace)
         for w in watched:
             if w.outcome is not None or w.workload.namespace != namespace:
                 continue
@@ -279,13 +296,13 @@ def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watc
                 w.outcome, w.detail = finished
                 continue
             unscheduled = [
-                _unschedulable(p) for p in by_workload.get(w.workload, []) if p.metadata.uid not in w.lost
+                _unschedulable(p) for p in by_workload.get(w.workload, []) if p.metadata.uid not in w.before
             ]
             w.detail = next((why for why in unscheduled if why), "")
             fresh = [
                 p
                 for p in by_workload.get(w.workload, [])
-                if p.metadata.uid not in w.lost
+                if p.metadata.uid not in w.before
                 and p.status.phase == "Running"
                 and p.metadata.deletion_timestamp is None
                 and p.spec.node_name != node
@@ -347,6 +364,7 @@ def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], 
     node = choose_node(core, args.node)
     owners = _Owners(api)
     watched = [_Watched(w, lost) for w, lost in _lost_pods(api, owners, node).items()]
+    _note_pods_before(api, owners, watched)
     grace = min(args.grace_seconds, GRACE_PERIOD_LIMIT_SECONDS)
     termination = args.termination if args.twin_url else TerminationMode.EVICTION
     progress(f"drill: preempting {node} ({termination.value}); {len(watched)} workload(s) had pods there")
