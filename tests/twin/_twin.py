@@ -230,15 +230,20 @@ class Recorder:
 
 
 def drill_twin(
-    api: client.ApiClient, admin: AdminClient, twin_url: str, mode: TerminationMode
+    api: client.ApiClient,
+    admin: AdminClient,
+    twin_url: str,
+    mode: TerminationMode,
+    node: str | None = None,
 ) -> DrillReport:
-    """One preemption of the demo cluster's twin by ``together-clusters drill``, asserted to have run.
+    """One preemption of the demo cluster's twin by ``together-clusters drill``, asserted to have run
+    (``node``: the one the test expects the platform to reclaim; default the drill's own choice).
 
     The pool may not refill what a preemption took ("allocated may stay below desired"); these drills need
     the replacement to have a node, so the pool gets free GPUs first.
     """
     admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)
-    args = DrillArgs(twin_url=twin_url, termination=mode, timeout_seconds=240, log_wait_seconds=0)
+    args = DrillArgs(node=node, twin_url=twin_url, termination=mode, timeout_seconds=240, log_wait_seconds=0)
     report = run_drill(api, args, progress=lambda _line: None)
     assert report.ok, report
     return report

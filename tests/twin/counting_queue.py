@@ -164,6 +164,11 @@ class CountingQueue:
                 if expires > now
             }
 
+    def taken_at_least_once(self, request_ids: list[str]) -> int:
+        """How many of ``request_ids`` a worker has taken (the rest were never delivered)."""
+        with self._lock:
+            return sum(bool(self._records[i].deliveries) for i in request_ids)
+
     def problems(self) -> list[str]:
         """Every request served twice or never, and every result that is not the request's own."""
         found = []
