@@ -65,7 +65,8 @@ class _Watched:
     workload: Workload
     lost: set[str]
     before: set[str] = field(default_factory=set)
-    """Every pod of the workload at T+0 (the lost ones too): none of them is a replacement."""
+    """The workload's pods that had started by T+0 (the lost ones too): none of them is a replacement.
+    A pod still Pending then (a trial waiting for a node) counts once it runs: it restores the capacity."""
     replaced_after: float | None = None
     replacements: list[Any] = field(default_factory=list)
     outcome: Outcome | None = None
@@ -269,14 +270,19 @@ def _pods_by_workload(core: client.CoreV1Api, owners: _Owners, namespace: str) -
 
 
 def _note_pods_before(api: client.ApiClient, owners: _Owners, watched: list[_Watched]) -> None:
-    """Remember the pods each workload has before the preemption: its other replicas (a Deployment's, a
-    Sweep's other trials) are not replacements of the pods it loses."""
+    """Remember the pods each workload has started before the preemption: its other replicas (a
+    Deployment's, a Sweep's running trials) are not replacements of the pods it loses."""
     core = client.CoreV1Api(api)
     for namespace in {w.workload.namespace for w in watched}:
         by_workload = _pods_by_workload(core, owners, namespace)
         for w in watched:
             if w.workload.namespace == namespace:
-                w.before = w.lost | {str(p.metadata.uid) for p in by_workload.get(w.workload, [])}
+                started = {
+                    str(p.metadata.uid)
+                    for p in by_workload.get(w.workload, [])
+                    if p.status is None or p.status.phase != "Pending"
+                }
+                w.before = w.lost | started
 
 
 def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watched], started: float) -> None:

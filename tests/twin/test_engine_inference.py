@@ -48,7 +48,7 @@ NAME = "infer"
 BUDGET = drain_budget_seconds(GRACE, 0) / SPEED
 # Past this point of the budget the request in flight is asked to stop.
 LAST_CALL = BUDGET - RequestDrain(BUDGET).stop_seconds
-FITS = 0.7 * LAST_CALL
+FITS = 0.8 * LAST_CALL
 """A request this long finishes within the budget even when SIGTERM comes as it starts."""
 OVERRUNS = 4 * BUDGET
 """A request this long cannot finish within the budget: a worker preempted while serving it hands it back."""
@@ -171,7 +171,7 @@ def the_moment(feeder: Feeder, core: client.CoreV1Api, victim: str) -> dict[str,
     feeder.top_up()
     pods = set(workers_by_node(core)[victim])
     held = {w: h for w, h in feeder.queue.holding().items() if w.split(":")[0] in pods}
-    fits = [h for h in held.values() if h.payload["seconds"] == FITS and h.held_seconds < FITS / 3]
+    fits = [h for h in held.values() if h.payload["seconds"] == FITS and h.held_seconds < FITS / 4]
     overruns = [
         h
         for h in held.values()
