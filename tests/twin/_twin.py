@@ -236,8 +236,8 @@ def drill_twin(
     mode: TerminationMode,
     node: str | None = None,
 ) -> DrillReport:
-    """One preemption of the demo cluster's twin by ``together-clusters drill``, asserted to have run
-    (``node``: the one the test expects the platform to reclaim; default the drill's own choice).
+    """One preemption of the demo cluster's twin by ``together-clusters drill`` (of ``node``, else the oldest
+    preemptible node), asserted to have run.
 
     The pool may not refill what a preemption took ("allocated may stay below desired"); these drills need
     the replacement to have a node, so the pool gets free GPUs first.
