@@ -65,7 +65,8 @@ class _Watched:
     workload: Workload
     lost: set[str]
     before: set[str] = field(default_factory=set)
-    """Every pod the workload had at T+0: none of them is a replacement (a TrainingRun's other workers)."""
+    """The workload's pods that had started by T+0 (the lost ones too): none of them is a replacement.
+    A pod still Pending then (a trial waiting for a node) counts once it runs: it restores the capacity."""
     replaced_after: float | None = None
     replacements: list[Any] = field(default_factory=list)
     outcome: Outcome | None = None
@@ -263,15 +264,35 @@ def _finished(api: client.ApiClient, w: Workload) -> tuple[Outcome, str] | None:
     return None
 
 
+def _pods_by_workload(core: client.CoreV1Api, owners: _Owners, namespace: str) -> dict[Workload, list[Any]]:
+    by_workload: dict[Workload, list[Any]] = {}
+    for pod in core.list_namespaced_pod(namespace, _request_timeout=_TIMEOUT).items:
+        workload = owners.of(pod)
+        if workload is not None:
+            by_workload.setdefault(workload, []).append(pod)
+    return by_workload
+
+
+def _note_pods_before(api: client.ApiClient, owners: _Owners, watched: list[_Watched]) -> None:
+    """Remember the pods each workload has started before the preemption: its other replicas (a
+    Deployment's, a Sweep's running trials) are not replacements of the pods it loses."""
+    core = client.CoreV1Api(api)
+    for namespace in {w.workload.namespace for w in watched}:
+        by_workload = _pods_by_workload(core, owners, namespace)
+        for w in watched:
+            if w.workload.namespace == namespace:
+                started = {
+                    str(p.metadata.uid)
+                    for p in by_workload.get(w.workload, [])
+                    if p.status is None or p.status.phase != "Pending"
+                }
+                w.before = w.lost | started
+
+
 def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watched], started: float) -> None:
     core = client.CoreV1Api(api)
     for namespace in {w.workload.namespace for w in watched if w.outcome is None}:
-        pods = core.list_namespaced_pod(namespace, _request_timeout=_TIMEOUT).items
-        by_workload: dict[Workload, list[Any]] = {}
-        for pod in pods:
-            workload = owners.of(pod)
-            if workload is not None:
-                by_workload.setdefault(workload, []).append(pod)
+        by_workload = _pods_by_workload(core, owners, namespace)
         for w in watched:
             if w.outcome is not None or w.workload.namespace != namespace:
                 continue
@@ -285,14 +306,13 @@ def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watc
                 w.outcome, w.detail = finished
                 continue
             unscheduled = [
-                _unschedulable(p) for p in by_workload.get(w.workload, []) if p.metadata.uid not in w.lost
+                _unschedulable(p) for p in by_workload.get(w.workload, []) if p.metadata.uid not in w.before
             ]
             w.detail = next((why for why in unscheduled if why), "")
             fresh = [
                 p
                 for p in by_workload.get(w.workload, [])
-                if p.metadata.uid not in w.lost
-                and p.metadata.uid not in w.before
+                if p.metadata.uid not in w.before
                 and p.status.phase == "Running"
                 and p.metadata.deletion_timestamp is None
                 and p.spec.node_name != node
@@ -304,16 +324,6 @@ def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watc
                 w.outcome = Outcome.SURVIVED
             elif finished is not None:
                 w.outcome, w.detail = finished
-
-
-def _note_pods_before(core: client.CoreV1Api, owners: _Owners, watched: list[_Watched]) -> None:
-    """Remember every pod the watched workloads have now, so only pods created later count as replacements."""
-    for namespace in {w.workload.namespace for w in watched}:
-        for pod in core.list_namespaced_pod(namespace, _request_timeout=_TIMEOUT).items:
-            workload = owners.of(pod)
-            for w in watched:
-                if w.workload == workload and pod.metadata is not None:
-                    w.before.add(str(pod.metadata.uid))
 
 
 def _unschedulable(pod: Any) -> str:
@@ -358,7 +368,7 @@ def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], 
     node = choose_node(core, args.node)
     owners = _Owners(api)
     watched = [_Watched(w, lost) for w, lost in _lost_pods(api, owners, node).items()]
-    _note_pods_before(core, owners, watched)
+    _note_pods_before(api, owners, watched)
     grace = min(args.grace_seconds, GRACE_PERIOD_LIMIT_SECONDS)
     termination = args.termination if args.twin_url else TerminationMode.EVICTION
     progress(f"drill: preempting {node} ({termination.value}); {len(watched)} workload(s) had pods there")

@@ -283,8 +283,13 @@ class Twin:
             if draining is None or draining.preemption is None:
                 plane.draining.pop(name)
                 continue
-            if self._drain(core, draining, draining.preemption.grace_seconds, mode):
+            if self._drain(core, draining, self._nominal(draining.preemption.grace_seconds), mode):
                 plane.draining.pop(name)
+
+    def _nominal(self, real_seconds: float) -> float:
+        """The platform's whole seconds in a real duration. A pod's grace period is in the pod's (emulated)
+        seconds, as the local runtime reads it: the node's real time to live would shorten it by the speed."""
+        return float(round(real_seconds / self._duration(1.0)))
 
     @staticmethod
     def _drain(core: CoreV1Api, node: NodeView, grace_seconds: float, mode: TerminationMode) -> bool:

@@ -154,6 +154,10 @@ def test_preemption_plays_cordon_event_termination_deletion_in_order(
         )
     deleted = recorder.first(lambda k, t, o: of_victim(k, o) and k == "Node" and t == "DELETED")
     assert cordoned and announced and terminated and deleted, recorder.changes
+    if termination != "signal":
+        # The platform's 300 s in the pod's own (emulated) seconds, not the node's few real seconds to live:
+        # a process the twin runs gets SIGKILL that long after SIGTERM, as the node is deleted.
+        assert terminated[3].metadata.deletion_grace_period_seconds == 300
     assert cordoned[0] < announced[0] < terminated[0] < deleted[0]
     assert announced[3].type == "Warning"
     # One time line: the Event is stamped with the preemption time the compute API reports.

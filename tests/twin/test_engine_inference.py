@@ -1,0 +1,241 @@
+"""Issue 12's proof for BatchInference: no request lost and none served twice across preemptions.
+
+A BatchInference of four workers (two per preemptible node) is deployed with a real ``pulumi up`` onto the
+twin, whose local runtime runs each worker pod's main container as a real process: the test's worker program
+(``inference_worker.py``, ``RequestDrain`` over HTTP). It serves requests from a counting queue the test runs
+(``counting_queue.py``, leases as a real queue has them). For each termination mode the twin can produce, a
+batch of requests is fed and the node the platform reclaims next is preempted at a moment its two workers
+hold one request that fits in the drain budget (it must be finished) and one that does not (it must be
+handed back) - then the queue must drain.
+
+Oracles: the counting queue's ledger (every request completed exactly once, with its own result; no lease
+ever had to expire, so every preempted worker drained; each preempted worker finished or handed back what it
+held, as the contract says), and the Deployment controller's status for the replacements. The drill's report
+is asserted too (the Deployment survived).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests import _engine
+from together_clusters.components.checkpoint import RequestDrain
+from together_clusters.components.checkpoint.contract import drain_budget_seconds
+from together_clusters.drift.drill_report import Outcome
+from together_clusters.emulator.admin_client import AdminClient
+from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
+from together_clusters.emulator.server import RunningEmulator, start_emulator
+
+from . import inference_worker
+from ._twin import COMPUTE_CLASS, drill_twin, kube_clients, wait_for
+from .conftest import require_twin
+from .counting_queue import CountingQueue, Held, Record, serve
+
+pytestmark = [pytest.mark.engine, pytest.mark.twin]
+API_KEY = "tgp_v1_twin-inference-key-0123456789abcdef"
+SPEED = 60
+GRACE = 300
+REPLICAS = 4
+NAME = "infer"
+# The worker's drain budget in real seconds: the runtime divides DRAIN_BUDGET_SECONDS by the clock's speed.
+BUDGET = drain_budget_seconds(GRACE, 0) / SPEED
+# Past this point of the budget the request in flight is asked to stop.
+LAST_CALL = BUDGET - RequestDrain(BUDGET).stop_seconds
+FITS = 0.8 * LAST_CALL
+"""A request this long finishes within the budget even when SIGTERM comes as it starts."""
+OVERRUNS = 4 * BUDGET
+"""A request this long cannot finish within the budget: a worker preempted while serving it hands it back."""
+QUICK = 0.2
+LEASE_SECONDS = 20 * BUDGET
+"""The queue's visibility timeout: longer than any request, so only a worker that died undrained needs it."""
+GROUP = (OVERRUNS, FITS, QUICK, FITS)
+"""What the test feeds, a group at a time, until the moment to preempt comes."""
+
+PROGRAM = f"""\
+import pulumi
+
+from together_clusters.components import BatchInference, BatchInferenceArgs, ContainerSpec
+from together_clusters.components.demo import demo_cluster
+from together_clusters.emulator.kubernetes.kwok_config import RUN, RUN_LOCAL
+
+config = pulumi.Config()
+gpu = demo_cluster("inference", num_preemptible_gpus=16)
+BatchInference(
+    "{NAME}",
+    BatchInferenceArgs(
+        container=ContainerSpec(
+            image="registry.invalid/inference-worker:1",
+            command=("python", {str(Path(inference_worker.__file__))!r}),
+            env={{"{inference_worker.ENV_QUEUE_URL}": config.require("queueUrl")}},
+            gpus=4,  # two workers per preemptible node: a preemption drains two at once
+            pod_annotations={{RUN: RUN_LOCAL}},  # the twin runs the worker as a real local process
+        ),
+        replicas={REPLICAS},
+        namespace="default",
+        deployment_name="{NAME}",
+        grace_period_seconds={GRACE},
+    ),
+    opts=gpu.opts(),
+)
+pulumi.export("kube_config", gpu.cluster.kube_config)
+"""
+
+
+@dataclass(frozen=True)
+class Stack:
+    api: client.ApiClient
+    emulator: RunningEmulator
+    queue: CountingQueue
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    _engine.require_engine()
+    require_twin()
+    tmp = tmp_path_factory.mktemp("inference")
+    queue = CountingQueue(lease_seconds=LEASE_SECONDS)
+    with start_emulator(speed=SPEED, kubernetes=TwinOptions()) as emulator, serve(queue) as queue_url:
+        project = _engine.write_project(tmp / "prog", "twin-inference", PROGRAM)
+        env = _engine.engine_env(
+            tmp, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
+        )
+        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+        _engine.run_pulumi(["config", "set", "queueUrl", queue_url], cwd=project, env=env, check=True)
+        up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=project, env=env)  # no renderYamlTo
+        assert up.returncode == 0, _engine.output(up)
+        api = kube_clients(_engine.stack_outputs(project, env)["kube_config"])
+        try:
+            yield Stack(api, emulator, queue)
+        finally:
+            api.close()
+            _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+
+
+def worker_pods(core: client.CoreV1Api) -> dict[str, bool]:
+    """Every worker pod's name -> whether it runs."""
+    pods = core.list_namespaced_pod("default", label_selector="app.kubernetes.io/managed-by").items
+    return {p.metadata.name: p.status.phase == "Running" for p in pods}
+
+
+def workers_by_node(core: client.CoreV1Api) -> dict[str, list[str]]:
+    """Preemptible node -> the names of the worker pods running there (not being deleted)."""
+    nodes = {
+        n.metadata.name: n
+        for n in core.list_node(label_selector=f"{COMPUTE_CLASS}=preemptible").items
+        if not n.spec.unschedulable
+    }
+    by_node: dict[str, list[str]] = {name: [] for name in nodes}
+    for pod in core.list_namespaced_pod("default", label_selector="app.kubernetes.io/managed-by").items:
+        if (
+            pod.status.phase == "Running"
+            and not pod.metadata.deletion_timestamp
+            and pod.spec.node_name in nodes
+        ):
+            by_node[pod.spec.node_name].append(pod.metadata.name)
+    return by_node
+
+
+def deployment_replaced(apps: client.AppsV1Api, core: client.CoreV1Api, lost_node: str) -> bool:
+    status = apps.read_namespaced_deployment_status(NAME, "default").status
+    placed = [n for pods in workers_by_node(core).values() for n in pods]
+    return status.available_replicas == REPLICAS and len(placed) == REPLICAS and lost_node not in placed
+
+
+class Feeder:
+    """Keeps a few groups of requests ready, each request named after the mode and a counter."""
+
+    def __init__(self, queue: CountingQueue, mode: TerminationMode) -> None:
+        self.queue = queue
+        self.mode = mode
+        self.ids: list[str] = []
+        self._counter = itertools.count()
+
+    def top_up(self, ready: int = 2 * len(GROUP)) -> None:
+        while len(self.ids) - self.queue.taken_at_least_once(self.ids) < ready:
+            for seconds in GROUP:
+                request_id = f"{self.mode.value}-{next(self._counter)}"
+                self.queue.put(request_id, {"seconds": seconds})
+                self.ids.append(request_id)
+
+
+def the_moment(feeder: Feeder, core: client.CoreV1Api, victim: str) -> dict[str, Held] | None:
+    """The victim's workers, when one has just taken a request that fits and another holds one that overruns
+    with time to spare: the preemption then exercises both paths of the contract."""
+    feeder.top_up()
+    pods = set(workers_by_node(core)[victim])
+    held = {w: h for w, h in feeder.queue.holding().items() if w.split(":")[0] in pods}
+    fits = [h for h in held.values() if h.payload["seconds"] == FITS and h.held_seconds < FITS / 4]
+    overruns = [
+        h
+        for h in held.values()
+        if h.payload["seconds"] == OVERRUNS and h.held_seconds < OVERRUNS - 2 * BUDGET
+    ]
+    return held if fits and overruns else None
+
+
+def oldest_preemptible(core: client.CoreV1Api) -> str:
+    """The node the platform reclaims next: the oldest schedulable preemptible one."""
+    nodes = [
+        n
+        for n in core.list_node(label_selector=f"{COMPUTE_CLASS}=preemptible").items
+        if not n.spec.unschedulable
+    ]
+    return min(nodes, key=lambda n: (n.metadata.creation_timestamp, n.metadata.name)).metadata.name
+
+
+def last_outcome(record: Record, worker: str) -> Any:
+    return next(o for o in reversed(record.outcomes) if o.worker == worker)
+
+
+@pytest.mark.parametrize("mode", list(TerminationMode), ids=[m.value for m in TerminationMode])
+def test_no_request_is_lost_or_served_twice_across_a_preemption(stack: Stack, mode: TerminationMode) -> None:
+    core, apps = client.CoreV1Api(stack.api), client.AppsV1Api(stack.api)
+    admin = AdminClient(stack.emulator.base_url)
+    queue = stack.queue
+    try:
+        wait_for(lambda: sum(map(len, workers_by_node(core).values())) == REPLICAS, "every worker to run")
+        feeder = Feeder(queue, mode)
+        victim = oldest_preemptible(core)
+        held = wait_for(
+            lambda: the_moment(feeder, core, victim),
+            f"the workers on {victim} to hold a request that fits and one that overruns",
+        )
+        before = set(worker_pods(core))
+        report = drill_twin(stack.api, admin, stack.emulator.base_url, mode, node=victim)
+        assert [(w.kind, w.name, w.outcome, w.pods_lost) for w in report.workloads] == [
+            ("Deployment", NAME, Outcome.SURVIVED, len(held))
+        ], report
+        # "Survived" means replacements run, not the replicas that were never preempted.
+        replacements = [name for name, running in worker_pods(core).items() if running and name not in before]
+        assert len(replacements) >= len(held), (report, worker_pods(core))
+        wait_for(
+            lambda: deployment_replaced(apps, core, victim), "the Deployment's replacements to be available"
+        )
+        wait_for(queue.drained, "every request to be completed", timeout=300)
+    finally:
+        admin.close()
+
+    records = queue.records()
+    assert queue.problems() == []
+    assert [(i, o) for i, r in records.items() for o in r.outcomes if o.kind == "expired"] == [], (
+        "a lease expired: a worker died without finishing or handing back its request"
+    )
+    # What the preempted workers held: the request that fits was finished, the other handed back.
+    for worker, h in held.items():
+        outcome = last_outcome(records[h.request_id], worker)
+        expected = "complete" if h.payload["seconds"] == FITS else "hand-back"
+        assert (outcome.kind, outcome.draining) == (expected, True), (worker, h, records[h.request_id])
+    # The handed-back request was then served by a worker that was not preempted.
+    victims = {worker.split(":")[0] for worker in held}
+    for h in held.values():
+        final = records[h.request_id].outcomes[-1]
+        assert final.kind == "complete", records[h.request_id]
+        if h.payload["seconds"] == OVERRUNS:
+            assert final.worker.split(":")[0] not in victims, records[h.request_id]
