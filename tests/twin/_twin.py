@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -17,12 +19,15 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from tests import _engine
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
 from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.drift.drill_report import DrillReport
 from together_clusters.emulator.admin_client import AdminClient
-from together_clusters.emulator.kubernetes.options import TerminationMode
-from together_clusters.emulator.server import RunningEmulator
+from together_clusters.emulator.kubernetes.local_pods import rewrite
+from together_clusters.emulator.kubernetes.local_runtime import root_for
+from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
+from together_clusters.emulator.server import RunningEmulator, start_emulator
 
 COMPUTE_CLASS = "together.ai/compute-class"
 REGION = "us-central-8"
@@ -335,3 +340,78 @@ class PodHistory:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A Pulumi project with its stack ``test`` on the real engine, pointed at an emulator with the twin."""
+
+    project: Path
+    env: dict[str, str]
+    emulator: RunningEmulator
+
+    def set_config(self, key: str, value: str) -> None:
+        _engine.run_pulumi(["config", "set", key, value], cwd=self.project, env=self.env, check=True)
+
+
+@contextmanager
+def twin_stack(
+    tmp: Path,
+    name: str,
+    program: str,
+    api_key: str,
+    options: TwinOptions = TwinOptions(),  # noqa: B008 - frozen, so one shared default is safe
+    speed: int = 60,
+) -> Iterator[Stack]:
+    """A stack of ``program`` (project ``name``, state under ``tmp``) on an emulator at ``speed`` whose twin
+    runs with ``options``; skipped without the engine or the twin. Destroyed on the way out."""
+    from .conftest import require_twin  # conftest imports this module
+
+    _engine.require_engine()
+    require_twin()
+    with start_emulator(speed=speed, kubernetes=options) as emulator:
+        project = _engine.write_project(tmp / "prog", name, program)
+        env = _engine.engine_env(
+            tmp, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": api_key}
+        )
+        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+        try:
+            yield Stack(project, dict(env), emulator)
+        finally:
+            _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+
+
+def up(stack: Stack) -> client.ApiClient:
+    """A real ``pulumi up`` (no renderYamlTo) that must succeed; a client of the cluster's Kubernetes API."""
+    result = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)
+    assert result.returncode == 0, _engine.output(result)
+    return kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
+
+
+def running_pods(core: client.CoreV1Api, selector: str = "") -> list[Any]:
+    """The pods in ``default`` matching ``selector`` that run and are not being deleted."""
+    pods = core.list_namespaced_pod("default", label_selector=selector).items
+    return [p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+
+
+def running_pod(core: client.CoreV1Api, selector: str) -> Any:
+    """A running pod matching ``selector`` (not being deleted), or None."""
+    return next(iter(running_pods(core, selector)), None)
+
+
+def node_classes(core: client.CoreV1Api) -> dict[str, str]:
+    """Node name -> its compute class."""
+    return {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}
+
+
+def checkpoint_folder(emulator: RunningEmulator, core: client.CoreV1Api, pod: Any) -> Path:
+    """The host folder behind the pod's CHECKPOINT_DIR: the bound volume's folder of the twin's runtime."""
+    status = httpx.get(f"{emulator.base_url}/_emulator/kubernetes", timeout=30).json()
+    (plane,) = status["control_planes"]
+    claim = next(v for v in pod.spec.volumes if v.persistent_volume_claim is not None)
+    bound = core.read_namespaced_persistent_volume_claim(claim.persistent_volume_claim.claim_name, "default")
+    volume = root_for(Path(plane["data_dir"])) / "volumes" / bound.spec.volume_name
+    (main,) = pod.spec.containers
+    mount = next(m.mount_path for m in main.volume_mounts if m.name == claim.name)
+    directory = next(e.value for e in main.env if e.name == "CHECKPOINT_DIR")
+    return Path(rewrite(directory, {mount: volume}))
