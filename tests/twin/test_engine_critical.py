@@ -12,10 +12,8 @@ from kubernetes import client
 from tests import _engine
 from together_clusters.emulator.kubernetes.nodes import NodeOptions
 from together_clusters.emulator.kubernetes.options import TwinOptions
-from together_clusters.emulator.server import start_emulator
 
-from ._twin import COMPUTE_CLASS, kube_clients
-from .conftest import require_twin
+from ._twin import node_classes, twin_stack, up
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-critical-key-0123456789abcdef"
@@ -45,20 +43,11 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 
 @pytest.mark.parametrize("taint", [True, False], ids=["tainted", "untainted"])
 def test_critical_replicas_run_only_on_the_standard_node(tmp_path: Path, taint: bool) -> None:
-    _engine.require_engine()
-    require_twin()
     options = TwinOptions(nodes=NodeOptions(preemptible_taint=taint))
-    with start_emulator(speed=60, kubernetes=options) as emulator:
-        project = _engine.write_project(tmp_path / "prog", "twin-critical", PROGRAM)
-        env = _engine.engine_env(
-            tmp_path, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
-        )
-        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
-        up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=project, env=env)  # no renderYamlTo
-        assert up.returncode == 0, _engine.output(up)
-        api = kube_clients(_engine.stack_outputs(project, env)["kube_config"])
+    with twin_stack(tmp_path, "twin-critical", PROGRAM, API_KEY, options=options, speed=60) as stack:
+        api = up(stack)
         core = client.CoreV1Api(api)
-        classes = {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}
+        classes = node_classes(core)
         tainted = {n.metadata.name for n in core.list_node().items if n.spec.taints}
         assert tainted == ({n for n, c in classes.items() if c == "preemptible"} if taint else set())
         assert sorted(classes.values()) == ["preemptible", "preemptible", "standard"]
@@ -67,5 +56,5 @@ def test_critical_replicas_run_only_on_the_standard_node(tmp_path: Path, taint: 
         assert len(pods) == 4 and all(p.status.phase == "Running" for p in pods)  # pulumi waited for them
         assert [classes[p.spec.node_name] for p in pods] == ["standard"] * 4
         api.close()
-        destroy = _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+        destroy = _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)
         assert destroy.returncode == 0, _engine.output(destroy)

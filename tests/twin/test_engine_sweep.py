@@ -15,15 +15,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests import _engine
 from together_clusters.components.manifests import RUN_KEYS_FILE
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
-from together_clusters.emulator.server import start_emulator
 
-from ._twin import drill_twin, kube_clients, wait_for
-from .conftest import require_twin
+from ._twin import drill_twin, twin_stack, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-sweep-key-0123456789abcdef"
@@ -72,18 +69,11 @@ def sweep_pods(core: client.CoreV1Api) -> list[Any]:
 def test_a_sweep_finishes_every_trial_after_preemptions_and_a_changed_trial_starts_fresh(
     tmp_path: Path,
 ) -> None:
-    _engine.require_engine()
-    require_twin()
-    with start_emulator(speed=60, kubernetes=TwinOptions(job_pod_failure_backoff="1s")) as emulator:
-        project = _engine.write_project(tmp_path / "prog", "twin-sweep", PROGRAM)
-        env = _engine.engine_env(
-            tmp_path, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
-        )
-        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
-        _engine.run_pulumi(["config", "set", "rates", "[0.1, 0.2, 0.3]"], cwd=project, env=env, check=True)
-        up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=project, env=env)  # no renderYamlTo
-        assert up.returncode == 0, _engine.output(up)
-        api = kube_clients(_engine.stack_outputs(project, env)["kube_config"])
+    options = TwinOptions(job_pod_failure_backoff="1s")
+    with twin_stack(tmp_path, "twin-sweep", PROGRAM, API_KEY, options=options, speed=60) as stack:
+        emulator = stack.emulator
+        stack.set_config("rates", "[0.1, 0.2, 0.3]")
+        api = up(stack)
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         admin = AdminClient(emulator.base_url)
         try:
@@ -115,15 +105,11 @@ def test_a_sweep_finishes_every_trial_after_preemptions_and_a_changed_trial_star
             assert status.succeeded == 3 and status.completed_indexes == "0-2" and not status.failed_indexes
 
             before = run_keys(core)
-            _engine.run_pulumi(
-                ["config", "set", "rates", "[0.1, 0.25, 0.3]"], cwd=project, env=env, check=True
-            )
-            up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=project, env=env)
-            assert up.returncode == 0, _engine.output(up)
+            stack.set_config("rates", "[0.1, 0.25, 0.3]")
+            up(stack).close()
             after = run_keys(core)
             assert after[0] == before[0] and after[2] == before[2]  # unchanged trials resume their own state
             assert after[1] != before[1]  # the changed trial gets a key no checkpoint was saved under
         finally:
             admin.close()
             api.close()
-            _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
