@@ -10,21 +10,16 @@ only used to pick the preemptions that hit the Job.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from tests import _engine
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
-from together_clusters.emulator.server import RunningEmulator, start_emulator
 
-from ._twin import PodHistory, drill_twin, kube_clients, two_spare_nodes, wait_for
-from .conftest import require_twin
+from ._twin import PodHistory, Stack, drill_twin, running_pod, twin_stack, two_spare_nodes, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-drills-key-0123456789abcdef"
@@ -64,28 +59,14 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 """
 
 
-@dataclass(frozen=True)
-class Stack:
-    project: Path
-    env: dict[str, str]
-    emulator: RunningEmulator
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    _engine.require_engine()
-    require_twin()
     tmp = tmp_path_factory.mktemp("drills")
     # Speed 60: the 300 s grace lasts 5 s, a refill's bring-up 10 s. The Job controller's first pod-failure
     # backoff is 1 s instead of 10 (it still doubles with every failure, ignored ones included).
-    with start_emulator(speed=60, kubernetes=TwinOptions(job_pod_failure_backoff="1s")) as emulator:
-        project = _engine.write_project(tmp / "prog", "twin-drills", PROGRAM)
-        env = _engine.engine_env(
-            tmp, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
-        )
-        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
-        yield Stack(project, dict(env), emulator)
-        _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+    options = TwinOptions(job_pod_failure_backoff="1s")
+    with twin_stack(tmp, "twin-drills", PROGRAM, API_KEY, options=options, speed=60) as stack:
+        yield stack
 
 
 def job_condition(batch: client.BatchV1Api, name: str, kind: str) -> Any:
@@ -93,32 +74,26 @@ def job_condition(batch: client.BatchV1Api, name: str, kind: str) -> Any:
     return next((c for c in status.conditions or [] if c.type == kind and c.status == "True"), None)
 
 
-def running_pod(core: client.CoreV1Api, job: str) -> Any:
-    pods = core.list_namespaced_pod("default", label_selector=f"job-name={job}").items
-    return next((p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp), None)
-
-
 @pytest.mark.parametrize("mode", list(TerminationMode), ids=[m.value for m in TerminationMode])
 def test_a_batch_job_survives_five_preemptions_and_still_fails_on_a_non_retriable_code(
     stack: Stack, mode: TerminationMode
 ) -> None:
     job = f"train-{mode.value}"  # a new Job per mode: each starts with the controller's backoff at zero
-    _engine.run_pulumi(["config", "set", "jobName", job], cwd=stack.project, env=stack.env, check=True)
-    up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)  # no renderYamlTo
-    assert up.returncode == 0, _engine.output(up)
-    api = kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
+    stack.set_config("jobName", job)
+    api = up(stack)
+    selector = f"job-name={job}"
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     admin = AdminClient(stack.emulator.base_url)
-    history = PodHistory(api, "default", f"job-name={job}").start()
+    history = PodHistory(api, "default", selector).start()
     try:
-        wait_for(lambda: running_pod(core, job), f"{job} to run")
+        wait_for(lambda: running_pod(core, selector), f"{job} to run")
         hits, delays = 0, []
         for _ in range(PREEMPTIONS * 2):  # the platform reclaims the oldest node: not always the Job's
-            before = running_pod(core, job).metadata.uid
+            before = running_pod(core, selector).metadata.uid
             wait_for(lambda: two_spare_nodes(core), "two usable preemptible nodes")
             report = drill_twin(api, admin, stack.emulator.base_url, mode)
             hit = sum((w.kind, w.name) == ("Job", job) for w in report.workloads)
-            after = wait_for(lambda: running_pod(core, job), f"{job} to run again").metadata.uid
+            after = wait_for(lambda: running_pod(core, selector), f"{job} to run again").metadata.uid
             if hit:
                 hits += hit
                 delays.append(history.delay(before, after))
@@ -129,7 +104,7 @@ def test_a_batch_job_survives_five_preemptions_and_still_fails_on_a_non_retriabl
         assert job_condition(batch, job, "Failed") is None
 
         # A non-retriable exit code still ends the Job at once, after all those ignored failures.
-        pod = running_pod(core, job)
+        pod = running_pod(core, selector)
         annotations = {"metadata": {"annotations": {EXIT_CODE: str(NON_RETRIABLE)}}}
         core.patch_namespaced_pod(pod.metadata.name, "default", annotations)
         failed = wait_for(lambda: job_condition(batch, job, "Failed"), f"{job} to fail")

@@ -13,22 +13,17 @@ Run with ``-s`` to see the per-preemption replacement delays.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from tests import _engine
 from together_clusters.drift.drill_report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
-from together_clusters.emulator.server import RunningEmulator, start_emulator
 
-from ._twin import PodHistory, drill_twin, kube_clients, two_spare_nodes, wait_for
-from .conftest import require_twin
+from ._twin import PodHistory, Stack, drill_twin, running_pod, twin_stack, two_spare_nodes, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-jobset-key-0123456789abcdef"
@@ -70,28 +65,13 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 """
 
 
-@dataclass(frozen=True)
-class Stack:
-    project: Path
-    env: dict[str, str]
-    emulator: RunningEmulator
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    _engine.require_engine()
-    require_twin()
     tmp = tmp_path_factory.mktemp("jobset")
     # Speed 60: the 300 s grace lasts 5 s, a refill's bring-up 10 s. No job_pod_failure_backoff: the Job
     # controller runs with upstream's backoff, which is what a fresh Job per attempt has to escape.
-    with start_emulator(speed=60, kubernetes=TwinOptions()) as emulator:
-        project = _engine.write_project(tmp / "prog", "twin-jobset", PROGRAM)
-        env = _engine.engine_env(
-            tmp, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
-        )
-        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
-        yield Stack(project, dict(env), emulator)
-        _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+    with twin_stack(tmp, "twin-jobset", PROGRAM, API_KEY, options=TwinOptions(), speed=60) as stack:
+        yield stack
 
 
 def jobset_status(api: client.ApiClient, name: str) -> dict[str, Any]:
@@ -104,17 +84,14 @@ def jobset_condition(api: client.ApiClient, name: str, kind: str) -> dict[str, A
     return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
 
 
-def running_pod(core: client.CoreV1Api, jobset: str) -> Any:
-    selector = f"jobset.sigs.k8s.io/jobset-name={jobset}"
-    pods = core.list_namespaced_pod("default", label_selector=selector).items
-    return next((p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp), None)
+def pods_of(jobset: str) -> str:
+    """The label selector of a JobSet's pods."""
+    return f"jobset.sigs.k8s.io/jobset-name={jobset}"
 
 
 def deploy(stack: Stack, job: str) -> client.ApiClient:
-    _engine.run_pulumi(["config", "set", "jobName", job], cwd=stack.project, env=stack.env, check=True)
-    up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)  # no renderYamlTo
-    assert up.returncode == 0, _engine.output(up)
-    return kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
+    stack.set_config("jobName", job)
+    return up(stack)
 
 
 def preempt_until_hit(
@@ -126,11 +103,11 @@ def preempt_until_hit(
     delays: list[float] = []
     try:
         for _ in range(hits * 3):  # the platform reclaims the oldest node: not always the run's
-            before = wait_for(lambda: running_pod(core, job), f"{job} to run").metadata.uid
+            before = wait_for(lambda: running_pod(core, pods_of(job)), f"{job} to run").metadata.uid
             wait_for(lambda: two_spare_nodes(core), "two usable preemptible nodes")
             report = drill_twin(api, admin, stack.emulator.base_url, mode)
             ours = [w for w in report.workloads if (w.kind, w.name) == ("JobSet", job)]
-            after = wait_for(lambda: running_pod(core, job), f"{job} to run again").metadata.uid
+            after = wait_for(lambda: running_pod(core, pods_of(job)), f"{job} to run again").metadata.uid
             if not ours:
                 assert after == before, report  # the preemption did not touch the run
                 continue
@@ -151,7 +128,7 @@ def test_a_fresh_job_per_attempt_survives_five_preemptions_and_still_fails_on_a_
 ) -> None:
     job = f"fresh-{mode.value}"
     api = deploy(stack, job)
-    history = PodHistory(api, "default", f"jobset.sigs.k8s.io/jobset-name={job}").start()
+    history = PodHistory(api, "default", pods_of(job)).start()
     core = client.CoreV1Api(api)
     try:
         delays = preempt_until_hit(stack, api, job, mode, PREEMPTIONS, history)
@@ -163,7 +140,7 @@ def test_a_fresh_job_per_attempt_survives_five_preemptions_and_still_fails_on_a_
         assert jobset_condition(api, job, "Failed") is None
 
         # A non-retriable exit code still ends the run at once: the JobSet fails instead of restarting.
-        pod = running_pod(core, job)
+        pod = running_pod(core, pods_of(job))
         core.patch_namespaced_pod(
             pod.metadata.name, "default", {"metadata": {"annotations": {EXIT_CODE: str(NON_RETRIABLE)}}}
         )
@@ -182,7 +159,7 @@ def test_at_real_settings_the_tenth_replacement_runs_within_a_minute_of_its_pred
 ) -> None:
     job = "fresh-many"
     api = deploy(stack, job)
-    history = PodHistory(api, "default", f"jobset.sigs.k8s.io/jobset-name={job}").start()
+    history = PodHistory(api, "default", pods_of(job)).start()
     try:
         delays = preempt_until_hit(stack, api, job, TerminationMode.EVICTION, MANY_PREEMPTIONS, history)
         print(f"\nJobSet, eviction, upstream backoff: replacement delays (s) {delays}")
