@@ -25,17 +25,15 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests import _engine
 from together_clusters.components.checkpoint import RequestDrain
 from together_clusters.components.checkpoint.contract import drain_budget_seconds
 from together_clusters.drift.drill_report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
-from together_clusters.emulator.server import RunningEmulator, start_emulator
+from together_clusters.emulator.server import RunningEmulator
 
 from . import inference_worker
-from ._twin import COMPUTE_CLASS, drill_twin, kube_clients, wait_for
-from .conftest import require_twin
+from ._twin import COMPUTE_CLASS, drill_twin, twin_stack, up, wait_for
 from .counting_queue import CountingQueue, Held, Record, serve
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
@@ -89,33 +87,27 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 
 
 @dataclass(frozen=True)
-class Stack:
+class Deployed:
     api: client.ApiClient
     emulator: RunningEmulator
     queue: CountingQueue
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    _engine.require_engine()
-    require_twin()
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     tmp = tmp_path_factory.mktemp("inference")
     queue = CountingQueue(lease_seconds=LEASE_SECONDS)
-    with start_emulator(speed=SPEED, kubernetes=TwinOptions()) as emulator, serve(queue) as queue_url:
-        project = _engine.write_project(tmp / "prog", "twin-inference", PROGRAM)
-        env = _engine.engine_env(
-            tmp, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
-        )
-        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
-        _engine.run_pulumi(["config", "set", "queueUrl", queue_url], cwd=project, env=env, check=True)
-        up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=project, env=env)  # no renderYamlTo
-        assert up.returncode == 0, _engine.output(up)
-        api = kube_clients(_engine.stack_outputs(project, env)["kube_config"])
+    # The queue outlives the destroy: the deleted workers drain into it.
+    with (
+        serve(queue) as queue_url,
+        twin_stack(tmp, "twin-inference", PROGRAM, API_KEY, options=TwinOptions(), speed=SPEED) as stack,
+    ):
+        stack.set_config("queueUrl", queue_url)
+        api = up(stack)
         try:
-            yield Stack(api, emulator, queue)
+            yield Deployed(api, stack.emulator, queue)
         finally:
             api.close()
-            _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
 
 
 def worker_pods(core: client.CoreV1Api) -> dict[str, bool]:
@@ -195,7 +187,9 @@ def last_outcome(record: Record, worker: str) -> Any:
 
 
 @pytest.mark.parametrize("mode", list(TerminationMode), ids=[m.value for m in TerminationMode])
-def test_no_request_is_lost_or_served_twice_across_a_preemption(stack: Stack, mode: TerminationMode) -> None:
+def test_no_request_is_lost_or_served_twice_across_a_preemption(
+    stack: Deployed, mode: TerminationMode
+) -> None:
     core, apps = client.CoreV1Api(stack.api), client.AppsV1Api(stack.api)
     admin = AdminClient(stack.emulator.base_url)
     queue = stack.queue

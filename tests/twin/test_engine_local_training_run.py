@@ -15,23 +15,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests import _engine
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
 from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.drift.drill_report import Outcome, parse_resumed
 from together_clusters.emulator.admin_client import AdminClient
-from together_clusters.emulator.kubernetes.local_pods import rewrite
-from together_clusters.emulator.kubernetes.local_runtime import root_for
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
-from together_clusters.emulator.server import RunningEmulator, start_emulator
 
-from ._twin import COMPUTE_CLASS, kube_clients, wait_for
-from .conftest import require_twin
+from ._twin import checkpoint_folder, node_classes, running_pods, twin_stack, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-local-training-0123456789abcdef"
@@ -76,8 +70,7 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 
 
 def workers(core: client.CoreV1Api) -> list[Any]:
-    pods = core.list_namespaced_pod("default", label_selector="app.kubernetes.io/component=worker").items
-    return [p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+    return running_pods(core, "app.kubernetes.io/component=worker")
 
 
 def log_of(core: client.CoreV1Api, pod: Any) -> str:
@@ -109,18 +102,6 @@ def world_resumed(core: client.CoreV1Api, after_round: int) -> tuple[int, int, d
     return (number, start, resumed) if number > after_round else None
 
 
-def checkpoint_folder(emulator: RunningEmulator, core: client.CoreV1Api, pod: Any) -> Path:
-    status = httpx.get(f"{emulator.base_url}/_emulator/kubernetes", timeout=30).json()
-    (plane,) = status["control_planes"]
-    claim = next(v for v in pod.spec.volumes if v.persistent_volume_claim is not None)
-    bound = core.read_namespaced_persistent_volume_claim(claim.persistent_volume_claim.claim_name, "default")
-    volume = root_for(Path(plane["data_dir"])) / "volumes" / bound.spec.volume_name
-    (main,) = pod.spec.containers
-    mount = next(m.mount_path for m in main.volume_mounts if m.name == claim.name)
-    directory = next(e.value for e in main.env if e.name == "CHECKPOINT_DIR")
-    return Path(rewrite(directory, {mount: volume}))
-
-
 def committed(folder: Path) -> set[int]:
     """The steps committed for the whole world (rank 0's MANIFEST.json written once every shard was)."""
     return {int(m.parent.name.split("-")[1]) for m in folder.glob("ckpt-*-world2/MANIFEST.json")}
@@ -150,17 +131,10 @@ def drill_a_worker(api: client.ApiClient, admin: AdminClient, url: str, mode: Te
 def test_a_training_run_resumes_every_rank_from_the_same_committed_step_after_preemptions(
     tmp_path: Path,
 ) -> None:
-    _engine.require_engine()
-    require_twin()
-    with start_emulator(speed=60, kubernetes=TwinOptions(job_pod_failure_backoff="1s")) as emulator:
-        project = _engine.write_project(tmp_path / "prog", "twin-local-training", PROGRAM)
-        env = _engine.engine_env(
-            tmp_path, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
-        )
-        _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
-        up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=project, env=env)  # no renderYamlTo
-        assert up.returncode == 0, _engine.output(up)
-        api = kube_clients(_engine.stack_outputs(project, env)["kube_config"])
+    options = TwinOptions(job_pod_failure_backoff="1s")
+    with twin_stack(tmp_path, "twin-local-training", PROGRAM, API_KEY, options=options, speed=60) as stack:
+        emulator = stack.emulator
+        api = up(stack)
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         admin = AdminClient(emulator.base_url)
         try:
@@ -194,7 +168,7 @@ def test_a_training_run_resumes_every_rank_from_the_same_committed_step_after_pr
             assert start >= before and start in committed(folder), (start, before, sorted(committed(folder)))
             assert set(resumed.values()) == {start}, resumed
 
-            classes = {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}
+            classes = node_classes(core)
             assert {classes.get(p.spec.node_name) for p in workers(core)} == {"preemptible"}
             for job in batch.list_namespaced_job("default").items:
                 failed = [c for c in job.status.conditions or [] if c.type == "Failed" and c.status == "True"]
@@ -202,4 +176,3 @@ def test_a_training_run_resumes_every_rank_from_the_same_committed_step_after_pr
         finally:
             admin.close()
             api.close()
-            _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
