@@ -101,7 +101,7 @@ def saved_steps(folder: Path) -> list[tuple[int, str]]:
 
 def logged(core: client.CoreV1Api, pod: str, text: str) -> bool:
     try:
-        return text in core.read_namespaced_pod_log(pod, "default", container="main")
+        return text in (core.read_namespaced_pod_log(pod, "default", container="main") or "")
     except client.exceptions.ApiException:
         return False
 

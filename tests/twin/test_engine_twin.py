@@ -155,6 +155,8 @@ def test_example_runs_its_kubernetes_objects_on_the_twin(
         return pods if pods and all(p.status.phase == "Running" for p in pods) else None
 
     pods = wait_for(all_running, f"the pods of {example} to run")
+    # Nodes may have joined while the pods started (a refill): classes as they are now.
+    classes = {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}
     for pod in pods:
         wanted = (pod.spec.node_selector or {}).get(COMPUTE_CLASS)
         critical = (pod.metadata.labels or {}).get("together.ai/critical") == "true"

@@ -82,7 +82,7 @@ def terminated(pod: Any) -> Any:
 
 def log_of(cluster: TwinCluster, namespace: str, name: str, wanted: str) -> str | None:
     try:
-        text = cluster.core.read_namespaced_pod_log(name, namespace, container="main")
+        text = cluster.core.read_namespaced_pod_log(name, namespace, container="main") or ""
     except ApiException:
         return None  # kwok has not picked up the pod's Logs object yet
     return text if wanted in text else None
@@ -305,7 +305,7 @@ def test_no_process_outlives_the_emulator_even_killed_outright(tmp_path) -> None
 
         def logged_child() -> int | None:
             try:
-                log = core.read_namespaced_pod_log("parent", "default", container="main")
+                log = core.read_namespaced_pod_log("parent", "default", container="main") or ""
             except ApiException:
                 return None
             return int(log.split()[1]) if log.startswith("child ") else None
