@@ -345,10 +345,7 @@ def _resumed(core: client.CoreV1Api, pods: list[Any], wait_seconds: float) -> tu
         for key, pod in list(pending.items()):
             try:
                 main = pod.spec.containers[0].name  # the main container comes first in every component
-                log = (
-                    core.read_namespaced_pod_log(key[1], key[0], container=main, _request_timeout=_TIMEOUT)
-                    or ""
-                )
+                log = core.read_namespaced_pod_log(key[1], key[0], container=main, _request_timeout=_TIMEOUT)
             except ApiException as exc:
                 return None, f"no pod log (HTTP {exc.status}; the twin's simulated pods write none)"
             resumed = parse_resumed(log or "")

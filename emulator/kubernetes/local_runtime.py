@@ -163,6 +163,16 @@ class _Reaper:
             self._process = None
 
 
+def _unless_missing(read: Callable[..., Any], namespace: str, name: str) -> Any:
+    """``read(name, namespace)``, or ``None`` when the object does not exist (404)."""
+    try:
+        return read(name, namespace, _request_timeout=_TIMEOUT)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 class _ClusterLookups:
     """ConfigMaps, Secrets and claims read from the API for :func:`.local_pods.plan`."""
 
@@ -170,22 +180,12 @@ class _ClusterLookups:
         self._core = core
 
     def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        try:
-            found = self._core.read_namespaced_config_map(name, namespace, _request_timeout=_TIMEOUT)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(found.data or {})
+        found = _unless_missing(self._core.read_namespaced_config_map, namespace, name)
+        return None if found is None else dict(found.data or {})
 
     def secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        try:
-            found = self._core.read_namespaced_secret(name, namespace, _request_timeout=_TIMEOUT)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return {key: str(value) for key, value in (found.data or {}).items()}
+        found = _unless_missing(self._core.read_namespaced_secret, namespace, name)
+        return None if found is None else {key: str(value) for key, value in (found.data or {}).items()}
 
     def service_account_token(self, namespace: str, service_account: str, audience: str | None) -> str:
         spec: dict[str, Any] = {"expirationSeconds": 3600}
