@@ -54,15 +54,27 @@ _RESOURCE_CLASSES: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]
 }
 
 
+IMMUTABLE_SPEC_KINDS = frozenset({("jobset.x-k8s.io/v1alpha2", "JobSet")})
+"""Custom kinds whose spec the API server refuses to change (JobSet's webhook: "spec.replicatedJobs: field
+is immutable"). pulumi-kubernetes knows the immutable fields of built-in kinds (a Job's template) and
+replaces those; for a custom kind it only patches, so a changed spec has to be declared a replacement."""
+
+
 def create(
     resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions
 ) -> pulumi.CustomResource:
     """Create the pulumi-kubernetes resource for a rendered object (fields pass through unchanged).
 
-    Kinds without a typed class (a JobSet) become ``apiextensions.CustomResource``.
+    Kinds without a typed class (a JobSet) become ``apiextensions.CustomResource``. A changed JobSet is
+    deleted, its pods given their grace period to save, before its successor is created under the same name.
     """
     fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-    cls = _RESOURCE_CLASSES.get((manifest["apiVersion"], manifest["kind"]))
+    kind = (manifest["apiVersion"], manifest["kind"])
+    if kind in IMMUTABLE_SPEC_KINDS:
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+        )
+    cls = _RESOURCE_CLASSES.get(kind)
     if cls is None:
         return k8s.apiextensions.CustomResource(
             resource_name, api_version=manifest["apiVersion"], kind=manifest["kind"], opts=opts, **fields

@@ -33,6 +33,7 @@ NON_RETRIABLE = 2
 JOBSET = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
 # The delay a plain Job's replacement reaches by its 7th preemption at upstream settings is 10 minutes.
 REPLACEMENT_BOUND_S = 60
+IMAGE = "registry.invalid/train:1"
 
 PROGRAM = f"""\
 import pulumi
@@ -42,6 +43,7 @@ from together_clusters.components import SharedVolume
 from together_clusters.components.demo import demo_cluster
 
 config = pulumi.Config()
+IMAGE = "{IMAGE}"
 gpu = demo_cluster("jobset", num_preemptible_gpus=16)
 store = CheckpointStore(
     "checkpoints",
@@ -52,7 +54,7 @@ job_name = config.require("jobName")
 BatchJob(
     job_name,
     BatchJobArgs(
-        container=ContainerSpec(image="registry.invalid/train:1", command=("python", "-m", "train"), gpus=8),
+        container=ContainerSpec(image=config.get("image") or IMAGE, command=("python", "-m", "train"), gpus=8),
         checkpoint=store.storage,
         job_name=job_name,
         namespace="default",
@@ -167,4 +169,29 @@ def test_at_real_settings_the_tenth_replacement_runs_within_a_minute_of_its_pred
         assert jobset_status(api, job).get("restarts") == MANY_PREEMPTIONS
     finally:
         history.stop()
+        api.close()
+
+
+def test_a_changed_image_replaces_the_job_set_and_the_run_goes_on_with_it(stack: Stack) -> None:
+    """A JobSet's replicated Jobs are immutable (its webhook refuses the patch): an update must replace it."""
+    job = "fresh-changed"
+    api = deploy(stack, job)
+    core = client.CoreV1Api(api)
+    try:
+        old = wait_for(lambda: running_pod(core, pods_of(job)), f"{job} to run")
+        stack.set_config("image", "registry.invalid/train:2")
+        up(stack).close()
+        template = client.CustomObjectsApi(api).get_namespaced_custom_object(*JOBSET, job)["spec"]
+        [replicated] = template["replicatedJobs"]
+        [main] = replicated["template"]["spec"]["template"]["spec"]["containers"]
+        assert main["image"] == "registry.invalid/train:2"
+
+        def new_pod() -> Any:
+            pod = running_pod(core, pods_of(job))
+            return pod if pod is not None and pod.metadata.uid != old.metadata.uid else None
+
+        pod = wait_for(new_pod, f"{job} to run the new image")
+        assert pod.spec.containers[0].image == "registry.invalid/train:2"
+    finally:
+        stack.set_config("image", IMAGE)
         api.close()
