@@ -198,10 +198,22 @@ class BatchJobArgs:
 class SweepArgs:
     """Arguments of :class:`together_clusters.components.Sweep`: a hyperparameter sweep or ablation, one index per trial.
 
-    Each entry of ``trials`` is a JSON object of that trial's parameters. ``max_failed_indexes``
-    defaults to half the trials (rounded up): past that, the sweep is more likely broken than unlucky.
-    Each trial checkpoints under its own run key: a digest of the container and that trial's parameters
-    (or ``run_id`` and the index), so a changed trial starts fresh and the unchanged ones resume.
+    Each entry of ``trials`` is a JSON object of that trial's parameters. Each trial checkpoints under
+    its own run key: a digest of the container and that trial's parameters (or ``run_id`` and the
+    index), so a changed trial starts fresh and the unchanged ones resume.
+
+    ``fresh_job_per_attempt`` (the default): each trial is a JobSet of its own (``<sweep>-<index>``)
+    whose Job is recreated fresh on a preemption, so no trial ever waits on the Job controller's
+    growing backoff (see :class:`BatchJobArgs`), and a changed trial replaces only its own JobSet. A
+    trial fails on its own after ``backoff_limit_per_index`` failures or a non-retriable exit code,
+    and the others go on. Every trial starts at once (beyond the cluster's free GPUs they wait
+    Pending): ``parallelism`` and ``max_failed_indexes`` below the number of trials are refused, as
+    nothing can cap or count separate JobSets together. Needs JobSet in the cluster.
+
+    ``fresh_job_per_attempt=False``: one Indexed Job, pod ``i`` runs trial ``i``, at most
+    ``parallelism`` at once; the sweep fails after ``max_failed_indexes`` failed trials (default:
+    half, rounded up: past that, the sweep is more likely broken than unlucky). Its replacements wait
+    on the Job controller's backoff, which counts preemptions too: about 10 minutes after 7 of them.
     """
 
     container: ContainerSpec
@@ -220,6 +232,7 @@ class SweepArgs:
     keep_checkpoints: int = 3
     service_account_name: str | None = None
     run_id: str | None = None
+    fresh_job_per_attempt: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -539,7 +539,17 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
     pod_labels = _pod_labels(labels, args.critical)
     annotations = pod_annotations(args.container, binding.pod_annotations)
     if args.fresh_job_per_attempt:
-        return [attempt_job_set(job_name, args, labels, pod_labels, spec_of_pod, annotations)]
+        limits = AttemptLimits(
+            completions=args.completions,
+            parallelism=args.parallelism,
+            backoff_limit=args.backoff_limit,
+            non_retriable_exit_codes=args.non_retriable_exit_codes,
+            active_deadline_seconds=args.active_deadline_seconds,
+            ttl_seconds_after_finished=args.ttl_seconds_after_finished,
+        )
+        return [
+            attempt_job_set(job_name, args.namespace, labels, pod_labels, spec_of_pod, annotations, limits)
+        ]
     return [
         _job(
             job_name,
@@ -576,35 +586,48 @@ JOBSET_FAILURE_POLICY: Mapping[str, Any] = {
 """How the JobSet of ``fresh_job_per_attempt`` treats its Job's failures (first matching rule wins)."""
 
 
+@dataclass(frozen=True)
+class AttemptLimits:
+    """The Job of one attempt: its size, and the limits within it that count real failures."""
+
+    completions: int
+    parallelism: int
+    backoff_limit: int
+    non_retriable_exit_codes: tuple[int, ...]
+    active_deadline_seconds: int | None = None
+    ttl_seconds_after_finished: int | None = None
+
+
 def attempt_job_set(
-    job_name: str,
-    args: BatchJobArgs,
+    name: str,
+    namespace: str | None,
     labels: Mapping[str, str],
     pod_labels: Mapping[str, str],
     spec_of_pod: Manifest,
     pod_annotations: Mapping[str, str],
+    limits: AttemptLimits,
 ) -> Manifest:
     """A JobSet holding one Job per attempt: a preemption fails that Job, the JobSet recreates it fresh.
 
     The Job controller delays each replacement pod by its failure backoff, and counts preempted pods
     too, ignored or not (kubernetes#130881): after a handful of preemptions every replacement waits
     10 minutes. A new Job has no history, so each attempt starts at once. Real failures still count:
-    crashes against ``backoff_limit`` (per index, within one attempt), non-retriable exit codes at
+    crashes against ``limits.backoff_limit`` (per index, within one attempt), non-retriable exit codes at
     once (FailIndex with maxFailedIndexes 0 fails the Job with a reason JobSet does not restart).
     """
     template_metadata = _template_metadata(pod_labels, pod_annotations)
     job_spec: Manifest = {
         "completionMode": "Indexed",
-        "completions": args.completions,
-        "parallelism": args.parallelism,
-        "backoffLimitPerIndex": args.backoff_limit,
+        "completions": limits.completions,
+        "parallelism": limits.parallelism,
+        "backoffLimitPerIndex": limits.backoff_limit,
         "maxFailedIndexes": 0,
-        "podFailurePolicy": pod_failure_policy(args.non_retriable_exit_codes, "FailIndex", "FailJob"),
+        "podFailurePolicy": pod_failure_policy(limits.non_retriable_exit_codes, "FailIndex", "FailJob"),
         "podReplacementPolicy": "Failed",
         "template": {"metadata": template_metadata, "spec": spec_of_pod},
     }
-    if args.active_deadline_seconds is not None:
-        job_spec["activeDeadlineSeconds"] = args.active_deadline_seconds
+    if limits.active_deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = limits.active_deadline_seconds
     spec: Manifest = {
         "failurePolicy": json.loads(json.dumps(JOBSET_FAILURE_POLICY)),
         "replicatedJobs": [
@@ -615,27 +638,31 @@ def attempt_job_set(
             }
         ],
     }
-    if args.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
+    if limits.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = limits.ttl_seconds_after_finished
     return {
         "apiVersion": JOBSET_API_VERSION,
         "kind": "JobSet",
-        "metadata": _metadata(job_name, args.namespace, labels),
+        "metadata": _metadata(name, namespace, labels),
         "spec": spec,
     }
 
 
-def trials_config_map_data(args: SweepArgs) -> dict[str, str]:
-    """The trials' parameters and each trial's run key (see :func:`run_key`), as the ConfigMap's files."""
-    keys = [
+def trial_run_keys(args: SweepArgs) -> list[str]:
+    """Each trial's run key (see :func:`run_key`): its index and a digest of the container and its parameters."""
+    return [
         f"{run_key(args.run_id)}/trial-{i}"
         if args.run_id is not None
         else f"trial-{i}-{run_key(None, run_definition(args.container), dict(t))}"
         for i, t in enumerate(args.trials)
     ]
+
+
+def trials_config_map_data(args: SweepArgs) -> dict[str, str]:
+    """The trials' parameters and each trial's run key, as the ConfigMap's files."""
     return {
         TRIALS_FILE: json.dumps([dict(t) for t in args.trials], indent=2, sort_keys=True),
-        RUN_KEYS_FILE: json.dumps(keys),
+        RUN_KEYS_FILE: json.dumps(trial_run_keys(args)),
     }
 
 
@@ -646,7 +673,8 @@ def trials_config_map_name(sweep_name: str, data: Mapping[str, str]) -> str:
 
 
 def sweep(name: str, args: SweepArgs) -> list[Manifest]:
-    """A ConfigMap of trial parameters and an Indexed Job whose completion index selects the trial."""
+    """One JobSet per trial (``fresh_job_per_attempt``, the default), or a ConfigMap of trial parameters and
+    an Indexed Job whose completion index selects the trial."""
     sweep_name = args.sweep_name or name
     if not args.trials:
         raise ValueError("trials is empty: give at least one trial's parameters")
@@ -660,6 +688,8 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
         raise ValueError(
             f"max_failed_indexes must be between 0 and the number of trials ({count}), got {max_failed}"
         )
+    if args.fresh_job_per_attempt:
+        return trial_job_sets(sweep_name, args)
     labels = labels_for(sweep_name, "trial", args.labels)
     data = trials_config_map_data(args)
     config_map_name = trials_config_map_name(sweep_name, data)
@@ -710,6 +740,76 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
         pod_annotations=pod_annotations(args.container, binding.pod_annotations),
     )
     return [config_map, job]
+
+
+def _refuse_sweep_wide_limits(args: SweepArgs) -> None:
+    """Trials that are JobSets of their own share no controller: nothing can cap or count them together."""
+    count = len(args.trials)
+    queued_fix = (
+        "or set fresh_job_per_attempt=False for one Indexed Job that queues the trials and counts their "
+        "failures (its replacements then wait on the Job controller's backoff, up to 10 minutes after "
+        "repeated preemptions)"
+    )
+    if args.parallelism is not None and args.parallelism < count:
+        raise ValueError(
+            f"parallelism={args.parallelism}: with fresh_job_per_attempt=True each of the {count} trials is a "
+            "JobSet of its own and all of them start at once (trials beyond the free GPUs wait Pending); "
+            f"leave parallelism unset, {queued_fix}"
+        )
+    if args.max_failed_indexes is not None and args.max_failed_indexes < count:
+        raise ValueError(
+            f"max_failed_indexes={args.max_failed_indexes}: with fresh_job_per_attempt=True each trial fails "
+            "on its own (after backoff_limit_per_index failures or a non-retriable exit code) and the others "
+            f"go on; leave max_failed_indexes unset, {queued_fix}"
+        )
+
+
+def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
+    """One attempt JobSet per trial, named ``<sweep>-<index>``: a preempted trial's Job is recreated at once.
+
+    Each pod gets its trial's index and parameters in its environment (TRIAL_INDEX, TRIAL_PARAMETERS) and
+    its run key in its checkpoint location, so a changed trial changes only its own JobSet.
+    """
+    _refuse_sweep_wide_limits(args)
+    labels = labels_for(sweep_name, "trial", args.labels)
+    placement = placement_for(args.compute_class, selector_for(sweep_name, "trial"), args.preemptible_taint)
+    limits = AttemptLimits(
+        completions=1,
+        parallelism=1,
+        backoff_limit=args.backoff_limit_per_index,
+        non_retriable_exit_codes=args.non_retriable_exit_codes,
+    )
+    job_sets = []
+    for index, (trial, key) in enumerate(zip(args.trials, trial_run_keys(args), strict=True)):
+        binding = checkpoint_binding(
+            args.checkpoint, f"{sweep_name}/{key}", args.keep_checkpoints, args.grace_period_seconds
+        )
+        env = [
+            _env(contract.ENV_TRIAL_INDEX, str(index)),
+            _env(contract.ENV_TRIAL_PARAMETERS, json.dumps(dict(trial), sort_keys=True)),
+            *binding.env,
+        ]
+        spec_of_pod = pod_spec(
+            [container(args.container, env, binding.mounts)],
+            placement,
+            args.grace_period_seconds,
+            binding.volumes,
+            "Never",
+            args.service_account_name,
+            [args.container],
+        )
+        job_sets.append(
+            attempt_job_set(
+                f"{sweep_name}-{index}",
+                args.namespace,
+                labels,
+                _pod_labels(labels, args.critical),
+                spec_of_pod,
+                pod_annotations(args.container, binding.pod_annotations),
+                limits,
+            )
+        )
+    return job_sets
 
 
 DEFAULT_PRE_STOP_SECONDS = 5

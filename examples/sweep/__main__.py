@@ -1,9 +1,10 @@
 """A learning-rate x warmup sweep on preemptible GPUs.
 
-One Indexed Job, one index per trial: pod ``i`` reads trial ``i`` from the mounted ``trials.json``
-(``together_clusters.components.checkpoint.trial_parameters()``), checkpoints under its own run key and, when
-preempted, is replaced with the same index and resumes. A trial fails for good after
-``backoff_limit_per_index`` real failures; the sweep stops after ``max_failed_indexes`` failed trials.
+One JobSet per trial: trial ``i`` reads its parameters with
+``together_clusters.components.checkpoint.trial_parameters()``, checkpoints under its own run key and, when
+preempted, gets a fresh Job at once (no Job backoff builds up however often it is preempted) and resumes.
+A trial fails for good after ``backoff_limit_per_index`` real failures; the other trials go on. The six
+2-GPU trials fit the 16 preemptible GPUs at once.
 
 Stack config: ``renderYamlTo``, ``clusterName``, ``region``, ``gpuType``, ``image``.
 """
@@ -45,13 +46,10 @@ sweep = Sweep(
         ),
         trials=trials,
         checkpoint=store.storage,
-        parallelism=4,
         backoff_limit_per_index=2,
-        max_failed_indexes=2,
     ),
     opts=gpu.opts(store),
 )
 
 pulumi.export("cluster_id", gpu.cluster.cluster_id)
-pulumi.export("job_name", sweep.job_name)
-pulumi.export("trials_config_map", sweep.trials_config_map)
+pulumi.export("job_sets", sweep.job_sets)

@@ -1,11 +1,11 @@
-"""A hyperparameter sweep on the preemptible GPUs of a Together cluster: one trial per index of an Indexed Job.
+"""A hyperparameter sweep on the preemptible GPUs of a Together cluster: one JobSet per trial.
 
-Pod ``i`` reads trial ``i`` with ``together_clusters.components.checkpoint.trial_parameters()``, checkpoints
-under its own directory and, when preempted, is replaced with the same index and resumes. A trial fails
-for good after ``backoff_limit_per_index`` real failures; the sweep stops after ``max_failed_indexes``.
-Edit ``TRIALS`` to choose the grid.
+Trial ``i`` reads its parameters with ``together_clusters.components.checkpoint.trial_parameters()``,
+checkpoints under its own directory and, when preempted, gets a fresh Job at once and resumes. A trial
+fails for good after ``backoff_limit_per_index`` real failures; the others go on. Every trial starts at
+once; those beyond the cluster's free GPUs wait Pending. Edit ``TRIALS`` to choose the grid.
 
-Stack config: ``region``, ``gpuType``, ``numPreemptibleGpus``, ``image``, ``gpusPerTrial``, ``parallelism``;
+Stack config: ``region``, ``gpuType``, ``numPreemptibleGpus``, ``image``, ``gpusPerTrial``;
 ``clusterName`` (default ``<project>-<stack>``); ``renderYamlTo`` (a directory: write the manifests there
 instead of applying them); the API key as the secret ``together:apiKey`` or ``TOGETHER_API_KEY``.
 
@@ -63,13 +63,10 @@ sweep = Sweep(
         ),
         trials=TRIALS,
         checkpoint=store.storage,
-        parallelism=config.require_int("parallelism"),
         backoff_limit_per_index=2,
-        max_failed_indexes=2,
     ),
     opts=pulumi.ResourceOptions(provider=kubernetes, depends_on=[store]),
 )
 
 pulumi.export("cluster_id", cluster.cluster_id)
-pulumi.export("job_name", sweep.job_name)
-pulumi.export("trials_config_map", sweep.trials_config_map)
+pulumi.export("job_sets", sweep.job_sets)

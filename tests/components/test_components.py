@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -234,6 +235,7 @@ def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
         parallelism=2,
         backoff_limit_per_index=3,
         non_retriable_exit_codes=(3,),
+        fresh_job_per_attempt=False,
     )
     sweep = program.run(lambda: Sweep("lr-sweep", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
@@ -273,7 +275,8 @@ def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
 
 def test_sweep_config_map_name_follows_the_trials() -> None:
     def name(trials: tuple[dict, ...]) -> str:
-        (config_map, _) = manifests.sweep("s", SweepArgs(ContainerSpec(IMAGE), trials, SHARED))
+        args = SweepArgs(ContainerSpec(IMAGE), trials, SHARED, fresh_job_per_attempt=False)
+        (config_map, _) = manifests.sweep("s", args)
         return str(config_map["metadata"]["name"])
 
     assert name(TRIALS) == name(tuple(dict(t) for t in TRIALS))
@@ -286,6 +289,76 @@ def test_sweep_rejects_impossible_failure_limits() -> None:
     )
     with pytest.raises(ValueError, match="max_failed_indexes must be between 0 and the number of trials"):
         Sweep("s", args)
+
+
+def test_a_sweep_is_one_job_set_per_trial_each_restarting_only_itself_on_preemption(program: Program) -> None:
+    args = SweepArgs(
+        container=ContainerSpec(image=IMAGE, gpus=1),
+        trials=TRIALS,
+        checkpoint=SHARED,
+        backoff_limit_per_index=3,
+        non_retriable_exit_codes=(3,),
+    )
+    sweep = program.run(lambda: Sweep("lr-sweep", args, opts=opts_with(provider())))
+    objects = program.kubernetes_objects()
+    assert sorted(objects) == ["JobSet/lr-sweep-0", "JobSet/lr-sweep-1", "JobSet/lr-sweep-2"]
+    keys = []
+    for index, trial in enumerate(TRIALS):
+        job_set = objects[f"JobSet/lr-sweep-{index}"]
+        assert job_set["spec"]["failurePolicy"]["rules"][0]["action"] == "RestartJobSetAndIgnoreMaxRestarts"
+        job = attempt_job(objects, f"lr-sweep-{index}")
+        assert_schema_valid(job)
+        spec = job["spec"]
+        assert spec["completions"] == 1 and spec["parallelism"] == 1
+        assert spec["backoffLimitPerIndex"] == 3 and spec["maxFailedIndexes"] == 0
+        assert spec["podFailurePolicy"]["rules"][2]["onExitCodes"]["values"] == [3]
+        assert_preemptible_placement(job, "trial")
+        env = env_values(job)
+        assert env["TRIAL_INDEX"] == str(index)
+        assert json.loads(env["TRIAL_PARAMETERS"]) == trial
+        assert "TRIAL_PARAMETERS_FILE" not in env and "CHECKPOINT_RUN_KEYS_FILE" not in env
+        match = re.fullmatch(
+            rf"/checkpoints/lr-sweep/trial-{index}-run-[0-9a-f]{{12}}", env["CHECKPOINT_DIR"]
+        )
+        assert match, env["CHECKPOINT_DIR"]
+        keys.append(env["CHECKPOINT_DIR"])
+        from together_clusters.components import guard
+
+        assert guard.check_manifest(job_set) == []
+    assert len(set(keys)) == 3
+    assert_children_use_provider(program)
+    assert [m["metadata"]["name"] for m in sweep.manifests] == ["lr-sweep-0", "lr-sweep-1", "lr-sweep-2"]
+
+
+def test_a_changed_trial_changes_only_its_own_job_set() -> None:
+    def rendered(trials: tuple[dict, ...]) -> list[dict]:
+        return manifests.sweep("s", SweepArgs(ContainerSpec(IMAGE), trials, SHARED))
+
+    before = rendered(TRIALS)
+    after = rendered((TRIALS[0], {**TRIALS[1], "lr": 5e-4}, TRIALS[2]))
+    assert [b == a for b, a in zip(before, after, strict=True)] == [True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"parallelism": 2}, r"parallelism=2: with fresh_job_per_attempt=True each of the 3 trials"),
+        (
+            {"max_failed_indexes": 1},
+            r"max_failed_indexes=1: with fresh_job_per_attempt=True each trial fails",
+        ),
+    ],
+)
+def test_sweep_wide_limits_that_trial_job_sets_cannot_keep_are_refused_with_the_fix(
+    limits: dict, message: str
+) -> None:
+    args = SweepArgs(container=ContainerSpec(image=IMAGE), trials=TRIALS, checkpoint=SHARED, **limits)
+    with pytest.raises(ValueError, match=message) as refused:
+        Sweep("s", args)
+    assert "fresh_job_per_attempt=False" in str(refused.value)
+    # Limits that cap nothing are accepted, and the Indexed Job keeps them.
+    manifests.sweep("s", SweepArgs(ContainerSpec(IMAGE), TRIALS, SHARED, parallelism=3, max_failed_indexes=3))
+    manifests.sweep("s", dataclasses.replace(args, fresh_job_per_attempt=False))
 
 
 # --- BatchInference --------------------------------------------------------------------------
@@ -523,7 +596,10 @@ def test_pulumi_waits_for_jobs_to_start_not_to_finish() -> None:
             *manifests.batch_job(
                 "ft", BatchJobArgs(container=container, checkpoint=SHARED, fresh_job_per_attempt=False)
             ),
-            *manifests.sweep("s", SweepArgs(container=container, trials=TRIALS, checkpoint=SHARED)),
+            *manifests.sweep(
+                "s",
+                SweepArgs(container=container, trials=TRIALS, checkpoint=SHARED, fresh_job_per_attempt=False),
+            ),
             *manifests.training_run(
                 "r",
                 TrainingRunArgs(coordinator=container, worker=container, num_workers=2, checkpoint=SHARED),

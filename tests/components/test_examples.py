@@ -17,7 +17,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 EXPECTED = {
     "finetune": {"PersistentVolumeClaim/finetune-checkpoints", "JobSet/finetune"},
-    "sweep": {"PersistentVolumeClaim/sweep-checkpoints", "Job/lr-sweep"},
+    "sweep": {"PersistentVolumeClaim/sweep-checkpoints", *(f"JobSet/lr-sweep-{i}" for i in range(6))},
     "batch_inference": {
         "Deployment/batch-infer",
         "Deployment/serving",

@@ -168,17 +168,23 @@ def test_contradictory_container_options_are_refused_at_preview(
         Program().run(lambda: BatchJob("ft", BatchJobArgs(container=container, checkpoint=SHARED)))
 
 
-def test_a_sweep_with_an_image_known_only_at_apply_time_gets_real_per_trial_keys(program: Program) -> None:
+@pytest.mark.parametrize("fresh", [True, False], ids=["job-set-per-trial", "indexed-job"])
+def test_a_sweep_with_an_image_known_only_at_apply_time_gets_real_per_trial_keys(
+    program: Program, fresh: bool
+) -> None:
     import json
     import re
 
     from together_clusters.components import Sweep, SweepArgs
 
     image = pulumi.Output.from_input("trainer@sha256:feed")
-    program.run(
-        lambda: Sweep("s", SweepArgs(ContainerSpec(image=image), ({"lr": 1}, {"lr": 2}), SHARED))  # type: ignore[arg-type]
-    )
-    (config_map,) = [o for k, o in program.kubernetes_objects().items() if k.startswith("ConfigMap/")]
-    keys = json.loads(config_map["data"]["checkpoint-keys.json"])
+    args = SweepArgs(ContainerSpec(image=image), ({"lr": 1}, {"lr": 2}), SHARED, fresh_job_per_attempt=fresh)  # type: ignore[arg-type]
+    program.run(lambda: Sweep("s", args))
+    objects = program.kubernetes_objects()
+    if fresh:
+        keys = [env_values(objects[f"JobSet/s-{i}"])["CHECKPOINT_DIR"].rsplit("/", 1)[1] for i in range(2)]
+    else:
+        (config_map,) = [o for k, o in objects.items() if k.startswith("ConfigMap/")]
+        keys = json.loads(config_map["data"]["checkpoint-keys.json"])
     assert all(re.fullmatch(r"trial-\d-run-[0-9a-f]{12}", k) for k in keys), keys
     assert keys[0] != keys[1]

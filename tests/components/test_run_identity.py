@@ -11,8 +11,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from together_clusters.components import BatchJobArgs, ContainerSpec, SharedVolume, SweepArgs, manifests
-from together_clusters.components.checkpoint import Checkpointer
+from together_clusters.components.checkpoint import Checkpointer, trial_parameters
 
 from .helpers import main_container, pod_spec
 
@@ -90,28 +92,42 @@ def test_an_explicit_run_id_resumes_across_changes(tmp_path: Path) -> None:
     assert resumed is not None and resumed.step == 7
 
 
-def sweep_envs(tmp_path: Path, trials: tuple[dict[str, Any], ...]) -> list[dict[str, str]]:
-    config_map, job = manifests.sweep("lr", SweepArgs(ContainerSpec(IMAGE), trials, SHARED))
+def sweep_envs(tmp_path: Path, trials: tuple[dict[str, Any], ...], fresh: bool) -> list[dict[str, str]]:
+    """Each trial pod's environment: of its own JobSet, or of the Indexed Job at its completion index."""
+    rendered = manifests.sweep(
+        "lr", SweepArgs(ContainerSpec(IMAGE), trials, SHARED, fresh_job_per_attempt=fresh)
+    )
+    if fresh:
+        return [Kubelet(tmp_path, {}).environment(job_set) for job_set in rendered]
+    config_map, job = rendered
     kubelet = Kubelet(tmp_path, {config_map["metadata"]["name"]: config_map["data"]})
     return [kubelet.environment(job, index) for index in range(len(trials))]
 
 
-def test_a_sweep_trial_whose_parameters_change_starts_fresh_and_the_others_resume(tmp_path: Path) -> None:
+LAYOUTS = pytest.mark.parametrize("fresh", [True, False], ids=["job-set-per-trial", "indexed-job"])
+
+
+@LAYOUTS
+def test_a_sweep_trial_whose_parameters_change_starts_fresh_and_the_others_resume(
+    tmp_path: Path, fresh: bool
+) -> None:
     before = ({"lr": 1e-4}, {"lr": 3e-4}, {"lr": 1e-3})
-    for index, env in enumerate(sweep_envs(tmp_path, before)):
+    for index, env in enumerate(sweep_envs(tmp_path, before, fresh)):
         Checkpointer.from_env(env).save(10 + index, {"trial": str(before[index]).encode()})
+        assert trial_parameters(env) == before[index]
 
     after = ({"lr": 1e-4}, {"lr": 5e-4}, {"lr": 1e-3})
-    restored = [Checkpointer.from_env(env).restore() for env in sweep_envs(tmp_path, after)]
+    restored = [Checkpointer.from_env(env).restore() for env in sweep_envs(tmp_path, after, fresh)]
     assert restored[1] is None, "trial 1 changed its learning rate but resumed the old trial's state"
     assert restored[0] is not None and restored[0].files["trial"] == str(before[0]).encode()
     assert restored[2] is not None and restored[2].step == 12
 
 
-def test_reordered_trials_keep_their_own_checkpoints_only_by_index(tmp_path: Path) -> None:
+@LAYOUTS
+def test_reordered_trials_keep_their_own_checkpoints_only_by_index(tmp_path: Path, fresh: bool) -> None:
     # A trial that moves to another index is a different trial there: it must not resume the old occupant.
     first = ({"lr": 1e-4}, {"lr": 3e-4})
-    for index, env in enumerate(sweep_envs(tmp_path, first)):
+    for index, env in enumerate(sweep_envs(tmp_path, first, fresh)):
         Checkpointer.from_env(env).save(5, {"trial": str(first[index]).encode()})
-    swapped = [Checkpointer.from_env(env).restore() for env in sweep_envs(tmp_path, first[::-1])]
+    swapped = [Checkpointer.from_env(env).restore() for env in sweep_envs(tmp_path, first[::-1], fresh)]
     assert swapped == [None, None]

@@ -1,29 +1,35 @@
-"""A Sweep deployed with a real ``pulumi up`` onto the twin: every trial finishes after preemptions during its
-run, and a changed trial parameter gives that trial (only) a new checkpoint key, so it starts fresh.
+"""A Sweep deployed with a real ``pulumi up`` onto the twin, at the real controller settings (upstream's Job
+backoff): one trial preempted again and again, in every termination mode, is replaced within a minute each
+time; every trial finishes; a changed trial parameter replaces that trial's JobSet only, under a new
+checkpoint key.
 
-Oracles: the real Job controller (Indexed Job conditions, succeeded count) and the ConfigMap the API server
-holds, read with the ``kubernetes`` client. The twin's pods run no container, so "starts fresh" is shown by
-the run key the runtime would resume from, not by a restore.
+Oracles: the real JobSet and Job controllers' objects read with the ``kubernetes`` client, kwok's container
+timestamps for each replacement delay. The drill only picks the node (the one running the trial) and must
+name that trial's JobSet, survived.
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from together_clusters.components.manifests import RUN_KEYS_FILE
+from together_clusters.drift.drill_report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
-from ._twin import drill_twin, twin_stack, up, wait_for
+from ._twin import PodHistory, drill_twin, running_pod, running_pods, twin_stack, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-sweep-key-0123456789abcdef"
+JOBSET = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
+# An Indexed Job's 6th replacement of one index waits 320 s at upstream settings (10 s doubling).
+PREEMPTIONS = 6
+REPLACEMENT_BOUND_S = 60
 
 PROGRAM = """\
 import json
@@ -34,14 +40,14 @@ from together_clusters.components import CheckpointStore, CheckpointStoreArgs, C
 from together_clusters.components import Sweep, SweepArgs
 from together_clusters.components.demo import demo_cluster
 
-gpu = demo_cluster("sweep", num_preemptible_gpus=16)
+gpu = demo_cluster("sweep", num_preemptible_gpus=24)
 store = CheckpointStore(
     "checkpoints",
     CheckpointStoreArgs(storage=SharedVolume(claim_name="sweep-checkpoints", size="100Gi")),
     opts=gpu.opts(),
 )
 rates = json.loads(pulumi.Config().require("rates"))
-Sweep(
+sweep = Sweep(
     "lr",
     SweepArgs(
         container=ContainerSpec(image="registry.invalid/train:1", command=("python", "-m", "train"), gpus=8),
@@ -53,63 +59,90 @@ Sweep(
     opts=gpu.opts(store),
 )
 pulumi.export("kube_config", gpu.cluster.kube_config)
+pulumi.export("job_sets", sweep.job_sets)
 """
 
 
-def run_keys(core: client.CoreV1Api) -> list[str]:
-    maps = core.list_namespaced_config_map("default").items
-    [keys] = [json.loads(m.data[RUN_KEYS_FILE]) for m in maps if RUN_KEYS_FILE in (m.data or {})]
-    return list(keys)
+def pods_of(trial: str) -> str:
+    return f"jobset.sigs.k8s.io/jobset-name={trial}"
 
 
-def sweep_pods(core: client.CoreV1Api) -> list[Any]:
-    return list(core.list_namespaced_pod("default", label_selector="job-name=lr").items)
+def job_set(api: client.ApiClient, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(*JOBSET, name)
+    return found
 
 
-def test_a_sweep_finishes_every_trial_after_preemptions_and_a_changed_trial_starts_fresh(
+def condition(api: client.ApiClient, name: str, kind: str) -> dict[str, Any] | None:
+    conditions = (job_set(api, name).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
+
+
+def checkpoint_dir(api: client.ApiClient, name: str) -> str:
+    (replicated,) = job_set(api, name)["spec"]["replicatedJobs"]
+    (main,) = replicated["template"]["spec"]["template"]["spec"]["containers"]
+    return str(next(e["value"] for e in main["env"] if e["name"] == "CHECKPOINT_DIR"))
+
+
+def new_pod(core: client.CoreV1Api, trial: str, old_uid: str) -> Any:
+    return next((p for p in running_pods(core, pods_of(trial)) if p.metadata.uid != old_uid), None)
+
+
+def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every_trial_finishes(
     tmp_path: Path,
 ) -> None:
-    options = TwinOptions(job_pod_failure_backoff="1s")
-    with twin_stack(tmp_path, "twin-sweep", PROGRAM, API_KEY, options=options, speed=60) as stack:
-        emulator = stack.emulator
+    # Speed 60: the 300 s grace lasts 5 s, a refill's bring-up 10 s. No job_pod_failure_backoff: the Job
+    # controller's backoff is upstream's, which a trial's fresh Job per attempt has to escape.
+    with twin_stack(tmp_path, "twin-sweep", PROGRAM, API_KEY, options=TwinOptions(), speed=60) as stack:
         stack.set_config("rates", "[0.1, 0.2, 0.3]")
         api = up(stack)
-        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-        admin = AdminClient(emulator.base_url)
+        core = client.CoreV1Api(api)
+        admin = AdminClient(stack.emulator.base_url)
+        trials = ["lr-0", "lr-1", "lr-2"]
+        history = PodHistory(api, "default", "app.kubernetes.io/name=lr").start()
         try:
-            # Two 8-GPU trials run at a time on the two preemptible nodes; preempt during the run.
-            wait_for(
-                lambda: sum(p.status.phase == "Running" for p in sweep_pods(core)) == 2, "two trials to run"
-            )
-            hit = 0
-            for mode in (TerminationMode.EVICTION, TerminationMode.SIGNAL, TerminationMode.DELETE):
-                report = drill_twin(api, admin, emulator.base_url, mode)
-                hit += sum(w.name == "lr" for w in report.workloads)
-            assert hit >= 2
+            wait_for(lambda: len(running_pods(core, "app.kubernetes.io/name=lr")) == 3, "three trials to run")
+            uids = {t: job_set(api, t)["metadata"]["uid"] for t in trials}
 
-            # Let every running trial finish until the Indexed Job completes: no index was lost.
-            def complete() -> Any:
-                for pod in sweep_pods(core):
-                    annotations = pod.metadata.annotations or {}
-                    if pod.status.phase == "Running" and EXIT_CODE not in annotations:
+            delays = []
+            modes = itertools.cycle(TerminationMode)
+            for _ in range(PREEMPTIONS):
+                pod = wait_for(lambda: running_pod(core, pods_of("lr-1")), "trial 1 to run")
+                report = drill_twin(api, admin, stack.emulator.base_url, next(modes), node=pod.spec.node_name)
+                (ours,) = [w for w in report.workloads if (w.kind, w.name) == ("JobSet", "lr-1")]
+                assert ours.outcome is Outcome.SURVIVED, report
+                old = pod.metadata.uid
+                replacement = wait_for(lambda old=old: new_pod(core, "lr-1", old), "trial 1's replacement")
+                delays.append(history.delay(old, replacement.metadata.uid))
+            print(f"\nSweep trial, every mode, upstream backoff: replacement delays (s) {delays}")
+            assert max(delays) < REPLACEMENT_BOUND_S, delays
+            status = job_set(api, "lr-1")["status"]
+            assert status.get("restarts") == PREEMPTIONS and not status.get("restartsCountTowardsMax"), status
+
+            # Every trial finishes: its JobSet completes, none failed, the preempted one included.
+            def finished() -> bool:
+                for pod in running_pods(core, "app.kubernetes.io/name=lr"):
+                    if EXIT_CODE not in (pod.metadata.annotations or {}):
                         core.patch_namespaced_pod(
                             pod.metadata.name, "default", {"metadata": {"annotations": {EXIT_CODE: "0"}}}
                         )
-                status = batch.read_namespaced_job_status("lr", "default").status
-                return next(
-                    (c for c in status.conditions or [] if c.type == "Complete" and c.status == "True"), None
-                )
+                return all(condition(api, t, "Completed") for t in trials)
 
-            wait_for(complete, "every trial to finish", timeout=240)
-            status = batch.read_namespaced_job_status("lr", "default").status
-            assert status.succeeded == 3 and status.completed_indexes == "0-2" and not status.failed_indexes
+            wait_for(finished, "every trial to finish", timeout=240)
+            assert not any(condition(api, t, "Failed") for t in trials)
 
-            before = run_keys(core)
+            keys = {t: checkpoint_dir(api, t) for t in trials}
             stack.set_config("rates", "[0.1, 0.25, 0.3]")
             up(stack).close()
-            after = run_keys(core)
-            assert after[0] == before[0] and after[2] == before[2]  # unchanged trials resume their own state
-            assert after[1] != before[1]  # the changed trial gets a key no checkpoint was saved under
+            # Only the changed trial's JobSet is replaced, under a key no checkpoint was saved under.
+            assert {t: job_set(api, t)["metadata"]["uid"] == uids[t] for t in trials} == {
+                "lr-0": True,
+                "lr-1": False,
+                "lr-2": True,
+            }
+            assert checkpoint_dir(api, "lr-0") == keys["lr-0"] and checkpoint_dir(api, "lr-2") == keys["lr-2"]
+            assert checkpoint_dir(api, "lr-1") != keys["lr-1"]
+            wait_for(lambda: running_pod(core, pods_of("lr-1")), "the changed trial to run afresh")
         finally:
+            history.stop()
             admin.close()
             api.close()
