@@ -87,6 +87,8 @@ class ClusterRecord(BaseModel):
     delete_done_at: float | None = None
     # The Kubernetes twin's API server (None: the lightweight emulator, whose kubeconfig points nowhere).
     kube_api: KubeApi | None = None
+    # False until the twin's control plane serves (controllers, JobSet): the cluster is not shown Ready before.
+    kube_serving: bool = True
 
     @property
     def deleting(self) -> bool:

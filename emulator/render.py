@@ -118,6 +118,10 @@ def cluster(record: ClusterRecord, now: float, extra_fields: bool = False) -> di
     """
     # The first phase starts at creation, so it is always visible.
     phases = visible(record.schedule, now)
+    if not record.kube_serving:
+        # Ready means usable: not before the cluster's Kubernetes serves (the twin's control plane starts in
+        # real seconds, which a fast clock can outrun).
+        phases = [t for t in phases if t.phase != "CLUSTER_PHASE_READY"]
     phase = phases[-1].phase
     ready_at = next((t.at for t in phases if t.phase == "CLUSTER_PHASE_READY"), None)
     # The control plane is up once provisioning has moved on to the data plane.

@@ -306,6 +306,11 @@ class Platform:
     def _cluster_added(self, record: ClusterRecord) -> None:
         """A hook for a platform with a Kubernetes twin; called under the lock when a cluster is created."""
 
+    def _cluster_loaded(self, record: ClusterRecord) -> None:
+        """A cluster read back from the state file. Without a twin nothing serves its Kubernetes: nothing to
+        wait for before it shows Ready (a platform with a twin is told when its control plane serves again)."""
+        record.kube_serving = True
+
     @contextmanager
     def _op(self, saves: Literal["all", "touched"] = "all") -> Iterator[float]:
         """One atomic operation at the clock's now, persisted when it ends.
@@ -362,6 +367,7 @@ class Platform:
         saved, clusters = self._store.load()
         for data in clusters:
             record = ClusterRecord.model_validate_json(data)
+            self._cluster_loaded(record)
             self._sim.clusters[record.cluster_id] = record
         if saved is None:
             return None

@@ -58,6 +58,7 @@ class TwinnedPlatform(Platform):
             options,
             view=self.twin_view,
             attach=self._attach_kube_api,
+            serving=self._kube_serving,
             keep_data=data_root is not None,
             duration=lambda seconds: self.clock.duration(seconds),
         )
@@ -66,6 +67,7 @@ class TwinnedPlatform(Platform):
 
     def _cluster_added(self, record: ClusterRecord) -> None:
         record.kube_api = self.twin.prepare(record.cluster_id, record.cluster_name, record.kube_token)
+        record.kube_serving = False
 
     def twin_view(self) -> list[ClusterView]:
         """Every cluster as its twin should be now (also moves the platform's timers along).
@@ -83,6 +85,16 @@ class TwinnedPlatform(Platform):
             record = self._sim.clusters.get(cluster_id)
             if record is not None:
                 record.kube_api = api
+
+    def _cluster_loaded(self, record: ClusterRecord) -> None:
+        """Kept as saved: a cluster still starting shows Ready once the twin says its control plane serves; one
+        already Ready stays so while its control plane restarts (as a real cluster's status would)."""
+
+    def _kube_serving(self, cluster_id: str) -> None:
+        with self._op():
+            record = self._sim.clusters.get(cluster_id)
+            if record is not None:
+                record.kube_serving = True
 
     def preempt(
         self,

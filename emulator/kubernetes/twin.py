@@ -66,6 +66,7 @@ class Twin:
         view: Callable[[], list[ClusterView]],
         attach: Callable[[str, KubeApi], None],
         keep_data: bool,
+        serving: Callable[[str], None] = lambda cluster_id: None,
         duration: Callable[[float], float] = lambda seconds: seconds,
     ) -> None:
         self.binaries = binaries
@@ -73,6 +74,8 @@ class Twin:
         self.options = options
         self._view = view
         self._attach = attach
+        # Told once a cluster's control plane serves (controllers, JobSet), each time it comes up.
+        self._serving = serving
         self._keep_data = keep_data
         # Real seconds for a duration of the platform's clock (local processes' grace periods).
         self._duration = duration
@@ -229,6 +232,7 @@ class Twin:
             plane.ready_after_s = time.monotonic() - plane.started
             plane.runtime = LocalRuntime(plane.core, root_for(control_plane.directory), self._duration)
             plane.phase = "ready"
+            self._serving(view.cluster_id)
         assert plane.core is not None and plane.runtime is not None
         self._sync_nodes(view, plane, plane.core)
         plane.runtime.sync()

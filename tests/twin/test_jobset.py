@@ -12,13 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
+import together
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import start_emulator
 
-from ._twin import GPU, REGION, TwinCluster, wait_for
+from ._twin import DRIVER, GPU, REGION, TwinCluster, kube_clients, wait_for
 from .conftest import require_twin
 
 pytestmark = pytest.mark.twin
@@ -102,3 +103,34 @@ def test_a_twin_without_jobset_serves_no_job_set_kind() -> None:
             (plane,) = status["control_planes"]
             assert status["jobset"] is False and plane["jobset"] == "off"
             assert len(plane["pids"]) == 5
+
+
+def test_a_cluster_the_api_calls_ready_accepts_a_job_set_at_once() -> None:
+    """Ready means usable: at a clock fast enough that provisioning takes a second, the compute API (read with the
+    official SDK) may not say Ready before the cluster's Kubernetes serves its controllers and JobSet's webhooks."""
+    require_twin()
+    with start_emulator(speed=600, kubernetes=TwinOptions()) as emulator:
+        sdk = together.Together(api_key="twin-ready-key", base_url=emulator.base_url, max_retries=0)
+        try:
+            created = sdk.clusters.create(
+                cluster_name="ready",
+                region=REGION,
+                gpu_type=GPU,
+                num_gpus=8,
+                billing_type="ON_DEMAND",
+                nvidia_version_id=DRIVER,
+            )
+            seen = wait_for(
+                lambda: c if (c := sdk.clusters.retrieve(created.cluster_id)).status == "Ready" else None,
+                "the cluster to be Ready",
+                timeout=120,
+            )
+            api = kube_clients(seen.kube_config)
+            try:
+                custom = client.CustomObjectsApi(api)
+                made = custom.create_namespaced_custom_object(*JOBSET, "default", "jobsets", job_set("first"))
+                assert made["spec"]["successPolicy"] == {"operator": "All"}  # its webhook answered
+            finally:
+                api.close()
+        finally:
+            sdk.close()
