@@ -156,7 +156,7 @@ class BatchJobArgs:
     ``checkpoint`` is required on preemptible nodes. ``non_retriable_exit_codes`` fail the Job at
     once (a bug, not bad luck). ``backoff_limit`` counts real failures only: preemptions are ignored.
     All pods of the Job share one checkpoint directory, so with ``parallelism`` above 1 only one of them
-    should save; for per-pod checkpoints use a :class:`SweepArgs` (Indexed Job) instead.
+    should save; for per-pod checkpoints use a :class:`SweepArgs` (one trial per pod) instead.
     ``ttl_seconds_after_finished`` lets Kubernetes delete the finished Job behind Pulumi's back: after a
     ``pulumi refresh`` the next ``pulumi up`` creates it again, and the run starts over from its last
     checkpoint.
@@ -279,8 +279,17 @@ class TrainingRunArgs:
     rendezvous (up to ``rendezvous_timeout_seconds``) for the replacement pod; then every rank resumes
     from the same world-committed checkpoint (``Checkpointer.for_world``). Workers get WORLD_SIZE
     (the process count), NUM_WORKERS, WORKER_RANK (their index), a /dev/shm of ``shm_size`` unless their
-    spec sets one, and stable DNS names ``<run>-workers-<i>.<run>-workers`` (a headless Service and
-    ``subdomain``). ``login``, when given, is a critical login pod on standard nodes.
+    spec sets one, and stable DNS names (a headless Service ``<run>-workers`` and ``subdomain``).
+    ``login``, when given, is a critical login pod on standard nodes.
+
+    ``fresh_job_per_attempt`` (the default): each worker is a JobSet of its own (``<run>-workers-<i>``,
+    DNS name ``<run>-workers-<i>-attempt-0-0.<run>-workers``) whose Job is recreated fresh when its
+    worker is preempted, so the replacement never waits on the Job controller's backoff (see
+    :class:`BatchJobArgs`), however often that worker was preempted: while it waits, every rank waits.
+    A worker that fails for real (``backoff_limit`` crashes, a non-retriable exit code) ends its own
+    JobSet ``Failed``; the other agents then fail at the rendezvous once fewer than ``min_workers``
+    remain. Needs JobSet in the cluster. ``False``: one Indexed Job for all workers (DNS names
+    ``<run>-workers-<i>.<run>-workers``), whose replacements wait on that growing backoff.
     """
 
     coordinator: ContainerSpec
@@ -303,4 +312,5 @@ class TrainingRunArgs:
     keep_checkpoints: int = 3
     service_account_name: str | None = None
     run_id: str | None = None
+    fresh_job_per_attempt: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)

@@ -630,6 +630,8 @@ def attempt_job_set(
         job_spec["activeDeadlineSeconds"] = limits.active_deadline_seconds
     spec: Manifest = {
         "failurePolicy": json.loads(json.dumps(JOBSET_FAILURE_POLICY)),
+        # No Service per JobSet, and the pod template's own subdomain (a TrainingRun's workers') kept.
+        "network": {"enableDNSHostnames": False},
         "replicatedJobs": [
             {
                 "name": ATTEMPT_REPLICATED_JOB,
@@ -931,8 +933,8 @@ def _processes_per_worker(args: TrainingRunArgs) -> int:
 
 
 def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
-    """Coordinator Service and Job (standard nodes), workers' headless Service and Indexed Job
-    (preemptible), optional login; see :class:`TrainingRunArgs` for the design."""
+    """Coordinator Service and Job (standard nodes), workers' headless Service and one attempt JobSet per
+    worker (or one Indexed Job for all), on preemptible nodes, optional login; see :class:`TrainingRunArgs`."""
     run = args.run_name or name
     _positive("num_workers", args.num_workers)
     _positive("grace_period_seconds", args.grace_period_seconds)
@@ -993,51 +995,75 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
     worker_spec = (
         args.worker if args.worker.shm_size else dataclasses.replace(args.worker, shm_size=args.shm_size)
     )
-    worker_container = container(
-        worker_spec,
-        [
-            _index_env(contract.ENV_WORKER_RANK),
-            *world,
-            *rendezvous,
-            *torchrun_env(args, f"{host}:{port}", key),
-            *storage.env,
-        ],
-        storage.mounts,
+    worker_placement = placement_for(
+        ComputeClass.PREEMPTIBLE, selector_for(run, "worker"), args.preemptible_taint
     )
-    worker_pod = pod_spec(
-        [worker_container],
-        placement_for(ComputeClass.PREEMPTIBLE, selector_for(run, "worker"), args.preemptible_taint),
-        args.grace_period_seconds,
-        storage.volumes,
-        "Never",
-        args.service_account_name,
-        [worker_spec],
-    )
-    # Indexed Job pods are named <job>-<index>; with the subdomain they resolve as
-    # <job>-<index>.<service>, the address torchrun agents publish to each other.
-    worker_pod["subdomain"] = workers_name
-    workers = _job(
-        workers_name,
-        args.namespace,
-        worker_labels,
-        worker_labels,
-        worker_pod,
-        {
-            "completionMode": "Indexed",
-            "completions": args.num_workers,
-            "parallelism": args.num_workers,
-            # Per worker: one worker's crashes never use up another's retries.
-            "backoffLimitPerIndex": args.backoff_limit,
-            "maxFailedIndexes": 0,
-        },
-        args.non_retriable_exit_codes,
-        exit_code_action="FailIndex",
-        pod_annotations=pod_annotations(args.worker),
-    )
+
+    def worker_pod(rank: Manifest) -> Manifest:
+        worker_container = container(
+            worker_spec,
+            [rank, *world, *rendezvous, *torchrun_env(args, f"{host}:{port}", key), *storage.env],
+            storage.mounts,
+        )
+        pod = pod_spec(
+            [worker_container],
+            worker_placement,
+            args.grace_period_seconds,
+            storage.volumes,
+            "Never",
+            args.service_account_name,
+            [worker_spec],
+        )
+        # Indexed Job pods are named <job>-<index> (a worker JobSet's Job: <jobset>-attempt-0); with the
+        # subdomain they resolve as <job>-<index>.<service>, the address torchrun agents publish to each other.
+        pod["subdomain"] = workers_name
+        return pod
+
+    workers: list[Manifest]
+    if args.fresh_job_per_attempt:
+        limits = AttemptLimits(
+            completions=1,
+            parallelism=1,
+            backoff_limit=args.backoff_limit,
+            non_retriable_exit_codes=args.non_retriable_exit_codes,
+        )
+        workers = [
+            attempt_job_set(
+                f"{workers_name}-{rank}",
+                args.namespace,
+                worker_labels,
+                worker_labels,
+                worker_pod(_env(contract.ENV_WORKER_RANK, str(rank))),
+                pod_annotations(args.worker),
+                limits,
+            )
+            for rank in range(args.num_workers)
+        ]
+    else:
+        workers = [
+            _job(
+                workers_name,
+                args.namespace,
+                worker_labels,
+                worker_labels,
+                worker_pod(_index_env(contract.ENV_WORKER_RANK)),
+                {
+                    "completionMode": "Indexed",
+                    "completions": args.num_workers,
+                    "parallelism": args.num_workers,
+                    # Per worker: one worker's crashes never use up another's retries.
+                    "backoffLimitPerIndex": args.backoff_limit,
+                    "maxFailedIndexes": 0,
+                },
+                args.non_retriable_exit_codes,
+                exit_code_action="FailIndex",
+                pod_annotations=pod_annotations(args.worker),
+            )
+        ]
     worker_service = _headless_service(
         workers_name, args.namespace, worker_labels, selector_for(run, "worker")
     )
-    objects = [service, coordinator, worker_service, workers]
+    objects = [service, coordinator, worker_service, *workers]
     if args.login is not None:
         objects.append(_login(run, args, rendezvous, storage))
     return objects

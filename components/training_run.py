@@ -11,7 +11,8 @@ from .args import TrainingRunArgs
 
 class TrainingRun(ManifestComponent):
     """A headless Service for the coordinator, the coordinator Job (standard nodes, critical), the workers'
-    Indexed Job (preemptible nodes) and optionally a critical login Deployment on standard nodes.
+    headless Service and one JobSet per worker (or one Indexed Job for all; preemptible nodes), and
+    optionally a critical login Deployment on standard nodes (see :class:`TrainingRunArgs`).
 
     ``coordinator_host`` is built from the Service the API server holds (its name and namespace).
     """

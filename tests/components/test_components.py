@@ -447,7 +447,8 @@ def test_batch_inference_pre_stop_must_fit_the_grace_period_and_a_service(fields
 # --- TrainingRun -----------------------------------------------------------------------------
 
 
-def test_training_run_renders_coordinator_service_and_workers(program: Program) -> None:
+@pytest.mark.parametrize("fresh", [True, False], ids=["job-set-per-worker", "indexed-job"])
+def test_training_run_renders_coordinator_service_and_workers(program: Program, fresh: bool) -> None:
     args = TrainingRunArgs(
         coordinator=ContainerSpec(image=IMAGE, command=("coordinator",)),
         worker=ContainerSpec(image=IMAGE, command=("worker",), gpus=8),
@@ -455,20 +456,29 @@ def test_training_run_renders_coordinator_service_and_workers(program: Program) 
         checkpoint=SHARED,
         namespace="ml",
         login=ContainerSpec(image="ghcr.io/example/login:1", command=("sleep", "infinity")),
+        fresh_job_per_attempt=fresh,
     )
     run = program.run(lambda: TrainingRun("llm", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
-    assert sorted(objects) == [
-        "Deployment/llm-login",
-        "Job/llm-coordinator",
-        "Job/llm-workers",
-        "Service/llm-coordinator",
-        "Service/llm-workers",
-    ]
-    for obj in objects.values():
-        assert_schema_valid(obj)
+    worker_objects = [f"JobSet/llm-workers-{rank}" for rank in range(4)] if fresh else ["Job/llm-workers"]
+    assert sorted(objects) == sorted(
+        [
+            "Deployment/llm-login",
+            "Job/llm-coordinator",
+            *worker_objects,
+            "Service/llm-coordinator",
+            "Service/llm-workers",
+        ]
+    )
+    if fresh:
+        all_workers = [attempt_job(objects, f"llm-workers-{rank}") for rank in range(4)]
+    else:
+        all_workers = [objects["Job/llm-workers"]]
+    for obj in [*objects.values(), *all_workers]:
+        if obj["kind"] != "JobSet":
+            assert_schema_valid(obj)
     service, coordinator = objects["Service/llm-coordinator"], objects["Job/llm-coordinator"]
-    workers, login = objects["Job/llm-workers"], objects["Deployment/llm-login"]
+    workers, login = all_workers[-1], objects["Deployment/llm-login"]
 
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["publishNotReadyAddresses"] is True
@@ -490,19 +500,35 @@ def test_training_run_renders_coordinator_service_and_workers(program: Program) 
     ]
 
     assert_preemptible_placement(workers, "worker")
-    assert_job_survives_preemption(workers)
     assert CRITICAL_LABEL not in pod_template(workers)["metadata"]["labels"]
     assert workers["spec"]["completionMode"] == "Indexed"
-    assert workers["spec"]["completions"] == workers["spec"]["parallelism"] == 4
-    # A worker's crashes use its own retries; a preempted worker is replaced under the same index.
+    # A worker's crashes use its own retries.
     assert workers["spec"]["backoffLimitPerIndex"] == 3 and workers["spec"]["maxFailedIndexes"] == 0
+    if fresh:
+        # A preempted worker fails its own Job, which its JobSet recreates at once; the others are untouched.
+        for rank, job in enumerate(all_workers):
+            assert job["spec"]["completions"] == job["spec"]["parallelism"] == 1
+            assert [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"][:2]] == [
+                "FailJob",
+                "FailJob",
+            ]
+            assert env_values(job)["WORKER_RANK"] == str(rank)
+            job_set = objects[f"JobSet/llm-workers-{rank}"]
+            assert (
+                job_set["spec"]["failurePolicy"]["rules"][0]["action"] == "RestartJobSetAndIgnoreMaxRestarts"
+            )
+            assert job_set["spec"]["network"] == {"enableDNSHostnames": False}
+    else:
+        # A preempted worker is replaced under the same index (after the Job controller's backoff).
+        assert_job_survives_preemption(workers)
+        assert workers["spec"]["completions"] == workers["spec"]["parallelism"] == 4
+        assert "fieldRef" in env_of(workers)["WORKER_RANK"]["valueFrom"]
     host = "llm-coordinator.ml.svc"
     worker_env = env_of(workers)
     assert worker_env["COORDINATOR_HOST"]["value"] == host
     assert worker_env["COORDINATOR_PORT"]["value"] == "29500"
     assert worker_env["NUM_WORKERS"]["value"] == "4"
     assert worker_env["WORLD_SIZE"]["value"] == "32", "WORLD_SIZE is the process count: 4 workers x 8 GPUs"
-    assert "fieldRef" in worker_env["WORKER_RANK"]["valueFrom"]
     # torchrun elastic, configured by its own PET_* variables: c10d rendezvous hosted by the coordinator.
     values = env_values(workers)
     assert values["PET_NNODES"] == "4:4" and values["PET_NPROC_PER_NODE"] == "8"
@@ -602,7 +628,13 @@ def test_pulumi_waits_for_jobs_to_start_not_to_finish() -> None:
             ),
             *manifests.training_run(
                 "r",
-                TrainingRunArgs(coordinator=container, worker=container, num_workers=2, checkpoint=SHARED),
+                TrainingRunArgs(
+                    coordinator=container,
+                    worker=container,
+                    num_workers=2,
+                    checkpoint=SHARED,
+                    fresh_job_per_attempt=False,
+                ),
             ),
         )
         if m["kind"] == "Job"

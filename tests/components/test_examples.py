@@ -27,7 +27,7 @@ EXPECTED = {
         "PersistentVolumeClaim/pretrain-checkpoints",
         "Service/pretrain-coordinator",
         "Job/pretrain-coordinator",
-        "Job/pretrain-workers",
+        *(f"JobSet/pretrain-workers-{rank}" for rank in range(4)),
         "Service/pretrain-workers",
         "Deployment/pretrain-login",
     },

@@ -51,7 +51,14 @@ def test_every_component_puts_them_on_the_pods_of_that_container() -> None:
             "pre", TrainingRunArgs(coordinator=PLAIN, worker=OPTED_IN, num_workers=2, checkpoint=STORE)
         )
     )
-    for metadata in (batch["train"], fresh["train"], sweep["hp-0"], inference["serve"], run["pre-workers"]):
+    for metadata in (
+        batch["train"],
+        fresh["train"],
+        sweep["hp-0"],
+        inference["serve"],
+        run["pre-workers-0"],
+        run["pre-workers-1"],
+    ):
         assert metadata["annotations"] == RUN_LOCAL
     assert "annotations" not in run["pre-coordinator"]  # only the pods of the container that asked
 

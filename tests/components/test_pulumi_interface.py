@@ -52,13 +52,16 @@ def test_outputs_as_namespace_and_image_are_resolved_not_stringified(program: Pr
     objects = program.kubernetes_objects()
     text = repr(objects)
     assert "Calling __str__" not in text and "@@" not in text
-    workers = objects["Job/run-workers"]
+    workers = objects["JobSet/run-workers-1"]
     assert workers["metadata"]["namespace"] == "ml"
     assert main_container(workers)["image"] == "ghcr.io/example/trainer@sha256:abc"
     assert env_values(workers)["COORDINATOR_HOST"] == "run-coordinator.ml.svc"
     assert env_values(workers)["DATA_NS"] == "ml"
     assert env_values(workers)["CHECKPOINT_DIR"].startswith("/checkpoints/run/run-")
-    assert_schema_valid(workers)
+    (replicated,) = workers["spec"]["replicatedJobs"]
+    assert_schema_valid(
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "w"}, **replicated["template"]}
+    )
 
 
 def checkpoint_dir_for(image: Any) -> str:

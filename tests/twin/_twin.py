@@ -388,6 +388,26 @@ def up(stack: Stack) -> client.ApiClient:
     return kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
 
 
+JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
+
+
+def failed_workloads(api: client.ApiClient) -> list[str]:
+    """The JobSets and Jobs in ``default`` that ended Failed. A JobSet's own Job failing is its restart on a
+    preemption, not a failure: its JobSet says whether the run failed."""
+    failed = []
+    for job_set in client.CustomObjectsApi(api).list_namespaced_custom_object(*JOBSETS)["items"]:
+        conditions = (job_set.get("status") or {}).get("conditions") or []
+        if any(c["type"] == "Failed" and c["status"] == "True" for c in conditions):
+            failed.append(f"JobSet/{job_set['metadata']['name']}")
+    for job in client.BatchV1Api(api).list_namespaced_job("default").items:
+        in_job_set = "jobset.sigs.k8s.io/jobset-name" in (job.metadata.labels or {})
+        if not in_job_set and any(
+            c.type == "Failed" and c.status == "True" for c in job.status.conditions or []
+        ):
+            failed.append(f"Job/{job.metadata.name}")
+    return failed
+
+
 def running_pods(core: client.CoreV1Api, selector: str = "") -> list[Any]:
     """The pods in ``default`` matching ``selector`` that run and are not being deleted."""
     pods = core.list_namespaced_pod("default", label_selector=selector).items
