@@ -546,6 +546,7 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
             non_retriable_exit_codes=args.non_retriable_exit_codes,
             active_deadline_seconds=args.active_deadline_seconds,
             ttl_seconds_after_finished=args.ttl_seconds_after_finished,
+            name_field="job_name (or the component's name)",
         )
         return [
             attempt_job_set(job_name, args.namespace, labels, pod_labels, spec_of_pod, annotations, limits)
@@ -596,6 +597,32 @@ class AttemptLimits:
     non_retriable_exit_codes: tuple[int, ...]
     active_deadline_seconds: int | None = None
     ttl_seconds_after_finished: int | None = None
+    name_field: str = "name"
+    """The argument the JobSet's name comes from, for the error when it is too long."""
+    name_suffix: str = ""
+    """What the component appends to that argument to name this JobSet (a trial's or worker's index)."""
+
+
+DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DNS_LABEL_MAX = 63
+POD_NAME_SUFFIX = "-abcde"
+"""The random suffix of a pod's name, as JobSet's webhook counts it."""
+
+
+def _check_job_set_name(name: str, limits: AttemptLimits) -> None:
+    """Refuse at preview the names JobSet's webhook refuses at apply: its longest pod name
+    (``<jobset>-attempt-0-<last index>-xxxxx``) must be a DNS label (RFC 1035) of at most 63 characters."""
+    longest = f"{name}-{ATTEMPT_REPLICATED_JOB}-0-{limits.completions - 1}{POD_NAME_SUFFIX}"
+    if len(longest) <= DNS_LABEL_MAX and DNS_LABEL.fullmatch(longest):
+        return
+    given = name.removesuffix(limits.name_suffix)
+    room = len(given) + DNS_LABEL_MAX - len(longest)
+    raise ValueError(
+        f"{limits.name_field}={given!r}: its JobSet {name!r} would name pods like {longest!r} "
+        f"({len(longest)} characters), which Kubernetes refuses (a DNS label: at most {DNS_LABEL_MAX} "
+        "characters of lowercase letters, digits and '-', starting with a letter); use a name of at most "
+        f"{room} characters that starts with a letter, or set fresh_job_per_attempt=False"
+    )
 
 
 def attempt_job_set(
@@ -615,6 +642,7 @@ def attempt_job_set(
     crashes against ``limits.backoff_limit`` (per index, within one attempt), non-retriable exit codes at
     once (FailIndex with maxFailedIndexes 0 fails the Job with a reason JobSet does not restart).
     """
+    _check_job_set_name(name, limits)
     template_metadata = _template_metadata(pod_labels, pod_annotations)
     job_spec: Manifest = {
         "completionMode": "Indexed",
@@ -775,14 +803,16 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
     _refuse_sweep_wide_limits(args)
     labels = labels_for(sweep_name, "trial", args.labels)
     placement = placement_for(args.compute_class, selector_for(sweep_name, "trial"), args.preemptible_taint)
-    limits = AttemptLimits(
-        completions=1,
-        parallelism=1,
-        backoff_limit=args.backoff_limit_per_index,
-        non_retriable_exit_codes=args.non_retriable_exit_codes,
-    )
     job_sets = []
     for index, (trial, key) in enumerate(zip(args.trials, trial_run_keys(args), strict=True)):
+        limits = AttemptLimits(
+            completions=1,
+            parallelism=1,
+            backoff_limit=args.backoff_limit_per_index,
+            non_retriable_exit_codes=args.non_retriable_exit_codes,
+            name_field="sweep_name (or the component's name)",
+            name_suffix=f"-{index}",
+        )
         binding = checkpoint_binding(
             args.checkpoint, f"{sweep_name}/{key}", args.keep_checkpoints, args.grace_period_seconds
         )
@@ -1021,12 +1051,6 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
 
     workers: list[Manifest]
     if args.fresh_job_per_attempt:
-        limits = AttemptLimits(
-            completions=1,
-            parallelism=1,
-            backoff_limit=args.backoff_limit,
-            non_retriable_exit_codes=args.non_retriable_exit_codes,
-        )
         workers = [
             attempt_job_set(
                 f"{workers_name}-{rank}",
@@ -1035,7 +1059,14 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
                 worker_labels,
                 worker_pod(_env(contract.ENV_WORKER_RANK, str(rank))),
                 pod_annotations(args.worker),
-                limits,
+                AttemptLimits(
+                    completions=1,
+                    parallelism=1,
+                    backoff_limit=args.backoff_limit,
+                    non_retriable_exit_codes=args.non_retriable_exit_codes,
+                    name_field="run_name (or the component's name)",
+                    name_suffix=f"-workers-{rank}",
+                ),
             )
             for rank in range(args.num_workers)
         ]

@@ -738,3 +738,36 @@ def test_batch_job_with_a_fresh_job_per_attempt_is_a_job_set_that_restarts_on_pr
     from together_clusters.components import guard
 
     assert guard.check_manifest(job_set) == []
+
+
+LONGEST_ACCEPTED = {"batch": 45, "sweep": 43, "run": 35}
+"""The longest name whose JobSets' pod names stay within 63 characters (see tests/twin/test_jobset.py)."""
+
+
+def render_named(kind: str, name: str) -> list[dict]:
+    container = ContainerSpec(image=IMAGE)
+    if kind == "batch":
+        return manifests.batch_job(name, BatchJobArgs(container=container, checkpoint=SHARED))
+    if kind == "sweep":
+        trials = tuple({"lr": i} for i in range(10))
+        return manifests.sweep(name, SweepArgs(container=container, trials=trials, checkpoint=SHARED))
+    args = TrainingRunArgs(coordinator=container, worker=container, num_workers=10, checkpoint=SHARED)
+    return manifests.training_run(name, args)
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"), [("batch", "job_name"), ("sweep", "sweep_name"), ("run", "run_name")]
+)
+def test_a_name_too_long_for_job_set_pod_names_is_refused_at_preview_naming_the_limit(
+    kind: str, field: str
+) -> None:
+    longest = LONGEST_ACCEPTED[kind]
+    render_named(kind, "a" * longest)
+    with pytest.raises(
+        ValueError, match=rf"^{field} \(or the component's name\)='a{{{longest + 1}}}'"
+    ) as refused:
+        render_named(kind, "a" * (longest + 1))
+    assert f"use a name of at most {longest} characters" in str(refused.value)
+    assert "fresh_job_per_attempt=False" in str(refused.value)
+    with pytest.raises(ValueError, match="starting with a letter"):
+        render_named(kind, "7b-run")

@@ -16,6 +16,7 @@ import together
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from together_clusters.components import BatchJobArgs, ContainerSpec, SharedVolume, manifests
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import start_emulator
 
@@ -134,3 +135,22 @@ def test_a_cluster_the_api_calls_ready_accepts_a_job_set_at_once() -> None:
                 api.close()
         finally:
             sdk.close()
+
+
+def test_the_longest_name_the_components_accept_is_the_longest_job_sets_webhook_accepts(
+    cluster: TwinCluster, namespace: str
+) -> None:
+    """The components' preview check of a JobSet's name has the webhook's own limit: the JobSet rendered for the
+    longest accepted name is created; the same JobSet one character longer is refused by the real webhook."""
+    longest = 45
+    args = BatchJobArgs(container=ContainerSpec(image="registry.invalid/t:1"), checkpoint=SharedVolume("c"))
+    (rendered,) = manifests.batch_job("a" * longest, args)
+    with pytest.raises(ValueError, match=f"at most {longest} characters"):
+        manifests.batch_job("a" * (longest + 1), args)
+    custom = client.CustomObjectsApi(cluster.api)
+    custom.create_namespaced_custom_object(*JOBSET, namespace, "jobsets", rendered)
+    longer = {**rendered, "metadata": {**rendered["metadata"], "name": "b" * (longest + 1)}}
+    with pytest.raises(ApiException) as refused:
+        custom.create_namespaced_custom_object(*JOBSET, namespace, "jobsets", longer)
+    assert refused.value.status == 403, refused.value.body
+    assert "pod names generated for this JobSet will exceed 63 characters" in str(refused.value.body)
