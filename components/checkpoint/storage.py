@@ -8,30 +8,22 @@ chunk (S3: a multipart part per transfer thread), whatever the checkpoint's size
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from .digests import Written
+from .hashing import ChunkHasher
+
 CHUNK_BYTES = 8 * 1024 * 1024
-"""Read size when streaming a file; also boto3's default multipart part size."""
+"""The multipart part size of S3 transfers (boto3's default) and the read buffer of uploads."""
 
 DELETING_PREFIX = ".deleting-"
 """Entries being deleted are renamed to this prefix first; leftovers of a killed delete carry it."""
-
-
-@dataclass(frozen=True)
-class Written:
-    """What a backend wrote: the file's size and sha256."""
-
-    size: int
-    sha256: str
 
 
 class Backend(Protocol):
@@ -42,7 +34,8 @@ class Backend(Protocol):
         ...
 
     def write(self, entry: str, name: str, chunks: Iterable[bytes]) -> Written:
-        """Store a file durably; when this returns, the file survives a crash of this process."""
+        """Store a file durably; when this returns, the file survives a crash of this process. Returns its
+        size and per-chunk sha256, computed as it streams by."""
         ...
 
     def open(self, entry: str, name: str) -> IO[bytes]:
@@ -62,55 +55,6 @@ def read_all(backend: Backend, entry: str, name: str) -> bytes:
     """A whole (small) file: manifests, test data."""
     with backend.open(entry, name) as f:
         return f.read()
-
-
-def iter_chunks(stream: IO[bytes], chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """A stream as chunks of at most ``chunk_bytes``."""
-    while chunk := stream.read(chunk_bytes):
-        yield chunk
-
-
-def _start_hash(hasher: ThreadPoolExecutor, digest: Any, chunk: bytes) -> Callable[[], Any]:
-    """Feed ``chunk`` to ``digest`` in the hasher's thread; the function that waits until it is done.
-
-    During interpreter exit (a save from an ``atexit`` handler) no thread can start: it is hashed here.
-    """
-    try:
-        return hasher.submit(digest.update, chunk).result
-    except RuntimeError:
-        digest.update(chunk)
-        return lambda: None
-
-
-def hashed(chunks: Iterable[bytes], digest: Any) -> Iterator[bytes]:
-    """``chunks``, each fed to ``digest`` in a thread of its own while the caller writes it out: hashing
-    and I/O overlap (both release the GIL), so a save takes the longer of the two, not their sum.
-
-    The next chunk is taken only once the last one is hashed, so a producer may reuse its buffer.
-    """
-    with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as hasher:
-        for chunk in chunks:
-            wait = _start_hash(hasher, digest, chunk)
-            try:
-                yield chunk
-            finally:
-                wait()
-
-
-def digest_of(chunks: Iterable[bytes], digest: Any) -> int:
-    """Feed ``chunks`` to ``digest``, hashing each while the next is read; their total size.
-
-    For chunks nothing writes to again once read (each ``read()`` returns a new object).
-    """
-    size = 0
-    wait: Callable[[], Any] = lambda: None  # noqa: E731
-    with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as hasher:
-        for chunk in chunks:
-            wait()
-            wait = _start_hash(hasher, digest, chunk)
-            size += len(chunk)
-        wait()
-    return size
 
 
 def _check_name(name: str) -> str:
@@ -152,17 +96,14 @@ class FilesystemBackend:
             _fsync_dir(directory.parent)
         final = directory / _check_name(name)
         temporary = directory / f".{name}.tmp-{os.getpid()}"
-        digest = hashlib.sha256()
-        size = 0
-        with open(temporary, "wb") as f:
-            for chunk in hashed(chunks, digest):
+        with ChunkHasher() as hasher, open(temporary, "wb") as f:
+            for chunk in hasher.hashed(chunks):
                 f.write(chunk)
-                size += len(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, final)
         _fsync_dir(directory)
-        return Written(size=size, sha256=digest.hexdigest())
+        return hasher.written()
 
     def open(self, entry: str, name: str) -> IO[bytes]:
         return open(self.root / _check_name(entry) / _check_name(name), "rb")
@@ -186,14 +127,12 @@ class FilesystemBackend:
                 shutil.rmtree(leftover, ignore_errors=True)
 
 
-class _HashingReader(io.RawIOBase):
-    """A file-like view of chunks that hashes and counts what boto3 reads through it."""
+class _ChunkReader(io.RawIOBase):
+    """A file-like view of chunks, for boto3 to read from."""
 
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        self.digest = hashlib.sha256()
-        self._chunks = hashed(chunks, self.digest)
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
         self._pending = b""
-        self.size = 0
 
     def readable(self) -> bool:
         return True
@@ -206,7 +145,6 @@ class _HashingReader(io.RawIOBase):
             self._pending = bytes(chunk)
         n = min(len(buffer), len(self._pending))
         buffer[:n] = self._pending[:n]
-        self.size += n
         self._pending = self._pending[n:]
         return n
 
@@ -275,11 +213,15 @@ class S3Backend:
         return names
 
     def write(self, entry: str, name: str, chunks: Iterable[bytes]) -> Written:
-        reader = _HashingReader(chunks)
-        self.client.upload_fileobj(
-            io.BufferedReader(reader, CHUNK_BYTES), self.bucket, self._key(entry, name), Config=self.config
-        )
-        return Written(size=reader.size, sha256=reader.digest.hexdigest())
+        with ChunkHasher() as hasher:
+            reader = _ChunkReader(hasher.hashed(chunks))
+            self.client.upload_fileobj(
+                io.BufferedReader(reader, CHUNK_BYTES),
+                self.bucket,
+                self._key(entry, name),
+                Config=self.config,
+            )
+        return hasher.written()
 
     def open(self, entry: str, name: str) -> IO[bytes]:
         from botocore.exceptions import ClientError
