@@ -16,22 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from .digests import DIGEST_CHUNK_BYTES, WholeFileDigest, Written, segments
+from .threads import start_in
 
 HASH_THREADS = max(2, os.cpu_count() or 1)
 READ_BYTES = DIGEST_CHUNK_BYTES
 """The most a hashing thread reads at once when checking a file, whatever chunk size a manifest names."""
-
-
-def _run(pool: ThreadPoolExecutor, work: Callable[..., Any], *args: Any) -> Callable[[], Any]:
-    """Start ``work(*args)`` in the pool; the function that waits for it (and raises what it raised).
-
-    During interpreter exit (a save from an ``atexit`` handler) no thread can start: it runs here.
-    """
-    try:
-        return pool.submit(work, *args).result
-    except RuntimeError:
-        work(*args)
-        return lambda: None
 
 
 class ChunkHasher:
@@ -41,8 +30,8 @@ class ChunkHasher:
         self._chunk_bytes = chunk_bytes
         self._pool = ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="checkpoint-hash")
         self._size = 0
-        self._open: dict[int, Any] = {}
-        self._done: list[str] = []
+        self._open: dict[int, tuple[Any, Callable[[], Any]]] = {}
+        self._digests: dict[int, str] = {}
 
     def __enter__(self) -> ChunkHasher:
         return self
@@ -51,42 +40,55 @@ class ChunkHasher:
         self._pool.shutdown()
 
     def hashed(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
-        """``chunks``, each hashed in the pool while the caller writes it out: a save takes the longer of
-        the two, not their sum. The next chunk is taken only once the last one is hashed, so a producer
-        may reuse its buffer."""
+        """``chunks``, each hashed in the pool while the caller writes it out and the next one is made: a
+        save takes the longest of the three, not their sum. A chunk that is not ``bytes`` (a bytearray, a
+        memoryview) is hashed before the next is taken, so a producer may reuse its buffer; at most two
+        chunks are held at once."""
+        behind: list[Callable[[], Any]] = []
         for chunk in chunks:
-            wait = self._start(chunk)
+            waits = self._start(chunk)
             try:
                 yield chunk
             finally:
-                wait()
+                for done in behind:
+                    done()
+                behind = waits if isinstance(chunk, bytes) else []
+                if not behind:
+                    for done in waits:
+                        done()
+        for done in behind:
+            done()
 
     def written(self) -> Written:
         """The size and chunk digests of everything hashed (once :meth:`hashed` is exhausted)."""
-        self._finish(final=True)
-        return Written(self._size, self._chunk_bytes, tuple(self._done))
+        for index, (digest, wait) in self._open.items():  # the last chunk, shorter than the others
+            wait()
+            self._digests[index] = digest.hexdigest()
+        self._open.clear()
+        return Written(
+            self._size, self._chunk_bytes, tuple(self._digests[i] for i in range(len(self._digests)))
+        )
 
-    def _start(self, piece: Any) -> Callable[[], None]:
+    def _start(self, piece: Any) -> list[Callable[[], Any]]:
         view = memoryview(piece).cast("B")
-        # A piece's parts go to distinct chunks, and a piece starts once the previous one is hashed: each
-        # chunk's digest is fed in order, by one thread at a time.
         waits = []
         for index, start, end in segments(self._size, len(view), self._chunk_bytes):
-            digest = self._open.setdefault(index, hashlib.sha256())
-            waits.append(_run(self._pool, digest.update, view[start:end]))
+            digest, previous = self._open.pop(index, (None, None))
+            if previous is not None:
+                previous()  # a chunk's digest is fed in order, by one thread at a time
+            digest = digest or hashlib.sha256()
+            last = (index + 1) * self._chunk_bytes <= self._size + end
+            wait = start_in(self._pool, self._feed, index, digest, view[start:end], last)
+            if not last:
+                self._open[index] = (digest, wait)
+            waits.append(wait)
         self._size += len(view)
+        return waits
 
-        def wait() -> None:
-            for done in waits:
-                done()
-            self._finish(final=False)
-
-        return wait
-
-    def _finish(self, final: bool) -> None:
-        for index in sorted(self._open):
-            if final or (index + 1) * self._chunk_bytes <= self._size:
-                self._done.append(self._open.pop(index).hexdigest())
+    def _feed(self, index: int, digest: Any, data: memoryview, last: bool) -> None:
+        digest.update(data)
+        if last:
+            self._digests[index] = digest.hexdigest()
 
 
 def check(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
@@ -102,7 +104,7 @@ def check(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
         stream.seek(0)
         actual = _whole_file_sha256(stream)
         return None if actual == expected.sha256 else f"has sha256 {actual}, manifest says {expected.sha256}"
-    bad = _first_bad_chunk(_reader_at(stream), expected)
+    bad = _first_bad_chunk(_reader_into(stream), expected)
     if bad is None:
         return None
     index, actual = bad
@@ -113,7 +115,7 @@ def check(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
     )
 
 
-def _first_bad_chunk(read_at: Callable[[int, int], bytes], expected: Written) -> tuple[int, str] | None:
+def _first_bad_chunk(read_into: ReadInto, expected: Written) -> tuple[int, str] | None:
     """A chunk whose sha256 differs from the manifest's, and its actual digest; the threads stop at the
     first they find."""
     indices = iter(range(len(expected.chunk_sha256)))
@@ -121,43 +123,50 @@ def _first_bad_chunk(read_at: Callable[[int, int], bytes], expected: Written) ->
     bad: dict[int, str] = {}
 
     def work() -> None:
+        buffer = memoryview(bytearray(READ_BYTES))
         while not bad:
             with taking:
                 index = next(indices, None)
             if index is None:
                 return
-            actual = _sha256_of_range(read_at, *expected.chunk_span(index))
+            actual = _sha256_of_range(read_into, buffer, *expected.chunk_span(index))
             if actual != expected.chunk_sha256[index]:
                 bad[index] = actual
 
     with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="checkpoint-verify") as pool:
-        for done in [_run(pool, work) for _ in range(HASH_THREADS)]:
+        for done in [start_in(pool, work) for _ in range(HASH_THREADS)]:
             done()
     return min(bad.items()) if bad else None
 
 
-def _sha256_of_range(read_at: Callable[[int, int], bytes], start: int, end: int) -> str:
+def _sha256_of_range(read_into: ReadInto, buffer: memoryview, start: int, end: int) -> str:
     digest = hashlib.sha256()
-    while start < end and (data := read_at(start, min(READ_BYTES, end - start))):
-        digest.update(data)
-        start += len(data)
+    while start < end and (n := read_into(start, buffer[: min(len(buffer), end - start)])):
+        digest.update(buffer[:n])
+        start += n
     return digest.hexdigest()
 
 
-def _reader_at(stream: IO[bytes]) -> Callable[[int, int], bytes]:
-    """``read_at(offset, n)``: positioned reads, concurrent where the stream is a file (pread)."""
+ReadInto = Callable[[int, memoryview], int]
+"""``read_into(offset, buffer)``: read into ``buffer`` from ``offset``; the number of bytes read."""
+
+
+def _reader_into(stream: IO[bytes]) -> ReadInto:
+    """Positioned reads into a reused buffer, concurrent where the stream is a file (preadv)."""
     try:
         fd = stream.fileno()
     except (OSError, io.UnsupportedOperation):
         lock = threading.Lock()
 
-        def read_at(offset: int, n: int) -> bytes:
+        def read_into(offset: int, buffer: memoryview) -> int:
             with lock:
                 stream.seek(offset)
-                return stream.read(n)
+                data = stream.read(len(buffer))
+            buffer[: len(data)] = data
+            return len(data)
 
-        return read_at
-    return lambda offset, n: os.pread(fd, n, offset)
+        return read_into
+    return lambda offset, buffer: os.preadv(fd, [buffer], offset)
 
 
 def _whole_file_sha256(stream: IO[bytes]) -> str:
@@ -167,6 +176,6 @@ def _whole_file_sha256(stream: IO[bytes]) -> str:
     with ThreadPoolExecutor(1, thread_name_prefix="checkpoint-hash") as pool:
         while piece := stream.read(READ_BYTES):
             wait()
-            wait = _run(pool, digest.update, piece)
+            wait = start_in(pool, digest.update, piece)
         wait()
     return digest.hexdigest()

@@ -5,11 +5,12 @@ still restore. The oracle is hashlib over slices of the bytes saved."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -153,4 +154,32 @@ def test_a_malformed_file_entry_is_corrupt_not_a_crash(
     manifest["files"]["s"] = entry
     (tmp_path / name / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(CorruptCheckpoint, match=reason):
+        ckpt.load(name)
+
+
+class InMemoryReads(FilesystemBackend):
+    """The filesystem backend, except that files are read back as in-memory streams (no file descriptor,
+    as a backend that is not a local file may hand over)."""
+
+    def open(self, entry: str, name: str) -> IO[bytes]:
+        with super().open(entry, name) as f:
+            return io.BytesIO(f.read())
+
+
+def test_streams_without_a_file_descriptor_are_checked_chunk_by_chunk(tmp_path: Path) -> None:
+    data = os.urandom(9 * MIB)
+    ckpt = Checkpointer(InMemoryReads(tmp_path), keep=5)
+    name = ckpt.save(1, {"f": [data]})
+    restored = ckpt.load(name)
+    assert restored is not None
+    with restored:
+        assert restored.open("f").read() == data
+    entry = recorded(tmp_path, name, "f")
+    damaged = bytearray(data)
+    damaged[-3] ^= 0x10
+    (tmp_path / name / "f").write_bytes(damaged)
+    last = len(entry["chunk_sha256"]) - 1
+    with pytest.raises(
+        CorruptCheckpoint, match=f"'f' chunk {last} .* manifest says {entry['chunk_sha256'][last]}"
+    ):
         ckpt.load(name)
