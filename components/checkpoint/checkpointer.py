@@ -1,7 +1,7 @@
 """Save, find and prune checkpoints so that each one is either complete or ignored.
 
 A checkpoint is an entry named ``ckpt-<step>-<time>`` holding the caller's files and, written last,
-``MANIFEST.json`` with every file's size and the sha256 of each 4 MiB chunk of it (:mod:`.digests`).
+``MANIFEST.json`` with every file's size and the BLAKE3 digest of each 4 MiB chunk of it (:mod:`.digests`).
 An entry without a manifest is an interrupted write; an entry whose files do not match their checksums
 is corrupt. Both are skipped.
 
@@ -33,7 +33,7 @@ MANIFEST = "MANIFEST.json"
 ENTRY_PREFIX = "ckpt-"
 FORMAT_VERSION = 2
 READABLE_FORMATS = (1, FORMAT_VERSION)
-"""Format 1 recorded one sha256 per file, format 2 the sha256 of each chunk."""
+"""Format 1 recorded one sha256 per file, format 2 the BLAKE3 digest of each chunk."""
 
 FileData = bytes | Iterable[bytes]
 """A file's content: bytes, or an iterable of chunks for state too large to hold twice."""
@@ -204,7 +204,7 @@ class Checkpointer:
         return Checkpoint(name=name, step=step, files=VerifiedFiles(streams), metadata=metadata)
 
     def open_verified(self, name: str, file_name: str, expected: Mapping[str, Any]) -> IO[bytes]:
-        """A file of entry ``name`` as a stream from its start, once its size and every chunk's sha256 match
+        """A file of entry ``name`` as a stream from its start, once its size and every chunk's digest match
         the manifest entry ``expected``; CorruptCheckpoint naming the file, what the manifest says and
         what the file holds, otherwise."""
         try:

@@ -1,8 +1,8 @@
-"""Hashing checkpoint files on every core beside their I/O: the per-chunk sha256 of a file as it is
+"""Hashing checkpoint files on every core beside their I/O: the per-chunk digest of a file as it is
 written (:class:`ChunkHasher`), and the check of a stored file against its manifest entry (:func:`check`).
 
-hashlib releases the GIL while it hashes more than 2 KiB, so chunks hash in parallel threads while
-another thread writes or reads.
+blake3 and hashlib release the GIL while they hash large buffers, so chunks hash in parallel threads
+while another thread writes or reads.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
+from blake3 import blake3
+
 from .digests import DIGEST_CHUNK_BYTES, WholeFileDigest, Written, segments
 from .threads import start_in
 
@@ -24,7 +26,7 @@ READ_BYTES = DIGEST_CHUNK_BYTES
 
 
 class ChunkHasher:
-    """The per-chunk sha256 of the bytes that pass through :meth:`hashed`; use as a context manager."""
+    """The per-chunk digests of the bytes that pass through :meth:`hashed`; use as a context manager."""
 
     def __init__(self, chunk_bytes: int = DIGEST_CHUNK_BYTES) -> None:
         self._chunk_bytes = chunk_bytes
@@ -76,7 +78,7 @@ class ChunkHasher:
             digest, previous = self._open.pop(index, (None, None))
             if previous is not None:
                 previous()  # a chunk's digest is fed in order, by one thread at a time
-            digest = digest or hashlib.sha256()
+            digest = digest or blake3()
             last = (index + 1) * self._chunk_bytes <= self._size + end
             wait = start_in(self._pool, self._feed, index, digest, view[start:end], last)
             if not last:
@@ -110,15 +112,15 @@ def check(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
     index, actual = bad
     start, end = expected.chunk_span(index)
     return (
-        f"chunk {index} (bytes {start}-{end - 1}) has sha256 {actual}, "
-        f"manifest says {expected.chunk_sha256[index]}"
+        f"chunk {index} (bytes {start}-{end - 1}) has BLAKE3 digest {actual}, "
+        f"manifest says {expected.chunk_blake3[index]}"
     )
 
 
 def _first_bad_chunk(read_into: ReadInto, expected: Written) -> tuple[int, str] | None:
-    """A chunk whose sha256 differs from the manifest's, and its actual digest; the threads stop at the
-    first they find."""
-    indices = iter(range(len(expected.chunk_sha256)))
+    """A chunk whose digest differs from the manifest's, and that digest; the threads stop at the first
+    they find."""
+    indices = iter(range(len(expected.chunk_blake3)))
     taking = threading.Lock()
     bad: dict[int, str] = {}
 
@@ -129,8 +131,8 @@ def _first_bad_chunk(read_into: ReadInto, expected: Written) -> tuple[int, str] 
                 index = next(indices, None)
             if index is None:
                 return
-            actual = _sha256_of_range(read_into, buffer, *expected.chunk_span(index))
-            if actual != expected.chunk_sha256[index]:
+            actual = _digest_of_range(read_into, buffer, *expected.chunk_span(index))
+            if actual != expected.chunk_blake3[index]:
                 bad[index] = actual
 
     with ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="checkpoint-verify") as pool:
@@ -139,8 +141,8 @@ def _first_bad_chunk(read_into: ReadInto, expected: Written) -> tuple[int, str] 
     return min(bad.items()) if bad else None
 
 
-def _sha256_of_range(read_into: ReadInto, buffer: memoryview, start: int, end: int) -> str:
-    digest = hashlib.sha256()
+def _digest_of_range(read_into: ReadInto, buffer: memoryview, start: int, end: int) -> str:
+    digest = blake3()
     while start < end and (n := read_into(start, buffer[: min(len(buffer), end - start)])):
         digest.update(buffer[:n])
         start += n

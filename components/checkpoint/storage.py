@@ -45,7 +45,7 @@ class Backend(Protocol):
 
     def write(self, entry: str, name: str, chunks: Iterable[bytes]) -> Written:
         """Store a file durably; when this returns, the file survives a crash of this process. Returns its
-        size and per-chunk sha256, computed as it streams by."""
+        size and per-chunk digests, computed as it streams by."""
         ...
 
     def open(self, entry: str, name: str) -> IO[bytes]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import subprocess
@@ -10,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from blake3 import blake3
 
 from together_clusters.components.checkpoint import (
     Checkpointer,
@@ -37,7 +37,7 @@ def test_save_writes_files_then_a_manifest_with_checksums(tmp_path: Path) -> Non
         chunk = entry["chunk_bytes"]
         slices = [data[i : i + chunk] for i in range(0, len(data), chunk)]
         assert entry["size"] == len(data)
-        assert entry["chunk_sha256"] == [hashlib.sha256(s).hexdigest() for s in slices]
+        assert entry["chunk_blake3"] == [blake3(s).hexdigest() for s in slices]
     loaded = ckpt.latest()
     assert loaded is not None and loaded.step == 7 and loaded.files == state_for(7) and loaded.name == name
 

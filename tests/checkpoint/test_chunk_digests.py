@@ -1,6 +1,6 @@
-"""Per-chunk sha256 in the manifest: recorded for every chunk, checked before a checkpoint is handed over,
-a damaged chunk reported with its file and both digests, and manifests from before (one whole-file sha256)
-still restore. The oracle is hashlib over slices of the bytes saved."""
+"""Per-chunk digests in the manifest: recorded for every chunk, checked before a checkpoint is handed
+over, a damaged chunk reported with its file and both digests, and manifests from before (one whole-file
+sha256) still restore. The oracles are the blake3 package and hashlib over slices of the bytes saved."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from blake3 import blake3
 
 from together_clusters.components.checkpoint import Checkpointer, CorruptCheckpoint, FilesystemBackend
 from together_clusters.components.checkpoint.checkpointer import MANIFEST
@@ -26,8 +27,8 @@ def irregular_pieces(data: bytes, piece: int) -> Iterator[bytes]:
         yield data[start : start + piece]
 
 
-def sha256_of_slices(data: bytes, chunk_bytes: int) -> list[str]:
-    return [hashlib.sha256(data[i : i + chunk_bytes]).hexdigest() for i in range(0, len(data), chunk_bytes)]
+def blake3_of_slices(data: bytes, chunk_bytes: int) -> list[str]:
+    return [blake3(data[i : i + chunk_bytes]).hexdigest() for i in range(0, len(data), chunk_bytes)]
 
 
 def recorded(root: Path, name: str, file_name: str) -> dict[str, Any]:
@@ -35,14 +36,14 @@ def recorded(root: Path, name: str, file_name: str) -> dict[str, Any]:
     return entry
 
 
-def test_the_manifest_records_the_sha256_of_every_chunk(tmp_path: Path) -> None:
+def test_the_manifest_records_the_digest_of_every_chunk(tmp_path: Path) -> None:
     data = os.urandom(9 * MIB + 5)
     ckpt = Checkpointer(FilesystemBackend(tmp_path))
     name = ckpt.save(1, {"weights.bin": irregular_pieces(data, MIB + 7)})
     entry = recorded(tmp_path, name, "weights.bin")
     assert entry["size"] == len(data)
-    assert len(entry["chunk_sha256"]) >= 3, "a 9 MiB file should span several chunks"
-    assert entry["chunk_sha256"] == sha256_of_slices(data, entry["chunk_bytes"])
+    assert len(entry["chunk_blake3"]) >= 3, "a 9 MiB file should span several chunks"
+    assert entry["chunk_blake3"] == blake3_of_slices(data, entry["chunk_bytes"])
 
 
 @pytest.mark.parametrize("size_mib_offset", [(0, 0), (0, 1), (4, -1), (4, 0), (4, 1), (8, 0), (8, 3)])
@@ -54,7 +55,7 @@ def test_files_of_any_size_round_trip_with_digests_of_their_chunks(
     ckpt = Checkpointer(FilesystemBackend(tmp_path))
     name = ckpt.save(1, {"f": irregular_pieces(data, 3 * MIB + 1) if data else [b""]})
     entry = recorded(tmp_path, name, "f")
-    assert entry["chunk_sha256"] == sha256_of_slices(data, entry["chunk_bytes"])
+    assert entry["chunk_blake3"] == blake3_of_slices(data, entry["chunk_bytes"])
     restored = ckpt.latest()
     assert restored is not None
     with restored:
@@ -78,9 +79,9 @@ def test_a_damaged_chunk_is_reported_with_its_file_and_both_digests(
         ckpt.load(name)
     message = str(raised.value)
     assert "'weights.bin'" in message
-    assert entry["chunk_sha256"][1] in message
-    assert hashlib.sha256(damaged[chunk_bytes : 2 * chunk_bytes]).hexdigest() in message
-    assert entry["chunk_sha256"][0] not in message, "an intact chunk reported as damaged"
+    assert entry["chunk_blake3"][1] in message
+    assert blake3(damaged[chunk_bytes : 2 * chunk_bytes]).hexdigest() in message
+    assert entry["chunk_blake3"][0] not in message, "an intact chunk reported as damaged"
     restored = ckpt.latest()
     assert restored is not None and restored.step == 1
 
@@ -138,11 +139,11 @@ def test_a_checkpoint_with_an_old_manifest_still_restores_and_verifies(tmp_path:
 @pytest.mark.parametrize(
     ("entry", "reason"),
     [
-        ({"size": 3, "chunk_bytes": 4, "chunk_sha256": []}, "0 chunk digests for 3 bytes"),
-        ({"size": 3, "chunk_bytes": 0, "chunk_sha256": ["x"]}, "chunk_bytes 0"),
-        ({"size": 3, "chunk_bytes": 4, "chunk_sha256": "x"}, "not a list"),
+        ({"size": 3, "chunk_bytes": 4, "chunk_blake3": []}, "0 chunk digests for 3 bytes"),
+        ({"size": 3, "chunk_bytes": 0, "chunk_blake3": ["x"]}, "chunk_bytes 0"),
+        ({"size": 3, "chunk_bytes": 4, "chunk_blake3": "x"}, "not a list"),
         ({"size": -1, "sha256": "x"}, "size -1"),
-        ({"size": 3}, "neither chunk_sha256 nor sha256"),
+        ({"size": 3}, "neither chunk_blake3 nor sha256"),
     ],
 )
 def test_a_malformed_file_entry_is_corrupt_not_a_crash(
@@ -178,8 +179,8 @@ def test_streams_without_a_file_descriptor_are_checked_chunk_by_chunk(tmp_path: 
     damaged = bytearray(data)
     damaged[-3] ^= 0x10
     (tmp_path / name / "f").write_bytes(damaged)
-    last = len(entry["chunk_sha256"]) - 1
+    last = len(entry["chunk_blake3"]) - 1
     with pytest.raises(
-        CorruptCheckpoint, match=f"'f' chunk {last} .* manifest says {entry['chunk_sha256'][last]}"
+        CorruptCheckpoint, match=f"'f' chunk {last} .* manifest says {entry['chunk_blake3'][last]}"
     ):
         ckpt.load(name)
