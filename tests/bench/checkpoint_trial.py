@@ -142,11 +142,10 @@ def main(argv: list[str] | None = None) -> None:
         args.client = _s3_client(args)
     if args.kind in ("save", "restore", "s3-save", "s3-restore"):
         args.checkpointer = _checkpointer(args)
-    # Every trial starts from the same page cache: none of the trials' files in it. Reads then come from
-    # the disk, and no trial inherits pages another left behind: on a VM that hands free memory back to
-    # its host, pages freed just before a trial are quick to reuse and pages freed long ago fault to the
-    # host, so dropping only the trial's own files favoured whichever trial had its files cached.
-    drop_cache([p for p in args.dir.rglob("*") if p.is_file()])
+    if args.kind == "restore":
+        drop_cache([p for p in (args.dir / "ckpt").rglob("*") if p.is_file()])
+    if args.kind in ("raw-read", "s3-upload-file"):
+        drop_cache([args.dir / RAW_FILE])
     baseline = _status_mib("VmRSS")
     if args.cap_mib is not None:
         limit = int((_status_mib("VmData") + args.cap_mib) * 1024 * 1024)
