@@ -75,10 +75,11 @@ class ChunkHasher:
         view = memoryview(piece).cast("B")
         waits = []
         for index, start, end in segments(self._size, len(view), self._chunk_bytes):
-            digest, previous = self._open.pop(index, (None, None))
-            if previous is not None:
+            if index in self._open:
+                digest, previous = self._open.pop(index)
                 previous()  # a chunk's digest is fed in order, by one thread at a time
-            digest = digest or blake3()
+            else:
+                digest = blake3()
             last = (index + 1) * self._chunk_bytes <= self._size + end
             wait = start_in(self._pool, self._feed, index, digest, view[start:end], last)
             if not last:
