@@ -19,8 +19,9 @@ from .digests import DIGEST_CHUNK_BYTES, WholeFileDigest, Written, segments
 from .threads import start_in
 
 HASH_THREADS = max(2, os.cpu_count() or 1)
-READ_BYTES = 2 * DIGEST_CHUNK_BYTES
-"""Read size when checking a file: two chunks, one for each core to hash."""
+READ_BYTES = 4 * DIGEST_CHUNK_BYTES
+"""Read size when checking a file: chunks for every core to hash, few system calls (restore of 1 GiB,
+median of 5: 0.75 s with 8 MiB reads, 0.70 s with these and the readahead hint, 1.07 s with 32 MiB)."""
 
 
 class ChunkHasher:
@@ -106,7 +107,7 @@ def check(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
         actual = _whole_file_sha256(stream)
         return None if actual == expected.sha256 else f"has sha256 {actual}, manifest says {expected.sha256}"
     with ChunkHasher(expected.chunk_bytes) as hasher:
-        for _ in hasher.hashed(iter(lambda: stream.read(READ_BYTES), b"")):
+        for _ in hasher.hashed(_in_order(stream)):
             pass
     read = hasher.written()
     if read.size != expected.size:  # changed while it was read
@@ -116,6 +117,17 @@ def check(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
             start, end = expected.chunk_span(index)
             return f"chunk {index} (bytes {start}-{end - 1}) has BLAKE3 digest {actual}, manifest says {recorded}"
     return None
+
+
+def _in_order(stream: IO[bytes]) -> Iterator[bytes]:
+    """The rest of ``stream`` in reads of READ_BYTES, the kernel told it is read in order (where it is a
+    file: a readahead window twice the default)."""
+    if hasattr(os, "posix_fadvise"):  # not on macOS
+        try:
+            os.posix_fadvise(stream.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        except OSError:  # io.UnsupportedOperation: no file descriptor
+            pass
+    return iter(lambda: stream.read(READ_BYTES), b"")
 
 
 def _whole_file_sha256(stream: IO[bytes]) -> str:
