@@ -27,9 +27,9 @@ median of 5: 0.75 s with 8 MiB reads, 0.70 s with these and the readahead hint, 
 class ChunkHasher:
     """The per-chunk digests of the bytes that pass through :meth:`hashed`; use as a context manager."""
 
-    def __init__(self, chunk_bytes: int = DIGEST_CHUNK_BYTES) -> None:
+    def __init__(self, chunk_bytes: int = DIGEST_CHUNK_BYTES, threads: int = HASH_THREADS) -> None:
         self._chunk_bytes = chunk_bytes
-        self._pool = ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="checkpoint-hash")
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="checkpoint-hash")
         self._size = 0
         self._open: dict[int, tuple[Any, Callable[[], Any]]] = {}
         self._digests: dict[int, str] = {}

@@ -264,7 +264,10 @@ class S3Backend:
         return names
 
     def write(self, entry: str, name: str, chunks: Iterable[bytes]) -> Written:
-        with ChunkHasher() as hasher:
+        # One hashing thread: an upload is network-bound and one thread hashes far faster than it sends,
+        # while each thread's stack counts against a capped process's memory (the transfer's own threads
+        # and parts already take most of it).
+        with ChunkHasher(threads=1) as hasher:
             reader = _ChunkReader(hasher.hashed(chunks))
             self.client.upload_fileobj(
                 io.BufferedReader(reader, CHUNK_BYTES),
