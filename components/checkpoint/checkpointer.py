@@ -1,16 +1,19 @@
 """Save, find and prune checkpoints so that each one is either complete or ignored.
 
 A checkpoint is an entry named ``ckpt-<step>-<time>`` holding the caller's files and, written last,
-``MANIFEST.json`` with every file's size and sha256. An entry without a manifest is an interrupted
-write; an entry whose files do not match their checksums is corrupt. Both are skipped.
+``MANIFEST.json`` with every file's size and the BLAKE3 digest of each 4 MiB chunk of it (:mod:`.digests`).
+An entry without a manifest is an interrupted write; an entry whose files do not match their checksums
+is corrupt. Both are skipped.
 
-Files stream: a save takes chunks, a restore verifies each file while streaming it and hands back open
-streams (:meth:`Checkpoint.open`), so a checkpoint may be far larger than the process's memory.
+Files stream: a save takes chunks and hashes them on every core while it writes them; a restore reads
+and checks every chunk of every file (several threads at once) before it hands back anything, then
+hands back open streams (:meth:`Checkpoint.open`), so a checkpoint may be far larger than the process's
+memory, and a caller never sees a byte of a checkpoint that does not verify whole. Manifests written
+before per-chunk digests (format 1: one sha256 per file) still restore, checked against that sha256.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -20,13 +23,17 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig, report_resumed
-from .storage import Backend, FilesystemBackend, S3Backend, digest_of, iter_chunks, read_all
+from .digests import expected_digest
+from .hashing import check
+from .storage import Backend, FilesystemBackend, S3Backend, read_all
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.json"
 ENTRY_PREFIX = "ckpt-"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, FORMAT_VERSION)
+"""Format 1 recorded one sha256 per file, format 2 the BLAKE3 digest of each chunk."""
 
 FileData = bytes | Iterable[bytes]
 """A file's content: bytes, or an iterable of chunks for state too large to hold twice."""
@@ -142,7 +149,7 @@ class Checkpointer:
             if file_name == MANIFEST:
                 raise ValueError(f"{MANIFEST} is reserved")
             written = self.backend.write(name, file_name, as_chunks(data))
-            recorded[file_name] = {"size": written.size, "sha256": written.sha256}
+            recorded[file_name] = written.manifest_entry()
         manifest = {
             "format": FORMAT_VERSION,
             "step": step,
@@ -173,8 +180,10 @@ class Checkpointer:
         manifest = self._manifest(name)
         if manifest is None:
             return None
-        if manifest.get("format") != FORMAT_VERSION:
-            raise CorruptCheckpoint(f"manifest format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
+        if manifest.get("format") not in READABLE_FORMATS:
+            raise CorruptCheckpoint(
+                f"manifest format {manifest.get('format')!r}, expected one of {READABLE_FORMATS}"
+            )
         try:
             step = int(manifest["step"])
             expected_files = manifest["files"]
@@ -195,21 +204,27 @@ class Checkpointer:
         return Checkpoint(name=name, step=step, files=VerifiedFiles(streams), metadata=metadata)
 
     def open_verified(self, name: str, file_name: str, expected: Mapping[str, Any]) -> IO[bytes]:
-        """A file of entry ``name`` as a stream, after checking its size and sha256 against ``expected``."""
+        """A file of entry ``name`` as a stream from its start, once its size and every chunk's digest match
+        the manifest entry ``expected``; CorruptCheckpoint naming the file, what the manifest says and
+        what the file holds, otherwise."""
+        try:
+            digest = expected_digest(expected)
+        except ValueError as e:
+            raise CorruptCheckpoint(f"manifest entry of file {file_name!r} is malformed: {e}") from e
         try:
             stream = self.backend.open(name, file_name)
         except FileNotFoundError as e:
             raise CorruptCheckpoint(f"file {file_name!r} is missing") from e
         except ValueError as e:  # a name the backend refuses, e.g. "../x"
             raise CorruptCheckpoint(f"manifest lists an invalid file name {file_name!r}") from e
-        digest = hashlib.sha256()
-        size = digest_of(iter_chunks(stream), digest)
-        if size != expected.get("size") or digest.hexdigest() != expected.get("sha256"):
+        try:
+            problem = check(stream, digest)
+            if problem is not None:
+                raise CorruptCheckpoint(f"file {file_name!r} {problem}")
+            stream.seek(0)
+        except BaseException:
             stream.close()
-            raise CorruptCheckpoint(
-                f"file {file_name!r} has sha256 {digest.hexdigest()}, manifest says {expected.get('sha256')}"
-            )
-        stream.seek(0)
+            raise
         return stream
 
     def latest(self) -> Checkpoint | None:

@@ -94,7 +94,7 @@ class WorldCheckpointer:
         recorded = {}
         for name, data in files.items():
             written = self.backend.write(entry, _shard_prefix(self.rank) + name, as_chunks(data))
-            recorded[name] = {"size": written.size, "sha256": written.sha256}
+            recorded[name] = written.manifest_entry()
         manifest = {
             "format": FORMAT_VERSION,
             "step": step,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from blake3 import blake3
 
 from together_clusters.components.checkpoint import (
     Checkpointer,
@@ -31,7 +32,12 @@ def test_save_writes_files_then_a_manifest_with_checksums(tmp_path: Path) -> Non
     assert manifest["step"] == 7
     assert manifest["metadata"] == {"epoch": 1}
     assert set(manifest["files"]) == {"state.json", "weights.bin"}
-    assert all(len(f["sha256"]) == 64 for f in manifest["files"].values())
+    for file_name, data in state_for(7).items():
+        entry = manifest["files"][file_name]
+        chunk = entry["chunk_bytes"]
+        slices = [data[i : i + chunk] for i in range(0, len(data), chunk)]
+        assert entry["size"] == len(data)
+        assert entry["chunk_blake3"] == [blake3(s).hexdigest() for s in slices]
     loaded = ckpt.latest()
     assert loaded is not None and loaded.step == 7 and loaded.files == state_for(7) and loaded.name == name
 
