@@ -195,6 +195,8 @@ class Recorder:
     _threads: list[threading.Thread] = field(default_factory=list)
     _watches: list[watch.Watch] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopped: threading.Event = field(default_factory=threading.Event)
+    _broken: list[str] = field(default_factory=list)
 
     def start(self) -> Recorder:
         core = client.CoreV1Api(self.api)
@@ -217,15 +219,24 @@ class Recorder:
         w = watch.Watch()
         self._watches.append(w)
         ready.wait(timeout=30)
-        for event in w.stream(lister, resource_version=version, timeout_seconds=300):
-            obj = event["object"]
-            with self._lock:
-                self.changes.append((int(obj.metadata.resource_version), kind, event["type"], obj))
+        try:
+            for event in w.stream(lister, resource_version=version, timeout_seconds=300):
+                obj = event["object"]
+                with self._lock:
+                    self.changes.append((int(obj.metadata.resource_version), kind, event["type"], obj))
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            # After stop() the stream only ends when the cluster goes away; before it, changes would be missed.
+            if not self._stopped.is_set():
+                with self._lock:
+                    self._broken.append(f"the {kind} watch broke: {exc!r}")
 
     def stop(self) -> list[tuple[int, str, str, Any]]:
+        """Every change seen, in revision order; an AssertionError if a watch broke before now."""
+        self._stopped.set()
         for w in self._watches:
             w.stop()
         with self._lock:
+            assert not self._broken, self._broken
             return sorted(self.changes, key=lambda change: change[0])
 
     def first(self, match: Callable[[str, str, Any], bool]) -> tuple[int, str, str, Any] | None:
