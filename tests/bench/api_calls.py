@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from together_clusters.emulator.admin_client import AdminClient
+
 from .context import Context
-from .figures import Figure, Goal, median
+from .figures import Figure, Goal
 from .servers import Served, recorded_requests
 from .stacks import make_stack
 
@@ -18,6 +20,7 @@ GET_ONE = "GET /v1/compute/clusters/{id}"
 PUT = "PUT /v1/compute/clusters/{id}"
 DELETE = "DELETE /v1/compute/clusters/{id}"
 POST = "POST /v1/compute/clusters"
+SLOW_READ_S = 0.2
 
 
 def breakdown(requests: list[dict[str, Any]]) -> Counter[str]:
@@ -88,20 +91,29 @@ def run(ctx: Context, emulator: Served) -> list[Figure]:
             note=describe(refresh),
         )
     )
-    reads = [r for r in refresh_requests if f"{r['method']} {r['route']}" == GET_ONE]
+    # Reads answered in a millisecond end before the next one arrives: whether they overlap shows only
+    # when the API is slow, so each read is held at the server (the emulator's delay fault) this long.
+    admin = AdminClient(emulator.url)
+    try:
+        admin.add_fault(count=n, method="GET", path="/v1/compute/clusters/", delay_s=SLOW_READ_S)
+        stack.refresh_preview()
+    finally:
+        admin.clear_faults()
+        admin.close()
+    reads = [r for r in recorded_requests(emulator) if f"{r['method']} {r['route']}" == GET_ONE]
     if reads:
-        one_read = median([r["end"] - r["start"] for r in reads])
         span = max(r["end"] for r in reads) - min(r["start"] for r in reads)
         figures.append(
             Figure(
                 SECTION,
-                f"`preview --refresh`: reads of {n} clusters in flight at once (max)",
+                f"`preview --refresh`: reads of {n} clusters in flight at once (max), each held "
+                f"{SLOW_READ_S * 1000:.0f} ms",
                 max_in_flight(reads),
                 "requests",
                 "1 (one read after another)",
                 Goal(">=", 2, "requests"),
-                note=f"the {len(reads)} reads took {span * 1000:.0f} ms from first to last, "
-                f"{span / one_read:.1f}x one read ({one_read * 1000:.1f} ms, as the server saw it)",
+                note=f"the {len(reads)} reads took {span:.2f} s from first to last: "
+                f"{span / SLOW_READ_S:.1f}x one held read ({n}x if one after another)",
             )
         )
 

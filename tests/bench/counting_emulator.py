@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from together_clusters.emulator.app import create_app
+from together_clusters.emulator.app import asgi_app
 from together_clusters.emulator.server import base_url_of, bind_socket
 from together_clusters.emulator.state import Platform
 
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     platform = Platform(speed=args.speed)
     sock = bind_socket("127.0.0.1", 0)
     print(base_url_of(sock), flush=True)
-    app = CountingMiddleware(create_app(platform))
+    app = CountingMiddleware(asgi_app(platform))
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
 
