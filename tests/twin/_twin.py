@@ -400,16 +400,37 @@ def up(stack: Stack) -> client.ApiClient:
 
 
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
+"""Group, version, namespace and plural of the JobSets in ``default``, for the custom objects API."""
+
+
+def job_set(api: client.ApiClient, name: str) -> dict[str, Any]:
+    """The JobSet ``name`` in ``default``, spec and status."""
+    found: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(*JOBSETS, name)
+    return found
+
+
+def pods_of_job_set(name: str) -> str:
+    """The label selector of a JobSet's pods."""
+    return f"jobset.sigs.k8s.io/jobset-name={name}"
+
+
+def _true_condition(found: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
+
+
+def job_set_condition(api: client.ApiClient, name: str, kind: str) -> dict[str, Any] | None:
+    """The JobSet's condition ``kind`` (Completed, Failed, ...) when it is True, else None."""
+    return _true_condition(job_set(api, name), kind)
 
 
 def failed_workloads(api: client.ApiClient) -> list[str]:
     """The JobSets and Jobs in ``default`` that ended Failed. A JobSet's own Job failing is its restart on a
     preemption, not a failure: its JobSet says whether the run failed."""
     failed = []
-    for job_set in client.CustomObjectsApi(api).list_namespaced_custom_object(*JOBSETS)["items"]:
-        conditions = (job_set.get("status") or {}).get("conditions") or []
-        if any(c["type"] == "Failed" and c["status"] == "True" for c in conditions):
-            failed.append(f"JobSet/{job_set['metadata']['name']}")
+    for found in client.CustomObjectsApi(api).list_namespaced_custom_object(*JOBSETS)["items"]:
+        if _true_condition(found, "Failed"):
+            failed.append(f"JobSet/{found['metadata']['name']}")
     for job in client.BatchV1Api(api).list_namespaced_job("default").items:
         in_job_set = "jobset.sigs.k8s.io/jobset-name" in (job.metadata.labels or {})
         if not in_job_set and any(

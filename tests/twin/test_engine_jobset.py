@@ -23,14 +23,25 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
-from ._twin import PodHistory, Stack, drill_twin, running_pod, twin_stack, two_spare_nodes, up, wait_for
+from ._twin import (
+    PodHistory,
+    Stack,
+    drill_twin,
+    job_set,
+    job_set_condition,
+    pods_of_job_set,
+    running_pod,
+    twin_stack,
+    two_spare_nodes,
+    up,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-jobset-key-0123456789abcdef"
 PREEMPTIONS = 5
 MANY_PREEMPTIONS = 10
 NON_RETRIABLE = 2
-JOBSET = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
 # The delay a plain Job's replacement reaches by its 7th preemption at upstream settings is 10 minutes.
 REPLACEMENT_BOUND_S = 60
 IMAGE = "registry.invalid/train:1"
@@ -76,21 +87,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield stack
 
 
-def jobset_status(api: client.ApiClient, name: str) -> dict[str, Any]:
-    found = client.CustomObjectsApi(api).get_namespaced_custom_object_status(*JOBSET, name)
-    return dict(found.get("status") or {})
-
-
-def jobset_condition(api: client.ApiClient, name: str, kind: str) -> dict[str, Any] | None:
-    conditions = jobset_status(api, name).get("conditions") or []
-    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
-
-
-def pods_of(jobset: str) -> str:
-    """The label selector of a JobSet's pods."""
-    return f"jobset.sigs.k8s.io/jobset-name={jobset}"
-
-
 def deploy(stack: Stack, job: str) -> client.ApiClient:
     stack.set_config("jobName", job)
     return up(stack)
@@ -105,11 +101,13 @@ def preempt_until_hit(
     delays: list[float] = []
     try:
         for _ in range(hits * 3):  # the platform reclaims the oldest node: not always the run's
-            before = wait_for(lambda: running_pod(core, pods_of(job)), f"{job} to run").metadata.uid
+            before = wait_for(lambda: running_pod(core, pods_of_job_set(job)), f"{job} to run").metadata.uid
             wait_for(lambda: two_spare_nodes(core), "two usable preemptible nodes")
             report = drill_twin(api, admin, stack.emulator.base_url, mode)
             ours = [w for w in report.workloads if (w.kind, w.name) == ("JobSet", job)]
-            after = wait_for(lambda: running_pod(core, pods_of(job)), f"{job} to run again").metadata.uid
+            after = wait_for(
+                lambda: running_pod(core, pods_of_job_set(job)), f"{job} to run again"
+            ).metadata.uid
             if not ours:
                 assert after == before, report  # the preemption did not touch the run
                 continue
@@ -130,24 +128,24 @@ def test_a_fresh_job_per_attempt_survives_five_preemptions_and_still_fails_on_a_
 ) -> None:
     job = f"fresh-{mode.value}"
     api = deploy(stack, job)
-    history = PodHistory(api, "default", pods_of(job)).start()
+    history = PodHistory(api, "default", pods_of_job_set(job)).start()
     core = client.CoreV1Api(api)
     try:
         delays = preempt_until_hit(stack, api, job, mode, PREEMPTIONS, history)
         print(f"\nJobSet, {mode.value}: replacement delays (s) {delays}")
         # Each preemption was one restart of the JobSet (a fresh Job), none counted against its limit.
-        status = jobset_status(api, job)
+        status = job_set(api, job).get("status") or {}
         assert status.get("restarts") == PREEMPTIONS, status
         assert not status.get("restartsCountTowardsMax"), status
-        assert jobset_condition(api, job, "Failed") is None
+        assert job_set_condition(api, job, "Failed") is None
 
         # A non-retriable exit code still ends the run at once: the JobSet fails instead of restarting.
-        pod = running_pod(core, pods_of(job))
+        pod = running_pod(core, pods_of_job_set(job))
         core.patch_namespaced_pod(
             pod.metadata.name, "default", {"metadata": {"annotations": {EXIT_CODE: str(NON_RETRIABLE)}}}
         )
-        failed = wait_for(lambda: jobset_condition(api, job, "Failed"), f"JobSet {job} to fail")
-        assert jobset_status(api, job).get("restarts") == PREEMPTIONS, failed
+        failed = wait_for(lambda: job_set_condition(api, job, "Failed"), f"JobSet {job} to fail")
+        assert (job_set(api, job).get("status") or {}).get("restarts") == PREEMPTIONS, failed
         job_failure = client.BatchV1Api(api).read_namespaced_job_status(f"{job}-attempt-0", "default")
         reasons = {c.reason for c in job_failure.status.conditions or [] if c.type == "Failed"}
         assert reasons and "PodFailurePolicy" not in reasons, reasons
@@ -161,12 +159,12 @@ def test_at_real_settings_the_tenth_replacement_runs_within_a_minute_of_its_pred
 ) -> None:
     job = "fresh-many"
     api = deploy(stack, job)
-    history = PodHistory(api, "default", pods_of(job)).start()
+    history = PodHistory(api, "default", pods_of_job_set(job)).start()
     try:
         delays = preempt_until_hit(stack, api, job, TerminationMode.EVICTION, MANY_PREEMPTIONS, history)
         print(f"\nJobSet, eviction, upstream backoff: replacement delays (s) {delays}")
         assert delays[-1] < REPLACEMENT_BOUND_S, delays
-        assert jobset_status(api, job).get("restarts") == MANY_PREEMPTIONS
+        assert (job_set(api, job).get("status") or {}).get("restarts") == MANY_PREEMPTIONS
     finally:
         history.stop()
         api.close()
@@ -178,16 +176,16 @@ def test_a_changed_image_replaces_the_job_set_and_the_run_goes_on_with_it(stack:
     api = deploy(stack, job)
     core = client.CoreV1Api(api)
     try:
-        old = wait_for(lambda: running_pod(core, pods_of(job)), f"{job} to run")
+        old = wait_for(lambda: running_pod(core, pods_of_job_set(job)), f"{job} to run")
         stack.set_config("image", "registry.invalid/train:2")
         up(stack).close()
-        template = client.CustomObjectsApi(api).get_namespaced_custom_object(*JOBSET, job)["spec"]
+        template = job_set(api, job)["spec"]
         [replicated] = template["replicatedJobs"]
         [main] = replicated["template"]["spec"]["template"]["spec"]["containers"]
         assert main["image"] == "registry.invalid/train:2"
 
         def new_pod() -> Any:
-            pod = running_pod(core, pods_of(job))
+            pod = running_pod(core, pods_of_job_set(job))
             return pod if pod is not None and pod.metadata.uid != old.metadata.uid else None
 
         pod = wait_for(new_pod, f"{job} to run the new image")

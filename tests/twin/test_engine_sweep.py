@@ -22,11 +22,21 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
-from ._twin import PodHistory, drill_twin, running_pod, running_pods, twin_stack, up, wait_for
+from ._twin import (
+    PodHistory,
+    drill_twin,
+    job_set,
+    job_set_condition,
+    pods_of_job_set,
+    running_pod,
+    running_pods,
+    twin_stack,
+    up,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-sweep-key-0123456789abcdef"
-JOBSET = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
 # An Indexed Job's 6th replacement of one index waits 320 s at upstream settings (10 s doubling).
 PREEMPTIONS = 6
 REPLACEMENT_BOUND_S = 60
@@ -63,20 +73,6 @@ pulumi.export("job_sets", sweep.job_sets)
 """
 
 
-def pods_of(trial: str) -> str:
-    return f"jobset.sigs.k8s.io/jobset-name={trial}"
-
-
-def job_set(api: client.ApiClient, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(*JOBSET, name)
-    return found
-
-
-def condition(api: client.ApiClient, name: str, kind: str) -> dict[str, Any] | None:
-    conditions = (job_set(api, name).get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
-
-
 def checkpoint_dir(api: client.ApiClient, name: str) -> str:
     (replicated,) = job_set(api, name)["spec"]["replicatedJobs"]
     (main,) = replicated["template"]["spec"]["template"]["spec"]["containers"]
@@ -84,7 +80,7 @@ def checkpoint_dir(api: client.ApiClient, name: str) -> str:
 
 
 def new_pod(core: client.CoreV1Api, trial: str, old_uid: str) -> Any:
-    return next((p for p in running_pods(core, pods_of(trial)) if p.metadata.uid != old_uid), None)
+    return next((p for p in running_pods(core, pods_of_job_set(trial)) if p.metadata.uid != old_uid), None)
 
 
 def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every_trial_finishes(
@@ -106,7 +102,7 @@ def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every
             delays = []
             modes = itertools.cycle(TerminationMode)
             for _ in range(PREEMPTIONS):
-                pod = wait_for(lambda: running_pod(core, pods_of("lr-1")), "trial 1 to run")
+                pod = wait_for(lambda: running_pod(core, pods_of_job_set("lr-1")), "trial 1 to run")
                 report = drill_twin(api, admin, stack.emulator.base_url, next(modes), node=pod.spec.node_name)
                 (ours,) = [w for w in report.workloads if (w.kind, w.name) == ("JobSet", "lr-1")]
                 assert ours.outcome is Outcome.SURVIVED, report
@@ -125,10 +121,10 @@ def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every
                         core.patch_namespaced_pod(
                             pod.metadata.name, "default", {"metadata": {"annotations": {EXIT_CODE: "0"}}}
                         )
-                return all(condition(api, t, "Completed") for t in trials)
+                return all(job_set_condition(api, t, "Completed") for t in trials)
 
             wait_for(finished, "every trial to finish", timeout=240)
-            assert not any(condition(api, t, "Failed") for t in trials)
+            assert not any(job_set_condition(api, t, "Failed") for t in trials)
 
             keys = {t: checkpoint_dir(api, t) for t in trials}
             stack.set_config("rates", "[0.1, 0.25, 0.3]")
@@ -141,7 +137,7 @@ def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every
             }
             assert checkpoint_dir(api, "lr-0") == keys["lr-0"] and checkpoint_dir(api, "lr-2") == keys["lr-2"]
             assert checkpoint_dir(api, "lr-1") != keys["lr-1"]
-            wait_for(lambda: running_pod(core, pods_of("lr-1")), "the changed trial to run afresh")
+            wait_for(lambda: running_pod(core, pods_of_job_set("lr-1")), "the changed trial to run afresh")
         finally:
             history.stop()
             admin.close()

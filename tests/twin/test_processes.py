@@ -20,14 +20,13 @@ import httpx
 import pytest
 from kubernetes import client
 
-from ._twin import DRIVER, GPU, REGION, alive, kube_clients, wait_for
+from ._twin import DRIVER, GPU, JOBSETS, REGION, alive, kube_clients, wait_for
 
 pytestmark = pytest.mark.twin
 ROOT = Path(__file__).resolve().parents[2]
 HEADERS = {"Authorization": "Bearer twin-restart"}
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the JobSet controller manager.
 PROCESSES = 6
-JOBSET = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
 
 
 @contextmanager
@@ -114,7 +113,7 @@ def defaulted_jobset(api: client.ApiClient, name: str) -> dict[str, Any]:
 
 def _create_when_served(custom: client.CustomObjectsApi, manifest: dict[str, Any]) -> dict[str, Any] | None:
     try:
-        return dict(custom.create_namespaced_custom_object(*JOBSET, manifest))
+        return dict(custom.create_namespaced_custom_object(*JOBSETS, manifest))
     except client.exceptions.ApiException as exc:
         if exc.status in (404, 500):  # the CRD or the webhook server are still starting
             return None
