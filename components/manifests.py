@@ -602,6 +602,15 @@ class AttemptLimits:
     name_suffix: str = ""
     """What the component appends to that argument to name this JobSet (a trial's or worker's index)."""
 
+    @classmethod
+    def one_pod(
+        cls, backoff_limit: int, non_retriable_exit_codes: tuple[int, ...], name_field: str, name_suffix: str
+    ) -> AttemptLimits:
+        """The attempt of one member of a group (a Sweep's trial, a TrainingRun's worker): a single pod."""
+        return cls(
+            1, 1, backoff_limit, non_retriable_exit_codes, name_field=name_field, name_suffix=name_suffix
+        )
+
 
 DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_LABEL_MAX = 63
@@ -803,13 +812,12 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
     _refuse_sweep_wide_limits(args)
     labels = labels_for(sweep_name, "trial", args.labels)
     placement = placement_for(args.compute_class, selector_for(sweep_name, "trial"), args.preemptible_taint)
+    pod_labels = _pod_labels(labels, args.critical)
     job_sets = []
     for index, (trial, key) in enumerate(zip(args.trials, trial_run_keys(args), strict=True)):
-        limits = AttemptLimits(
-            completions=1,
-            parallelism=1,
-            backoff_limit=args.backoff_limit_per_index,
-            non_retriable_exit_codes=args.non_retriable_exit_codes,
+        limits = AttemptLimits.one_pod(
+            args.backoff_limit_per_index,
+            args.non_retriable_exit_codes,
             name_field="sweep_name (or the component's name)",
             name_suffix=f"-{index}",
         )
@@ -835,7 +843,7 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
                 f"{sweep_name}-{index}",
                 args.namespace,
                 labels,
-                _pod_labels(labels, args.critical),
+                pod_labels,
                 spec_of_pod,
                 pod_annotations(args.container, binding.pod_annotations),
                 limits,
@@ -1059,11 +1067,9 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
                 worker_labels,
                 worker_pod(_env(contract.ENV_WORKER_RANK, str(rank))),
                 pod_annotations(args.worker),
-                AttemptLimits(
-                    completions=1,
-                    parallelism=1,
-                    backoff_limit=args.backoff_limit,
-                    non_retriable_exit_codes=args.non_retriable_exit_codes,
+                AttemptLimits.one_pod(
+                    args.backoff_limit,
+                    args.non_retriable_exit_codes,
                     name_field="run_name (or the component's name)",
                     name_suffix=f"-workers-{rank}",
                 ),
