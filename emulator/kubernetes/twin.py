@@ -65,8 +65,8 @@ class Twin:
         options: TwinOptions,
         view: Callable[[], list[ClusterView]],
         attach: Callable[[str, KubeApi], None],
+        serving: Callable[[str], None],
         keep_data: bool,
-        serving: Callable[[str], None] = lambda cluster_id: None,
         duration: Callable[[float], float] = lambda seconds: seconds,
     ) -> None:
         self.binaries = binaries
