@@ -5,10 +5,12 @@ Typical use inside a training or fine-tuning container::
     from together_clusters.components.checkpoint import Checkpointer, PreemptionHandler, Snapshot
 
     ckpt = Checkpointer.from_env()              # CHECKPOINT_DIR or CHECKPOINT_S3_* from the component
-    resumed = ckpt.restore()                    # newest complete checkpoint when CHECKPOINT_RESUME=true
+    # When CHECKPOINT_RESUME=true: load the newest checkpoint that reads back whole. Each file is a stream
+    # (read it in chunks: any size) handing over only verified bytes; damage met while loading voids the
+    # load and the next older checkpoint is loaded instead.
+    resumed = ckpt.resume(lambda checkpoint: load_state(checkpoint.open("weights.bin")))
     if resumed:
-        with resumed:                           # verified files as streams: read in chunks, any size
-            step, state = resumed.step, load_state(resumed.open("weights.bin"))
+        step, state = resumed.step, resumed.state
     else:
         step, state = 0, initial_state()
     latest = Snapshot(step, to_files(state))    # values may be bytes or iterables of chunks
@@ -19,16 +21,20 @@ Typical use inside a training or fine-tuning container::
         if step % 100 == 0:
             ckpt.save(step, to_files(state))    # saves, then prunes to the newest CHECKPOINT_KEEP
 
+``ckpt.restore()`` returns the checkpoint instead, every file checked whole before (a second pass), for
+readers that want whole files on disk first (memory maps).
+
 Launchers that exit 1 on SIGTERM (torchrun) run under ``python -m
 together_clusters.components.checkpoint.launch -- torchrun ...``, which turns a preemption into 143.
 """
 
-from .checkpointer import Checkpoint, Checkpointer, CorruptCheckpoint, VerifiedFiles
+from .checkpointer import Checkpoint, Checkpointer, Resumed, VerifiedFiles
 from .contract import PREEMPTED_EXIT_CODE, RuntimeConfig
 from .drain import RequestDrain
 from .preemption import PreemptionHandler, Snapshot
 from .storage import Backend, FilesystemBackend, S3Backend
 from .trials import trial_parameters
+from .verifying import CorruptCheckpoint
 from .world import WorldCheckpointer
 
 __all__ = [
@@ -40,6 +46,7 @@ __all__ = [
     "FilesystemBackend",
     "PreemptionHandler",
     "RequestDrain",
+    "Resumed",
     "RuntimeConfig",
     "S3Backend",
     "Snapshot",

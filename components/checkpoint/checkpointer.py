@@ -5,11 +5,18 @@ A checkpoint is an entry named ``ckpt-<step>-<time>`` holding the caller's files
 An entry without a manifest is an interrupted write; an entry whose files do not match their checksums
 is corrupt. Both are skipped.
 
-Files stream: a save takes chunks and hashes them on every core while it writes them; a restore reads
-and checks every chunk of every file (several threads at once) before it hands back anything, then
-hands back open streams (:meth:`Checkpoint.open`), so a checkpoint may be far larger than the process's
-memory, and a caller never sees a byte of a checkpoint that does not verify whole. Manifests written
-before per-chunk digests (format 1: one sha256 per file) still restore, checked against that sha256.
+Files stream: a save takes chunks and hashes them on every core while it writes them, and a checkpoint
+may be far larger than the process's memory. There are two ways back:
+
+- :meth:`Checkpointer.resume` (and :meth:`~Checkpointer.load_latest`) read each file once: the caller's
+  loader gets streams that hand over a chunk only once its digest matches (:mod:`.verifying`), and a
+  damaged chunk met while it loads voids what it loaded and the next older checkpoint is loaded instead.
+- :meth:`Checkpointer.restore` (and :meth:`~Checkpointer.latest`) read and check every chunk of every
+  file before they hand back anything: the checkpoint's files are whole on disk before the caller opens
+  them, for readers that want a path (memory maps) rather than a stream. That is a second pass.
+
+Manifests written before per-chunk digests (format 1: one sha256 per file) still restore, checked
+against that sha256 before they are handed over, by either way.
 """
 
 from __future__ import annotations
@@ -18,14 +25,15 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Generic, TypeVar, cast
 
 from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig, report_resumed
-from .digests import expected_digest
+from .digests import Written, expected_digest
 from .hashing import check
 from .storage import Backend, FilesystemBackend, S3Backend, read_all
+from .verifying import CorruptCheckpoint, VerifyingReader
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +46,12 @@ READABLE_FORMATS = (1, FORMAT_VERSION)
 FileData = bytes | Iterable[bytes]
 """A file's content: bytes, or an iterable of chunks for state too large to hold twice."""
 
-
-class CorruptCheckpoint(Exception):
-    """A checkpoint's manifest or files do not agree."""
+T = TypeVar("T")
 
 
 class VerifiedFiles(Mapping[str, bytes]):
-    """A checkpoint's files, verified and held as open streams; ``files[name]`` reads one whole."""
+    """A checkpoint's files as open streams that return only verified bytes; ``files[name]`` reads one
+    whole."""
 
     def __init__(self, streams: Mapping[str, IO[bytes]]) -> None:
         self._streams = dict(streams)
@@ -68,6 +75,14 @@ class VerifiedFiles(Mapping[str, bytes]):
         for stream in self._streams.values():
             stream.close()
 
+    @property
+    def damage(self) -> str | None:
+        """What was wrong with the first damaged chunk a stream met while it was read, or None."""
+        for stream in self._streams.values():
+            if isinstance(stream, VerifyingReader) and stream.damage is not None:
+                return stream.damage
+        return None
+
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -90,6 +105,16 @@ class Checkpoint:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class Resumed(Generic[T]):
+    """What :meth:`Checkpointer.resume` loaded: the loader's result and the checkpoint it came from."""
+
+    name: str
+    step: int
+    metadata: Mapping[str, Any]
+    state: T
 
 
 def entry_name(step: int, created_ns: int) -> str:
@@ -177,6 +202,11 @@ class Checkpointer:
 
     def load(self, name: str) -> Checkpoint | None:
         """Read and verify one checkpoint; None if it is incomplete; CorruptCheckpoint if it is bad."""
+        return self._open(name, checked_first=True)
+
+    def _open(self, name: str, checked_first: bool) -> Checkpoint | None:
+        """Checkpoint ``name`` with its files checked before it is returned, or as they are read (sizes and
+        presence checked now); None if it is incomplete; CorruptCheckpoint if it is bad."""
         manifest = self._manifest(name)
         if manifest is None:
             return None
@@ -197,7 +227,10 @@ class Checkpointer:
             for file_name, expected in expected_files.items():
                 if not isinstance(expected, Mapping):
                     raise CorruptCheckpoint(f"manifest entry of file {file_name!r} is not an object")
-                streams[file_name] = self.open_verified(name, file_name, expected)
+                if checked_first:
+                    streams[file_name] = self.open_verified(name, file_name, expected)
+                else:
+                    streams[file_name] = self._open_checked_on_read(name, file_name, expected)
         except BaseException:
             VerifiedFiles(streams).close()
             raise
@@ -207,16 +240,7 @@ class Checkpointer:
         """A file of entry ``name`` as a stream from its start, once its size and every chunk's digest match
         the manifest entry ``expected``; CorruptCheckpoint naming the file, what the manifest says and
         what the file holds, otherwise."""
-        try:
-            digest = expected_digest(expected)
-        except ValueError as e:
-            raise CorruptCheckpoint(f"manifest entry of file {file_name!r} is malformed: {e}") from e
-        try:
-            stream = self.backend.open(name, file_name)
-        except FileNotFoundError as e:
-            raise CorruptCheckpoint(f"file {file_name!r} is missing") from e
-        except ValueError as e:  # a name the backend refuses, e.g. "../x"
-            raise CorruptCheckpoint(f"manifest lists an invalid file name {file_name!r}") from e
+        digest, stream = self._open_stored(name, file_name, expected)
         try:
             problem = check(stream, digest)
             if problem is not None:
@@ -226,6 +250,35 @@ class Checkpointer:
             stream.close()
             raise
         return stream
+
+    def _open_checked_on_read(self, name: str, file_name: str, expected: Mapping[str, Any]) -> IO[bytes]:
+        """A file of entry ``name`` whose size matches ``expected``, as a stream that checks each chunk as
+        it is read (a whole-file sha256 cannot be: those files are checked first)."""
+        digest, stream = self._open_stored(name, file_name, expected)
+        if not isinstance(digest, Written):
+            stream.close()
+            return self.open_verified(name, file_name, expected)
+        try:
+            size = stream.seek(0, os.SEEK_END)
+            if size != digest.size:
+                raise CorruptCheckpoint(f"file {file_name!r} has {size} bytes, manifest says {digest.size}")
+        except BaseException:
+            stream.close()
+            raise
+        # A BufferedIOBase is a binary stream; typeshed does not relate it to IO[bytes].
+        return cast(IO[bytes], VerifyingReader(stream, digest, file_name))
+
+    def _open_stored(self, name: str, file_name: str, expected: Mapping[str, Any]) -> tuple[Any, IO[bytes]]:
+        try:
+            digest = expected_digest(expected)
+        except ValueError as e:
+            raise CorruptCheckpoint(f"manifest entry of file {file_name!r} is malformed: {e}") from e
+        try:
+            return digest, self.backend.open(name, file_name)
+        except FileNotFoundError as e:
+            raise CorruptCheckpoint(f"file {file_name!r} is missing") from e
+        except ValueError as e:  # a name the backend refuses, e.g. "../x"
+            raise CorruptCheckpoint(f"manifest lists an invalid file name {file_name!r}") from e
 
     def latest(self) -> Checkpoint | None:
         """The newest complete checkpoint whose files match their checksums, or None."""
@@ -242,13 +295,54 @@ class Checkpointer:
         return None
 
     def restore(self) -> Checkpoint | None:
-        """The checkpoint to resume from when the environment asks to resume (CHECKPOINT_RESUME)."""
+        """The checkpoint to resume from when the environment asks to resume (CHECKPOINT_RESUME), its files
+        checked whole before it is returned (:meth:`latest`); :meth:`resume` reads them once."""
         if not self.config.resume:
             return None
         checkpoint = self.latest()
         if checkpoint is not None:
             report_resumed(checkpoint.step, checkpoint.name)
         return checkpoint
+
+    def load_latest(self, load: Callable[[Checkpoint], T]) -> Resumed[T] | None:
+        """``load(checkpoint)`` of the newest complete checkpoint that reads back whole, or None if none does.
+
+        Each file is read once: the streams ``load`` gets hand over a chunk only once its digest matches
+        the manifest. If one does not, whatever ``load`` did (raise the CorruptCheckpoint, wrap it in an
+        error of its own, or swallow it and return), its result is dropped with a warning and the next
+        older checkpoint is loaded. An error of ``load``'s own, with no damage met, is raised.
+        """
+        for name in self._entries_newest_first():
+            try:
+                checkpoint = self._open(name, checked_first=False)
+            except CorruptCheckpoint as e:
+                log.warning("skipping corrupt checkpoint %s: %s", name, e)
+                continue
+            if checkpoint is None:
+                log.info("skipping incomplete checkpoint %s (no manifest)", name)
+                continue
+            with checkpoint:
+                try:
+                    state = load(checkpoint)
+                except Exception:
+                    if checkpoint.files.damage is None:
+                        raise
+                damage = checkpoint.files.damage
+            if damage is not None:
+                log.warning("skipping corrupt checkpoint %s: %s", name, damage)
+                continue
+            return Resumed(name=name, step=checkpoint.step, metadata=checkpoint.metadata, state=state)
+        return None
+
+    def resume(self, load: Callable[[Checkpoint], T]) -> Resumed[T] | None:
+        """When the environment asks to resume (CHECKPOINT_RESUME): :meth:`load_latest`, reported on stderr
+        for drills (``resumed step=<n>``). Reads each file once, where :meth:`restore` reads it twice."""
+        if not self.config.resume:
+            return None
+        resumed = self.load_latest(load)
+        if resumed is not None:
+            report_resumed(resumed.step, resumed.name)
+        return resumed
 
     def prune(self, just_saved: str | None = None) -> None:
         """Keep the newest ``keep`` checkpoints that have a manifest; drop older ones, abandoned writes and

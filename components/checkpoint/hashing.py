@@ -112,10 +112,22 @@ def check(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
     read = hasher.written()
     if read.size != expected.size:  # changed while it was read
         return f"has {read.size} bytes, manifest says {expected.size}"
-    for index, (actual, recorded) in enumerate(zip(read.chunk_blake3, expected.chunk_blake3, strict=True)):
-        if actual != recorded:
-            start, end = expected.chunk_span(index)
-            return f"chunk {index} (bytes {start}-{end - 1}) has BLAKE3 digest {actual}, manifest says {recorded}"
+    for index, actual in enumerate(read.chunk_blake3):
+        start, end = expected.chunk_span(index)
+        if (problem := chunk_problem(expected, index, end - start, actual)) is not None:
+            return problem
+    return None
+
+
+def chunk_problem(expected: Written, index: int, length: int, digest: str) -> str | None:
+    """Why chunk ``index`` of a file, ``length`` bytes read with BLAKE3 ``digest``, is not the one
+    ``expected`` records, or None if it is."""
+    start, end = expected.chunk_span(index)
+    if length != end - start:
+        return f"ends inside chunk {index}: {start + length} bytes, manifest says {expected.size}"
+    recorded = expected.chunk_blake3[index]
+    if digest != recorded:
+        return f"chunk {index} (bytes {start}-{end - 1}) has BLAKE3 digest {digest}, manifest says {recorded}"
     return None
 
 

@@ -39,13 +39,13 @@ from .checkpointer import (
     MANIFEST,
     Checkpoint,
     Checkpointer,
-    CorruptCheckpoint,
     FileData,
     VerifiedFiles,
     as_chunks,
 )
 from .contract import ENV_RANK, ENV_WORLD_SIZE, report_resumed
 from .storage import read_all
+from .verifying import CorruptCheckpoint
 
 log = logging.getLogger(__name__)
 

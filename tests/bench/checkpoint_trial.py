@@ -10,7 +10,9 @@ memory fails instead of succeeding on a machine with memory to spare.
 Kinds: the floors ``raw-write`` (sequential write + fsync), ``raw-read``, ``s3-upload-file`` and
 ``s3-download-file`` (boto3's own transfer manager), ``s3-get-object`` (one GET streamed to a file),
 and ours: ``save``/``restore`` on the filesystem and
-``s3-save``/``s3-restore``, through ``Checkpointer``.
+``s3-save``/``s3-restore``, through ``Checkpointer`` (``restore`` is ``resume(load)``, which reads each file
+once, as the runtime's docs say to resume; ``restore-checked-first`` is ``restore()``, which checks every
+file before the caller reads it).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ CHUNK = 8 * 1024 * 1024
 RAW_FILE = "raw.bin"
 DOWNLOADED = "downloaded.bin"
 S3_RAW_KEY = "raw/weights.bin"
+OURS = ("save", "restore", "restore-checked-first", "s3-save", "s3-restore")
+"""The kinds that go through the runtime; the others are floors."""
 
 
 def chunks(size: int) -> Iterator[bytes]:
@@ -92,11 +96,23 @@ def consume(value: Any) -> int:
 
 
 def _checkpointer(args: argparse.Namespace) -> Any:
-    from together_clusters.components.checkpoint import Checkpointer, FilesystemBackend, S3Backend
+    from together_clusters.components.checkpoint import (
+        Checkpointer,
+        FilesystemBackend,
+        RuntimeConfig,
+        S3Backend,
+    )
 
+    config = RuntimeConfig(keep=1, resume=True)
     if args.kind.startswith("s3"):
-        return Checkpointer(S3Backend(args.bucket, "ckpt", endpoint_url=args.s3), keep=1)
-    return Checkpointer(FilesystemBackend(args.dir / "ckpt"), keep=1)
+        return Checkpointer(S3Backend(args.bucket, "ckpt", endpoint_url=args.s3), keep=1, config=config)
+    return Checkpointer(FilesystemBackend(args.dir / "ckpt"), keep=1, config=config)
+
+
+def _read_every_file(checkpoint: Any) -> int:
+    """As the runtime's docs say to read a large checkpoint: each file as a stream (``files[name]`` would
+    read it whole into memory)."""
+    return sum(consume(checkpoint.open(name)) for name in checkpoint.files)
 
 
 def _s3_client(args: argparse.Namespace) -> Any:
@@ -120,15 +136,12 @@ def trial(args: argparse.Namespace) -> None:
     elif kind in ("save", "s3-save"):
         args.checkpointer.save(1, {"weights.bin": chunks(size)})
     elif kind in ("restore", "s3-restore"):
-        restored = args.checkpointer.latest()
-        if restored is None:
-            raise RuntimeError("no checkpoint to restore")
-        # As the runtime's docs say to read a large checkpoint: each file as a stream (``files[name]``
-        # would read it whole into memory).
-        try:
-            total = sum(consume(restored.open(name)) for name in restored.files)
-        finally:
-            restored.close()
+        resumed = args.checkpointer.resume(_read_every_file)
+        if resumed is None or resumed.state != size:
+            raise RuntimeError(f"restored {resumed and resumed.state} bytes, saved {size}")
+    elif kind == "restore-checked-first":
+        with args.checkpointer.restore() as restored:
+            total = _read_every_file(restored)
         if total != size:
             raise RuntimeError(f"restored {total} bytes, saved {size}")
     elif kind == "s3-upload-file":
@@ -156,9 +169,9 @@ def main(argv: list[str] | None = None) -> None:
     # Everything a trial needs is imported and built before the baseline is taken.
     if args.kind.startswith("s3"):
         args.client = _s3_client(args)
-    if args.kind in ("save", "restore", "s3-save", "s3-restore"):
+    if args.kind in OURS:
         args.checkpointer = _checkpointer(args)
-    if args.kind == "restore":
+    if args.kind in ("restore", "restore-checked-first"):
         cache_then_drop([p for p in (args.dir / "ckpt").rglob("*") if p.is_file()])
     if args.kind in ("raw-read", "s3-upload-file"):
         cache_then_drop([args.dir / RAW_FILE])

@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from together_clusters.components.checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, S3Backend
+from together_clusters.components.checkpoint import (
+    PREEMPTED_EXIT_CODE,
+    Checkpointer,
+    RuntimeConfig,
+    S3Backend,
+)
 from together_clusters.components.checkpoint.checkpointer import MANIFEST
 
 from .conftest import S3_CREDENTIALS, Worker
@@ -69,6 +74,30 @@ def test_s3_entries_without_manifest_or_with_bad_checksums_are_skipped(
         loaded = ckpt.latest()
     assert loaded is not None and loaded.step == 1
     assert any(f"skipping corrupt checkpoint {corrupt}" in r.getMessage() for r in caplog.records)
+
+
+def test_resume_reads_each_object_once_and_falls_back_past_a_damaged_one(
+    s3_client: Any, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ckpt = Checkpointer(S3Backend(bucket, "r", client=s3_client), keep=5, config=RuntimeConfig(resume=True))
+    ckpt.save(1, state_for(1))
+    damaged = ckpt.save(2, state_for(2))
+    weights = s3_client.get_object(Bucket=bucket, Key=f"r/{damaged}/weights.bin")["Body"].read()
+    tampered = bytes([weights[0] ^ 1]) + weights[1:]
+    s3_client.put_object(Bucket=bucket, Key=f"r/{damaged}/weights.bin", Body=tampered)
+    gets = RequestLog(s3_client)
+    s3_client.meta.events.register(
+        "before-parameter-build.s3.GetObject",
+        lambda params, **_: gets.calls.append(("GetObject", params["Key"])),
+    )
+
+    with caplog.at_level(logging.WARNING):
+        resumed = ckpt.resume(lambda c: {name: c.files[name] for name in c.files})
+
+    assert resumed is not None and resumed.step == 1 and resumed.state == state_for(1)
+    assert any(f"skipping corrupt checkpoint {damaged}" in r.getMessage() for r in caplog.records)
+    read = [key for op, key in gets.calls if op == "GetObject" and not key.endswith(MANIFEST)]
+    assert sorted(read) == sorted(set(read)), f"an object was downloaded twice: {read}"
 
 
 def test_s3_keeps_the_last_n(s3_client: Any, bucket: str) -> None:

@@ -1,6 +1,6 @@
 """A small real training loop on the checkpoint runtime, for pods the twin runs as local processes.
 
-It restores the newest checkpoint (the runtime reports ``resumed step=<n>``), takes a step every
+It resumes from the newest checkpoint, reading it once (the runtime reports ``resumed step=<n>``), takes a step every
 ``STEP_SECONDS``, saves every ``SAVE_EVERY`` steps and, on SIGTERM, saves the latest step through the
 runtime's :class:`PreemptionHandler` and exits 143. Every checkpoint records the pod that wrote it (its
 ``HOSTNAME``), so a test can tell the preempted process's last save from its replacement's.
@@ -19,11 +19,8 @@ def main() -> None:
     save_every = int(os.environ.get("SAVE_EVERY", "20"))
     pod = os.environ.get("HOSTNAME", "")
     checkpointer = Checkpointer.from_env()
-    step = 0
-    resumed = checkpointer.restore()
-    if resumed is not None:
-        with resumed:
-            step = int(resumed.open("state").read())
+    resumed = checkpointer.resume(lambda checkpoint: int(checkpoint.open("state").read()))
+    step = 0 if resumed is None else resumed.state
     latest = Snapshot(step, {"state": str(step).encode()}, {"pod": pod})
     handler = PreemptionHandler(checkpointer, lambda: latest).install()
     print(f"training from step={step}", flush=True)
