@@ -33,7 +33,7 @@ from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig, report_resu
 from .digests import Written, expected_digest
 from .hashing import check
 from .storage import Backend, FilesystemBackend, S3Backend, read_all
-from .verifying import CorruptCheckpoint, VerifyingReader
+from .verifying import CorruptCheckpoint, ReadAhead, VerifyingReader
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,9 @@ class VerifiedFiles(Mapping[str, bytes]):
     """A checkpoint's files as open streams that return only verified bytes; ``files[name]`` reads one
     whole."""
 
-    def __init__(self, streams: Mapping[str, IO[bytes]]) -> None:
+    def __init__(self, streams: Mapping[str, IO[bytes]], read_ahead: ReadAhead | None = None) -> None:
         self._streams = dict(streams)
+        self._read_ahead = read_ahead
 
     def open(self, name: str) -> IO[bytes]:
         """The file as a stream from its start: read it in chunks to keep memory bounded."""
@@ -74,6 +75,8 @@ class VerifiedFiles(Mapping[str, bytes]):
     def close(self) -> None:
         for stream in self._streams.values():
             stream.close()
+        if self._read_ahead is not None:
+            self._read_ahead.close()
 
     @property
     def damage(self) -> str | None:
@@ -223,18 +226,19 @@ class Checkpointer:
         if not isinstance(expected_files, Mapping) or not isinstance(metadata, Mapping):
             raise CorruptCheckpoint("malformed manifest: files and metadata must be JSON objects")
         streams: dict[str, IO[bytes]] = {}
+        read_ahead = None if checked_first else ReadAhead()
         try:
             for file_name, expected in expected_files.items():
                 if not isinstance(expected, Mapping):
                     raise CorruptCheckpoint(f"manifest entry of file {file_name!r} is not an object")
-                if checked_first:
+                if read_ahead is None:
                     streams[file_name] = self.open_verified(name, file_name, expected)
                 else:
-                    streams[file_name] = self._open_checked_on_read(name, file_name, expected)
+                    streams[file_name] = self._open_checked_on_read(name, file_name, expected, read_ahead)
         except BaseException:
-            VerifiedFiles(streams).close()
+            VerifiedFiles(streams, read_ahead).close()
             raise
-        return Checkpoint(name=name, step=step, files=VerifiedFiles(streams), metadata=metadata)
+        return Checkpoint(name=name, step=step, files=VerifiedFiles(streams, read_ahead), metadata=metadata)
 
     def open_verified(self, name: str, file_name: str, expected: Mapping[str, Any]) -> IO[bytes]:
         """A file of entry ``name`` as a stream from its start, once its size and every chunk's digest match
@@ -251,7 +255,9 @@ class Checkpointer:
             raise
         return stream
 
-    def _open_checked_on_read(self, name: str, file_name: str, expected: Mapping[str, Any]) -> IO[bytes]:
+    def _open_checked_on_read(
+        self, name: str, file_name: str, expected: Mapping[str, Any], read_ahead: ReadAhead
+    ) -> IO[bytes]:
         """A file of entry ``name`` whose size matches ``expected``, as a stream that checks each chunk as
         it is read (a whole-file sha256 cannot be: those files are checked first)."""
         digest, stream = self._open_stored(name, file_name, expected)
@@ -266,7 +272,7 @@ class Checkpointer:
             stream.close()
             raise
         # A BufferedIOBase is a binary stream; typeshed does not relate it to IO[bytes].
-        return cast(IO[bytes], VerifyingReader(stream, digest, file_name))
+        return cast(IO[bytes], VerifyingReader(stream, digest, file_name, read_ahead))
 
     def _open_stored(self, name: str, file_name: str, expected: Mapping[str, Any]) -> tuple[Any, IO[bytes]]:
         try:

@@ -230,3 +230,51 @@ def test_checkpoints_from_before_chunk_digests_still_resume(tmp_path: Path) -> N
 
     resumed = ckpt.resume(lambda c: c.files["weights.bin"])
     assert resumed is not None and resumed.state == data
+
+
+def test_memory_stays_bounded_when_a_loader_reads_many_files_in_turn(tmp_path: Path) -> None:
+    """A sharded checkpoint whose loader reads every shard's header, then every shard (as safetensors
+    loaders do): what is read ahead and held stays a few chunks, however many files there are."""
+    import tracemalloc
+
+    ckpt = resuming(tmp_path)
+    shards = {f"shard-{i:02d}.bin": os.urandom(5 * MIB + i) for i in range(24)}
+    ckpt.save(1, shards)
+
+    def load(checkpoint: Checkpoint) -> bool:
+        streams = {name: checkpoint.open(name) for name in sorted(checkpoint.files)}
+        headers = {name: stream.read(8) for name, stream in streams.items()}
+        whole = True
+        for name, stream in streams.items():
+            for piece in read_in_pieces(stream, MIB):
+                whole = whole and len(piece) <= MIB
+            stream.seek(0)
+            whole = whole and headers[name] == shards[name][:8] == stream.read(8)
+        return whole
+
+    tracemalloc.start()
+    try:
+        resumed = ckpt.resume(load)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert resumed is not None and resumed.state is True
+    assert peak < 48 * MIB, f"held {peak / MIB:.0f} MiB at once reading 24 shards of 5 MiB"
+
+
+def test_a_loader_may_read_its_files_in_parallel_threads(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    ckpt = resuming(tmp_path)
+    shards = {f"shard-{i}.bin": os.urandom(6 * MIB + i) for i in range(8)}
+    ckpt.save(1, shards)
+
+    def load(checkpoint: Checkpoint) -> dict[str, bytes]:
+        def read(name: str) -> bytes:
+            return b"".join(read_in_pieces(checkpoint.open(name), 300_001))
+
+        with ThreadPoolExecutor(4) as pool:
+            return dict(zip(checkpoint.files, pool.map(read, checkpoint.files), strict=True))
+
+    resumed = ckpt.resume(load)
+    assert resumed is not None and resumed.state == shards
