@@ -36,7 +36,7 @@ TRIAL_TIMEOUT_S = 300
 # their mean, and one trial slowed by the machine's other jobs moved the 1 GiB save from 1.23x to 0.74x.
 S3_REPETITIONS = 3
 # Filesystem pairs take seconds and vary by up to 2x with the machine's other jobs: more of them.
-FILESYSTEM_REPETITIONS = (5, 3)  # at the first size, at the capped one
+FILESYSTEM_REPETITIONS = (5, 5)  # at the first size, at the capped one
 # (floor, ours, what, goal as a fraction of the floor's throughput, or None: a figure to read, no goal)
 PAIRS: tuple[tuple[str, str, str, float | None], ...] = (
     ("raw-write", "save", "filesystem save vs write+fsync", 0.8),
