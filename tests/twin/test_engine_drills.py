@@ -62,10 +62,11 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("drills")
-    # Speed 60: the 300 s grace lasts 5 s, a refill's bring-up 10 s. The Job controller's first pod-failure
-    # backoff is 1 s instead of 10 (it still doubles with every failure, ignored ones included).
+    # Speed 120: the 300 s grace lasts 2.5 s, a refill's bring-up 5 s (no process here needs the grace: the
+    # pods are kwok's). The Job controller's first pod-failure backoff is 1 s instead of 10 (it still doubles
+    # with every failure, ignored ones included).
     options = TwinOptions(job_pod_failure_backoff="1s")
-    with twin_stack(tmp, "twin-drills", PROGRAM, API_KEY, options=options, speed=60) as stack:
+    with twin_stack(tmp, "twin-drills", PROGRAM, API_KEY, options=options, speed=120) as stack:
         yield stack
 
 

@@ -81,9 +81,10 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("jobset")
-    # Speed 60: the 300 s grace lasts 5 s, a refill's bring-up 10 s. No job_pod_failure_backoff: the Job
-    # controller runs with upstream's backoff, which is what a fresh Job per attempt has to escape.
-    with twin_stack(tmp, "twin-jobset", PROGRAM, API_KEY, options=TwinOptions(), speed=60) as stack:
+    # Speed 120: the 300 s grace lasts 2.5 s, a refill's bring-up 5 s (no process here needs the grace: the
+    # pods are kwok's). No job_pod_failure_backoff: the Job controller runs with upstream's backoff (real
+    # seconds, whatever the speed), which is what a fresh Job per attempt has to escape.
+    with twin_stack(tmp, "twin-jobset", PROGRAM, API_KEY, options=TwinOptions(), speed=120) as stack:
         yield stack
 
 

@@ -140,6 +140,11 @@ def test_a_training_run_resumes_every_rank_from_the_same_committed_step_after_pr
         admin = AdminClient(emulator.base_url)
         try:
             first = wait_for(lambda: world_resumed(core, 0), "both ranks to train in a first round")
+            classes = node_classes(core)
+            coordinator = {
+                p.metadata.uid for p in running_pods(core) if classes.get(p.spec.node_name) == "standard"
+            }
+            assert coordinator
             folder = checkpoint_folder(emulator, core, workers(core)[0])
             wait_for(lambda: committed(folder), "a first committed step")
 
@@ -172,6 +177,7 @@ def test_a_training_run_resumes_every_rank_from_the_same_committed_step_after_pr
             classes = node_classes(core)
             assert {classes.get(p.spec.node_name) for p in workers(core)} == {"preemptible"}
             assert failed_workloads(api) == []
+            assert coordinator <= {p.metadata.uid for p in running_pods(core)}  # never disrupted
         finally:
             admin.close()
             api.close()

@@ -86,9 +86,10 @@ def new_pod(core: client.CoreV1Api, trial: str, old_uid: str) -> Any:
 def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every_trial_finishes(
     tmp_path: Path,
 ) -> None:
-    # Speed 60: the 300 s grace lasts 5 s, a refill's bring-up 10 s. No job_pod_failure_backoff: the Job
-    # controller's backoff is upstream's, which a trial's fresh Job per attempt has to escape.
-    with twin_stack(tmp_path, "twin-sweep", PROGRAM, API_KEY, options=TwinOptions(), speed=60) as stack:
+    # Speed 120: the 300 s grace lasts 2.5 s, a refill's bring-up 5 s (no process here needs the grace: the
+    # pods are kwok's). No job_pod_failure_backoff: the Job controller's backoff is upstream's (real seconds,
+    # whatever the speed), which a trial's fresh Job per attempt has to escape.
+    with twin_stack(tmp_path, "twin-sweep", PROGRAM, API_KEY, options=TwinOptions(), speed=120) as stack:
         stack.set_config("rates", "[0.1, 0.2, 0.3]")
         api = up(stack)
         core = client.CoreV1Api(api)
