@@ -286,19 +286,23 @@ class Checkpointer:
         except ValueError as e:  # a name the backend refuses, e.g. "../x"
             raise CorruptCheckpoint(f"manifest lists an invalid file name {file_name!r}") from e
 
-    def latest(self) -> Checkpoint | None:
-        """The newest complete checkpoint whose files match their checksums, or None."""
+    def _complete_newest_first(self, checked_first: bool) -> Iterator[Checkpoint]:
+        """Each complete checkpoint that opens (see :meth:`_open`), newest first; the others are skipped with
+        a log line saying why. Opened one at a time, as the caller asks for the next."""
         for name in self._entries_newest_first():
             try:
-                checkpoint = self.load(name)
+                checkpoint = self._open(name, checked_first)
             except CorruptCheckpoint as e:
                 log.warning("skipping corrupt checkpoint %s: %s", name, e)
                 continue
             if checkpoint is None:
                 log.info("skipping incomplete checkpoint %s (no manifest)", name)
                 continue
-            return checkpoint
-        return None
+            yield checkpoint
+
+    def latest(self) -> Checkpoint | None:
+        """The newest complete checkpoint whose files match their checksums, or None."""
+        return next(self._complete_newest_first(checked_first=True), None)
 
     def restore(self) -> Checkpoint | None:
         """The checkpoint to resume from when the environment asks to resume (CHECKPOINT_RESUME), its files
@@ -318,15 +322,7 @@ class Checkpointer:
         error of its own, or swallow it and return), its result is dropped with a warning and the next
         older checkpoint is loaded. An error of ``load``'s own, with no damage met, is raised.
         """
-        for name in self._entries_newest_first():
-            try:
-                checkpoint = self._open(name, checked_first=False)
-            except CorruptCheckpoint as e:
-                log.warning("skipping corrupt checkpoint %s: %s", name, e)
-                continue
-            if checkpoint is None:
-                log.info("skipping incomplete checkpoint %s (no manifest)", name)
-                continue
+        for checkpoint in self._complete_newest_first(checked_first=False):
             with checkpoint:
                 try:
                     state = load(checkpoint)
@@ -335,9 +331,11 @@ class Checkpointer:
                         raise
                 damage = checkpoint.files.damage
             if damage is not None:
-                log.warning("skipping corrupt checkpoint %s: %s", name, damage)
+                log.warning("skipping corrupt checkpoint %s: %s", checkpoint.name, damage)
                 continue
-            return Resumed(name=name, step=checkpoint.step, metadata=checkpoint.metadata, state=state)
+            return Resumed(
+                name=checkpoint.name, step=checkpoint.step, metadata=checkpoint.metadata, state=state
+            )
         return None
 
     def resume(self, load: Callable[[Checkpoint], T]) -> Resumed[T] | None:
