@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Generic, TypeVar, cast
 
 from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig, report_resumed
-from .digests import Written, expected_digest
-from .hashing import check
+from .digests import WholeFileDigest, Written, expected_digest
+from .hashing import check, size_problem
 from .storage import Backend, FilesystemBackend, S3Backend, read_all
 from .verifying import CorruptCheckpoint, ReadAhead, VerifyingReader
 
@@ -245,15 +245,7 @@ class Checkpointer:
         the manifest entry ``expected``; CorruptCheckpoint naming the file, what the manifest says and
         what the file holds, otherwise."""
         digest, stream = self._open_stored(name, file_name, expected)
-        try:
-            problem = check(stream, digest)
-            if problem is not None:
-                raise CorruptCheckpoint(f"file {file_name!r} {problem}")
-            stream.seek(0)
-        except BaseException:
-            stream.close()
-            raise
-        return stream
+        return self._checked(stream, file_name, check, digest)
 
     def _open_checked_on_read(
         self, name: str, file_name: str, expected: Mapping[str, Any], read_ahead: ReadAhead
@@ -262,19 +254,32 @@ class Checkpointer:
         it is read (a whole-file sha256 cannot be: those files are checked first)."""
         digest, stream = self._open_stored(name, file_name, expected)
         if not isinstance(digest, Written):
-            stream.close()
-            return self.open_verified(name, file_name, expected)
-        try:
-            size = stream.seek(0, os.SEEK_END)
-            if size != digest.size:
-                raise CorruptCheckpoint(f"file {file_name!r} has {size} bytes, manifest says {digest.size}")
-        except BaseException:
-            stream.close()
-            raise
+            return self._checked(stream, file_name, check, digest)
+        self._checked(stream, file_name, size_problem, digest)
         # A BufferedIOBase is a binary stream; typeshed does not relate it to IO[bytes].
         return cast(IO[bytes], VerifyingReader(stream, digest, file_name, read_ahead))
 
-    def _open_stored(self, name: str, file_name: str, expected: Mapping[str, Any]) -> tuple[Any, IO[bytes]]:
+    @staticmethod
+    def _checked(
+        stream: IO[bytes],
+        file_name: str,
+        problem_of: Callable[[IO[bytes], Written | WholeFileDigest], str | None],
+        digest: Written | WholeFileDigest,
+    ) -> IO[bytes]:
+        """``stream`` back at its start if ``problem_of`` finds nothing wrong with it; else closed, and
+        CorruptCheckpoint naming the file and the problem."""
+        try:
+            if (problem := problem_of(stream, digest)) is not None:
+                raise CorruptCheckpoint(f"file {file_name!r} {problem}")
+            stream.seek(0)
+        except BaseException:
+            stream.close()
+            raise
+        return stream
+
+    def _open_stored(
+        self, name: str, file_name: str, expected: Mapping[str, Any]
+    ) -> tuple[Written | WholeFileDigest, IO[bytes]]:
         try:
             digest = expected_digest(expected)
         except ValueError as e:

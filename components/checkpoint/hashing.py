@@ -99,9 +99,8 @@ def check(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
     The stream is read from start to end in one thread, in order (the kernel's readahead keeps the disk
     busy), while other threads hash what was read: a check takes about as long as the read alone.
     """
-    size = stream.seek(0, os.SEEK_END)
-    if size != expected.size:
-        return f"has {size} bytes, manifest says {expected.size}"
+    if (problem := size_problem(stream, expected)) is not None:
+        return problem
     stream.seek(0)
     if isinstance(expected, WholeFileDigest):
         actual = _whole_file_sha256(stream)
@@ -117,6 +116,12 @@ def check(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
         if (problem := chunk_problem(expected, index, end - start, actual)) is not None:
             return problem
     return None
+
+
+def size_problem(stream: IO[bytes], expected: Written | WholeFileDigest) -> str | None:
+    """Why the size of ``stream`` is not the one ``expected`` records, or None; leaves it at its end."""
+    size = stream.seek(0, os.SEEK_END)
+    return None if size == expected.size else f"has {size} bytes, manifest says {expected.size}"
 
 
 def chunk_problem(expected: Written, index: int, length: int, digest: str) -> str | None:

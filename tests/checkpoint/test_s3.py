@@ -28,23 +28,28 @@ def bucket(s3_client: Any) -> str:
     return name
 
 
-WRITES = ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload")
+RECORDED = ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload", "GetObject")
 
 
 class RequestLog:
-    """Every S3 write the client sends, in order, as (operation, key), from botocore's own event hooks."""
+    """Every S3 write and GET the client sends, in order, as (operation, key), from botocore's own event
+    hooks."""
 
     def __init__(self, client: Any) -> None:
         self.calls: list[tuple[str, str]] = []
         client.meta.events.register("before-parameter-build.s3", self._record)
 
     def _record(self, model: Any, params: Any, **_: Any) -> None:
-        if model.name in WRITES:
+        if model.name in RECORDED:
             self.calls.append((model.name, params["Key"]))
 
     def visible_keys(self) -> list[str]:
         """Keys in the order their objects became visible (a PUT, or a multipart upload's completion)."""
         return [key for op, key in self.calls if op in ("PutObject", "CompleteMultipartUpload")]
+
+    def downloads(self) -> list[str]:
+        """Keys of every GET (each ranged GET of a download counts), manifests left out."""
+        return [key for op, key in self.calls if op == "GetObject" and not key.endswith(MANIFEST)]
 
 
 def test_save_and_resume_through_s3_with_the_manifest_last(
@@ -86,18 +91,38 @@ def test_resume_reads_each_object_once_and_falls_back_past_a_damaged_one(
     tampered = bytes([weights[0] ^ 1]) + weights[1:]
     s3_client.put_object(Bucket=bucket, Key=f"r/{damaged}/weights.bin", Body=tampered)
     gets = RequestLog(s3_client)
-    s3_client.meta.events.register(
-        "before-parameter-build.s3.GetObject",
-        lambda params, **_: gets.calls.append(("GetObject", params["Key"])),
-    )
 
     with caplog.at_level(logging.WARNING):
         resumed = ckpt.resume(lambda c: {name: c.files[name] for name in c.files})
 
     assert resumed is not None and resumed.step == 1 and resumed.state == state_for(1)
     assert any(f"skipping corrupt checkpoint {damaged}" in r.getMessage() for r in caplog.records)
-    read = [key for op, key in gets.calls if op == "GetObject" and not key.endswith(MANIFEST)]
+    read = gets.downloads()  # files below one ranged GET: one GET per download
     assert sorted(read) == sorted(set(read)), f"an object was downloaded twice: {read}"
+
+
+def test_resume_downloads_a_checkpoint_from_before_chunk_digests_once(s3_client: Any, bucket: str) -> None:
+    import hashlib
+    import json
+
+    ckpt = Checkpointer(S3Backend(bucket, "old", client=s3_client), config=RuntimeConfig(resume=True))
+    name = ckpt.save(4, state_for(4))
+    manifest = {
+        "format": 1,
+        "step": 4,
+        "metadata": {},
+        "files": {
+            file_name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            for file_name, data in state_for(4).items()
+        },
+    }
+    s3_client.put_object(Bucket=bucket, Key=f"old/{name}/{MANIFEST}", Body=json.dumps(manifest).encode())
+    gets = RequestLog(s3_client)
+
+    resumed = ckpt.resume(lambda c: {file_name: c.files[file_name] for file_name in c.files})
+
+    assert resumed is not None and resumed.state == state_for(4)
+    assert sorted(gets.downloads()) == sorted(f"old/{name}/{f}" for f in state_for(4)), gets.downloads()
 
 
 def test_s3_keeps_the_last_n(s3_client: Any, bucket: str) -> None:
