@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -64,6 +65,8 @@ UP_FLAGS = ("--yes", "--non-interactive", "--skip-preview", "--color", "never")
 #: Flags for a non-interactive ``preview``.
 PREVIEW_FLAGS = ("--non-interactive", "--color", "never")
 
+# How long an interrupted pulumi gets to cancel and unlock its stack before it is killed.
+_INTERRUPT_WAIT_S = 30
 _installed: bool | None = None
 
 
@@ -141,7 +144,7 @@ def engine_env(
 
 
 class PulumiCommandError(AssertionError):
-    """A ``run_pulumi(..., check=True)`` call exited non-zero."""
+    """A ``run_pulumi(..., check=True)`` call exited non-zero, or any ``run_pulumi`` call ran past its timeout."""
 
 
 def output(proc: subprocess.CompletedProcess[str]) -> str:
@@ -164,19 +167,49 @@ def run_pulumi(
     ``env`` defaults to ``engine_env(cwd)``. With ``check=True`` a non-zero exit raises
     ``PulumiCommandError`` carrying the whole output.
     """
-    proc = subprocess.run(
-        [str(PULUMI), *args],
+    command = [str(PULUMI), *args]
+    run_env = dict(env) if env is not None else engine_env(cwd)
+    with subprocess.Popen(
+        command,
         cwd=str(cwd),
-        env=dict(env) if env is not None else engine_env(cwd),
-        capture_output=True,
+        env=run_env,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        input=input,
-        check=False,
-    )
+    ) as running:
+        try:
+            stdout, stderr = running.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stdout, stderr = _interrupt(running, cwd, run_env)
+            timed_out = subprocess.CompletedProcess(command, running.returncode, stdout, stderr)
+            raise PulumiCommandError(f"timed out after {timeout:g}s\n{output(timed_out)}") from None
+    proc = subprocess.CompletedProcess(command, running.returncode, stdout, stderr)
     if check and proc.returncode != 0:
         raise PulumiCommandError(output(proc))
     return proc
+
+
+def _interrupt(
+    running: subprocess.Popen[str], cwd: os.PathLike[str] | str, env: dict[str, str]
+) -> tuple[str, str]:
+    """End a ``pulumi`` that ran too long as Ctrl-C does, so it releases the stack's lock: killed, it would
+    leave the stack locked and fail every later test of the same stack. Its output so far."""
+    running.send_signal(signal.SIGINT)
+    try:
+        return running.communicate(timeout=_INTERRUPT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        running.kill()
+        stdout, stderr = running.communicate()
+        subprocess.run(
+            [str(PULUMI), "cancel", "--yes"],
+            cwd=str(cwd),
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        return stdout, stderr
 
 
 def write_project(
