@@ -15,6 +15,8 @@ from .records import Timed
 Duration = Callable[[float], float]
 """Turns a nominal duration into how long it takes on the platform's clock (see ``EmulatedClock.duration``)."""
 
+READY = "CLUSTER_PHASE_READY"
+ACCEPTANCE_TESTS_FAILED = "CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED"
 CONTROL_PLANE_START_S = 10.0
 DATA_PLANE_START_S = 120.0
 # Offsets from cluster creation at which each bring-up phase starts.
@@ -24,7 +26,7 @@ CLUSTER_PHASE_OFFSETS: tuple[tuple[str, float], ...] = (
     ("CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES", DATA_PLANE_START_S),
     ("CLUSTER_PHASE_INSTALLING_DRIVERS", 300.0),
     ("CLUSTER_PHASE_RUNNING_ACCEPTANCE_TESTS", 420.0),
-    ("CLUSTER_PHASE_READY", 600.0),
+    (READY, 600.0),
 )
 ACCEPTANCE_TESTS_FAIL_AFTER_S = 540.0
 NCCL_TESTS_START_S = 500.0
@@ -74,7 +76,7 @@ def cluster_schedule(
     if outcome == "acceptance_tests_failed":
         return phases[:-1] + [
             Timed(
-                phase="CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED",
+                phase=ACCEPTANCE_TESTS_FAILED,
                 at=created_at + duration(ACCEPTANCE_TESTS_FAIL_AFTER_S),
             )
         ]
@@ -84,6 +86,15 @@ def cluster_schedule(
             Timed(phase="CLUSTER_PHASE_NCCL_TESTS_FAILED", at=created_at + duration(NCCL_TESTS_FAIL_AFTER_S)),
         ]
     return phases
+
+
+def failed_at(schedule: list[Timed], at: float) -> list[Timed]:
+    """The schedule of a cluster whose bring-up fails at ``at``: the phases entered by then, then its
+    acceptance tests failed (what a cluster whose Kubernetes never serves comes to)."""
+    return [
+        *(t for t in schedule if t.at <= at and t.phase != READY),
+        Timed(phase=ACCEPTANCE_TESTS_FAILED, at=at),
+    ]
 
 
 def node_schedule(appears_at: float, boots: bool = True, duration: Duration = nominal) -> list[Timed]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from .catalog import GPUS_PER_NODE
 from .clock import to_datetime
-from .lifecycle import NODE_STATUS_BY_PHASE, STATUS_BY_PHASE, visible
+from .lifecycle import NODE_STATUS_BY_PHASE, READY, STATUS_BY_PHASE, visible
 from .records import ClusterRecord, NodeRecord, Timed
 
 COMPUTE_CLASS_LABEL = "together.ai/compute-class"
@@ -121,9 +121,9 @@ def cluster(record: ClusterRecord, now: float, extra_fields: bool = False) -> di
     if not record.kube_serving:
         # Ready means usable: not before the cluster's Kubernetes serves (the twin's control plane starts in
         # real seconds, which a fast clock can outrun).
-        phases = [t for t in phases if t.phase != "CLUSTER_PHASE_READY"]
+        phases = [t for t in phases if t.phase != READY]
     phase = phases[-1].phase
-    ready_at = next((t.at for t in phases if t.phase == "CLUSTER_PHASE_READY"), None)
+    ready_at = next((t.at for t in phases if t.phase == READY), None)
     # The control plane is up once provisioning has moved on to the data plane.
     data_plane_reached = any(t.phase == "CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES" for t in phases)
     add_ons = [a for a in record.add_ons if _enabled(a.get("config"))]

@@ -21,7 +21,6 @@ import ctypes
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -30,11 +29,15 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from . import jobset, kubeconfig, kwok_config, pki
+from . import jobset, kubeconfig, kwok_config, pki, ports
 from .binaries import Binaries
 from .kubeconfig import KubeApi
 
 _STOP_WAIT_S = 3.0
+# Ports a process listens on that only the twin points others at (the JobSet webhook configurations, the
+# nodes' kubelet endpoint): one taken meanwhile is replaced on a restart. etcd's and the API server's are
+# written into every kubeconfig and etcd's membership, so they keep theirs.
+_OWN_PORTS = {"kwok": ("kubelet",), "jobset": ("jobset_webhook", "jobset_health")}
 _PR_SET_PDEATHSIG = 1
 # Resolved here, in the parent: between fork and exec the child only makes this one call (no loading,
 # no allocation that could meet a lock held by another thread at fork time).
@@ -49,22 +52,6 @@ def die_with_parent() -> None:
     """In the child, before exec: get SIGKILL when the thread that started us ends."""
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 class ControlPlane:
@@ -84,6 +71,7 @@ class ControlPlane:
         self.files = pki.Files(directory)
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._ports: dict[str, int] = {}
+        self._started_at: dict[str, float] = {}
         self.job_pod_failure_backoff: str | None = None
 
     # --- preparation ------------------------------------------------------------------------------
@@ -96,9 +84,8 @@ class ControlPlane:
         ports_file = self.directory / "ports.json"
         saved: dict[str, int] = json.loads(ports_file.read_text()) if ports_file.exists() else {}
         for name in ("apiserver", "etcd_client", "etcd_peer", "kubelet", "jobset_webhook", "jobset_health"):
-            port = saved.get(name)
-            self._ports[name] = port if port is not None and _port_free(port) else free_port()
-        ports_file.write_text(json.dumps(self._ports))
+            self._ports[name] = ports.keep_or_pick(saved.get(name))
+        self._save_ports()
         return self.kube_api
 
     @property
@@ -128,11 +115,53 @@ class ControlPlane:
 
     def start_api(self) -> None:
         """Start etcd and kube-apiserver."""
-        etcd_client = f"http://127.0.0.1:{self._ports['etcd_client']}"
-        etcd_peer = f"http://127.0.0.1:{self._ports['etcd_peer']}"
         # A restart may find the API server's port taken meanwhile: the kubeconfigs follow the port.
         for stale in self.directory.glob("*.kubeconfig"):
             stale.unlink()
+        self._start_etcd()
+        self._start_apiserver()
+
+    def start_controllers(self) -> None:
+        """Start kube-controller-manager, kube-scheduler and kwok (the API must answer)."""
+        self._start_controller_manager()
+        self._start_scheduler()
+        self._start_kwok()
+
+    def restart(self, name: str) -> bool:
+        """Start the ended process ``name`` again, on new ports for those of its own taken meanwhile;
+        whether any moved (the JobSet manager's webhook configurations must then follow)."""
+        moved = False
+        for port_name in _OWN_PORTS.get(name, ()):
+            port = ports.keep_or_pick(self._ports[port_name])
+            moved = moved or port != self._ports[port_name]
+            self._ports[port_name] = port
+        if moved:
+            self._save_ports()
+        starters: dict[str, Callable[[], None]] = {
+            "etcd": self._start_etcd,
+            "kube-apiserver": self._start_apiserver,
+            "kube-controller-manager": self._start_controller_manager,
+            "kube-scheduler": self._start_scheduler,
+            "kwok": self._start_kwok,
+            "jobset": self.start_jobset,
+        }
+        starters[name]()
+        return moved
+
+    def _save_ports(self) -> None:
+        # Whole or not at all: a restart of the emulator reads this file back.
+        partial = self.directory / "ports.json.partial"
+        partial.write_text(json.dumps(self._ports))
+        partial.replace(self.directory / "ports.json")
+
+    def _etcd_urls(self) -> tuple[str, str]:
+        return (
+            f"http://127.0.0.1:{self._ports['etcd_client']}",
+            f"http://127.0.0.1:{self._ports['etcd_peer']}",
+        )
+
+    def _start_etcd(self) -> None:
+        etcd_client, etcd_peer = self._etcd_urls()
         self._spawn(
             "etcd",
             [
@@ -148,11 +177,13 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
+
+    def _start_apiserver(self) -> None:
         files = self.files
         self._spawn(
             "kube-apiserver",
             [
-                f"--etcd-servers={etcd_client}",
+                f"--etcd-servers={self._etcd_urls()[0]}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={self._ports['apiserver']}",
@@ -176,8 +207,7 @@ class ControlPlane:
             ],
         )
 
-    def start_controllers(self) -> None:
-        """Start kube-controller-manager, kube-scheduler and kwok (the API must answer)."""
+    def _start_controller_manager(self) -> None:
         env = {}
         if self.job_pod_failure_backoff:
             env["TWIN_JOB_POD_FAILURE_BACKOFF"] = self.job_pod_failure_backoff
@@ -195,6 +225,8 @@ class ControlPlane:
             ],
             env=env,
         )
+
+    def _start_scheduler(self) -> None:
         self._spawn(
             "kube-scheduler",
             [
@@ -205,6 +237,8 @@ class ControlPlane:
                 "--profiling=false",
             ],
         )
+
+    def _start_kwok(self) -> None:
         config = self.directory / "kwok.yaml"
         config.write_text(kwok_config.configuration())
         self._spawn(
@@ -266,6 +300,7 @@ class ControlPlane:
         logs = self.directory / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         command = [str(program), *args] if program else [str(self.binaries.kubernetes), name, *args]
+        self._started_at[name] = time.monotonic()
         with open(logs / f"{name}.log", "ab") as log:
             self._processes[name] = subprocess.Popen(
                 command,
@@ -293,6 +328,10 @@ class ControlPlane:
     def exited(self) -> dict[str, int]:
         """The processes that have ended, with their exit codes."""
         return {name: code for name, p in self._processes.items() if (code := p.poll()) is not None}
+
+    def ran_for(self, name: str) -> float:
+        """Seconds since the process ``name`` was last started (for one just ended: about how long it ran)."""
+        return time.monotonic() - self._started_at[name]
 
     def pids(self) -> list[int]:
         return [p.pid for p in self._processes.values()]

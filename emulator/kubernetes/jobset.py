@@ -173,6 +173,11 @@ def install(client: ApiClient, crd: Path, role: Path, webhook_port: int, ca_bund
         rbac.read_cluster_role_binding,
         rbac.replace_cluster_role_binding,
     )
+    point_webhooks(client, webhook_port, ca_bundle)
+
+
+def point_webhooks(client: ApiClient, webhook_port: int, ca_bundle: bytes) -> None:
+    """Create the webhook configurations, or point them at the manager's port (it may have moved)."""
     admission = AdmissionregistrationV1Api(client)
     mutating, validating = webhook_configurations(webhook_port, ca_bundle)
     _create_or_replace(

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
+from ..lifecycle import failed_at
 from ..records import ClusterRecord
 from ..state import Platform
 from . import binaries as binaries_module
@@ -59,6 +60,7 @@ class TwinnedPlatform(Platform):
             view=self.twin_view,
             attach=self._attach_kube_api,
             serving=self._kube_serving,
+            failed=self._kube_failed,
             keep_data=data_root is not None,
             duration=lambda seconds: self.clock.duration(seconds),
         )
@@ -95,6 +97,17 @@ class TwinnedPlatform(Platform):
             record = self._sim.clusters.get(cluster_id)
             if record is not None:
                 record.kube_serving = True
+
+    def _kube_failed(self, cluster_id: str) -> None:
+        """The twin gave up on the cluster's control plane. One not yet Ready never will be: its provisioning
+        fails now, as acceptance tests fail on a cluster whose Kubernetes does not serve (the twin's status
+        has the reason). One already Ready stays so, as a real cluster's status would while its control
+        plane is down."""
+        with self._op() as now:
+            record = self._sim.clusters.get(cluster_id)
+            if record is None or record.kube_serving or record.deleting:
+                return
+            record.schedule = failed_at(record.schedule, now)
 
     def preempt(
         self,

@@ -32,6 +32,7 @@ from .kubeconfig import KubeApi
 from .local_runtime import LocalRuntime, root_for
 from .nodes import ClusterView, NodeView, node_manifest
 from .options import TerminationMode, TwinOptions
+from .restarts import Restarts
 
 _log = logging.getLogger("together_clusters.emulator.kubernetes")
 _PASS_INTERVAL_S = 0.2
@@ -53,6 +54,7 @@ class _Plane:
         self.ready_after_s: float | None = None
         # JobSet: None (nothing done yet), "off", "installed" (CRD, RBAC, webhooks), "starting", "running".
         self.jobset: str | None = None
+        self.restarts = Restarts()
 
 
 class Twin:
@@ -66,6 +68,7 @@ class Twin:
         view: Callable[[], list[ClusterView]],
         attach: Callable[[str, KubeApi], None],
         serving: Callable[[str], None],
+        failed: Callable[[str], None],
         keep_data: bool,
         duration: Callable[[float], float] = lambda seconds: seconds,
     ) -> None:
@@ -76,6 +79,8 @@ class Twin:
         self._attach = attach
         # Told once a cluster's control plane serves (controllers, JobSet), each time it comes up.
         self._serving = serving
+        # Told once the twin gives up on a cluster's control plane (a process that keeps ending).
+        self._failed = failed
         self._keep_data = keep_data
         # Real seconds for a duration of the platform's clock (local processes' grace periods).
         self._duration = duration
@@ -127,6 +132,7 @@ class Twin:
                     "pod_pids": plane.runtime.pids() if plane.runtime is not None else [],
                     "ready_after_s": plane.ready_after_s,
                     "jobset": plane.jobset,
+                    "restarts": dict(plane.restarts.total),
                     "data_dir": str(plane.control_plane.directory),
                 }
                 for cid, plane in self._planes.items()
@@ -205,16 +211,9 @@ class Twin:
         control_plane = plane.control_plane
         if plane.phase == "failed":
             return
-        exited = control_plane.exited()
-        if exited:
-            name, code = next(iter(exited.items()))
-            message = (
-                f"cluster {view.cluster_id}: {name} exited with code {code}; last log lines:\n"
-                f"{control_plane.log_tail(name)}"
-            )
-            _log.error("kubernetes twin: %s", message)
-            self.errors.append(message)
+        if not self._supervise(plane, view.cluster_id):
             plane.phase = "failed"
+            self._failed(view.cluster_id)
             return
         if plane.phase == "api-starting":
             if not control_plane.api_ready():
@@ -236,6 +235,37 @@ class Twin:
         assert plane.core is not None and plane.runtime is not None
         self._sync_nodes(view, plane, plane.core)
         plane.runtime.sync()
+
+    def _supervise(self, plane: _Plane, cluster_id: str) -> bool:
+        """Start again each process that ended (see :mod:`.restarts`); ``False`` once one keeps ending."""
+        control_plane = plane.control_plane
+        now = time.monotonic()
+        for name, code in control_plane.exited().items():
+            if not plane.restarts.ended(name, control_plane.ran_for(name), now):
+                message = (
+                    f"cluster {cluster_id}: {name} exited with code {code}, "
+                    f"{plane.restarts.in_a_row[name] + 1} times in a row; last log lines:\n"
+                    f"{control_plane.log_tail(name)}"
+                )
+                _log.error("kubernetes twin: %s", message)
+                self.errors.append(message)
+                return False
+            if not plane.restarts.due(name, now):
+                continue
+            _log.warning(
+                "kubernetes twin: cluster %s: %s exited with code %s, starting it again; last log lines:\n%s",
+                cluster_id,
+                name,
+                code,
+                control_plane.log_tail(name, lines=5),
+            )
+            moved = control_plane.restart(name)
+            plane.restarts.started(name)
+            if name == "jobset" and moved and plane.client is not None:
+                jobset.point_webhooks(
+                    plane.client, control_plane.jobset_webhook_port, control_plane.files.ca_cert.read_bytes()
+                )
+        return True
 
     def _jobset_running(self, plane: _Plane, client: ApiClient) -> bool:
         """Install JobSet, start its manager once the CRD is served; whether its webhooks answer (or it is off).

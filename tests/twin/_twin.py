@@ -403,6 +403,53 @@ JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
 """Group, version, namespace and plural of the JobSets in ``default``, for the custom objects API."""
 
 
+def job_set_manifest(name: str, replicated_job: str = "main", replicas: int = 1) -> dict[str, Any]:
+    """A JobSet of ``replicas`` one-pod Jobs that never start a real container (the image does not exist)."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": replicated_job,
+                    "replicas": replicas,
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [{"name": "main", "image": "registry.invalid/t:1"}],
+                                }
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
+
+
+def defaulted_jobset(api: client.ApiClient, name: str) -> dict[str, Any]:
+    """Create a JobSet once the API server serves its kind and reaches JobSet's webhooks, and return it:
+    JobSet's defaulting webhook fills in its success policy."""
+    manifest = job_set_manifest(name)
+    custom = client.CustomObjectsApi(api)
+    created = wait_for(
+        lambda: _create_when_served(custom, manifest), f"JobSet {name} accepted by the webhooks", timeout=60
+    )
+    return dict(created)
+
+
+def _create_when_served(custom: client.CustomObjectsApi, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        return dict(custom.create_namespaced_custom_object(*JOBSETS, manifest))
+    except ApiException as exc:
+        if exc.status in (404, 500):  # the CRD or the webhook server are still starting
+            return None
+        raise
+
+
 def job_set(api: client.ApiClient, name: str) -> dict[str, Any]:
     """The JobSet ``name`` in ``default``, spec and status."""
     found: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(*JOBSETS, name)

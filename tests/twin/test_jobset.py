@@ -20,7 +20,7 @@ from together_clusters.components import BatchJobArgs, ContainerSpec, SharedVolu
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import start_emulator
 
-from ._twin import DRIVER, GPU, REGION, TwinCluster, kube_clients, wait_for
+from ._twin import DRIVER, GPU, REGION, TwinCluster, job_set_manifest, kube_clients, wait_for
 from .conftest import require_twin
 
 pytestmark = pytest.mark.twin
@@ -29,29 +29,7 @@ MANAGER = "system:jobset-controller-manager"
 
 
 def job_set(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": 2,
-                    "template": {
-                        "spec": {
-                            "template": {
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [{"name": "main", "image": "registry.invalid/t:1"}],
-                                }
-                            }
-                        }
-                    },
-                }
-            ]
-        },
-    }
+    return job_set_manifest(name, replicated_job="workers", replicas=2)
 
 
 def allowed(cluster: TwinCluster, verb: str, group: str, resource: str) -> bool:

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from kubernetes import client
 
-from ._twin import DRIVER, GPU, JOBSETS, REGION, alive, kube_clients, wait_for
+from ._twin import DRIVER, GPU, REGION, alive, defaulted_jobset, kube_clients, wait_for
 
 pytestmark = pytest.mark.twin
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,46 +78,6 @@ def ready_nodes(core: client.CoreV1Api) -> list[str] | None:
         if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
     ]
     return sorted(ready) if ready and len(ready) == len(nodes) else None
-
-
-def defaulted_jobset(api: client.ApiClient, name: str) -> dict[str, Any]:
-    """Create a JobSet and read it back; JobSet's defaulting webhook fills in its success policy."""
-    manifest = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "main",
-                    "template": {
-                        "spec": {
-                            "template": {
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [{"name": "main", "image": "registry.invalid/t:1"}],
-                                }
-                            }
-                        }
-                    },
-                }
-            ]
-        },
-    }
-    custom = client.CustomObjectsApi(api)
-    created = wait_for(
-        lambda: _create_when_served(custom, manifest), f"JobSet {name} accepted by the webhooks", timeout=60
-    )
-    return dict(created)
-
-
-def _create_when_served(custom: client.CustomObjectsApi, manifest: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        return dict(custom.create_namespaced_custom_object(*JOBSETS, manifest))
-    except client.exceptions.ApiException as exc:
-        if exc.status in (404, 500):  # the CRD or the webhook server are still starting
-            return None
-        raise
 
 
 def test_a_restart_keeps_the_clusters_objects_and_no_process_outlives_the_emulator(tmp_path: Path) -> None:
