@@ -258,6 +258,11 @@ class ControlPlane:
         )
 
     @property
+    def kubelet_port(self) -> int:
+        """Where kwok serves every node's kubelet API."""
+        return self._ports["kubelet"]
+
+    @property
     def jobset_webhook_port(self) -> int:
         return self._ports["jobset_webhook"]
 

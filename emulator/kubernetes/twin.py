@@ -261,10 +261,12 @@ class Twin:
             )
             moved = control_plane.restart(name)
             plane.restarts.started(name)
-            if name == "jobset" and moved and plane.client is not None:
+            if moved and name == "jobset" and plane.client is not None:
                 jobset.point_webhooks(
                     plane.client, control_plane.jobset_webhook_port, control_plane.files.ca_cert.read_bytes()
                 )
+            if moved and name == "kwok" and plane.core is not None:
+                _advertise_kubelet_port(plane.core, control_plane.kubelet_port)
         return True
 
     def _jobset_running(self, plane: _Plane, client: ApiClient) -> bool:
@@ -332,6 +334,14 @@ class Twin:
         for pod in preemption.pods_to_terminate(core, node.name, mode):
             done = preemption.terminate(core, pod, mode, grace_seconds) and done
         return done
+
+
+def _advertise_kubelet_port(core: CoreV1Api, port: int) -> None:
+    """Point every Node's kubelet endpoint (where the API server fetches pod logs) at kwok's new port. kwok
+    sets it only when it initializes a node, so the nodes it had already would keep the old one."""
+    patch = {"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}}
+    for node in core.list_node(_request_timeout=_TIMEOUT).items:
+        core.patch_node_status(preemption.name_of(node)[0], patch, _request_timeout=_TIMEOUT)
 
 
 def _client(control_plane: ControlPlane) -> ApiClient:

@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from together_clusters.emulator.server import RunningEmulator, start_emulator
 
 from ._twin import TwinCluster, defaulted_jobset, wait_for
 from .conftest import require_twin
+from .test_local_runtime import local_pod, log_of
 
 pytestmark = pytest.mark.twin
 
@@ -137,6 +139,45 @@ def test_killed_controllers_are_started_again_and_the_cluster_goes_on_serving(
         cluster.core.create_namespaced_pod("default", pod)
         wait_for(lambda: scheduled(cluster, "after-scheduler-kill"), "a node from the restarted scheduler")
         assert process_of(directory, "kube-scheduler") not in (None, scheduler)
+        assert twin_of(emulator).errors == []
+
+
+def kill_and_take_port(directory: Path, program: str, port_name: str) -> socket.socket:
+    """Kill ``program`` and take its port before the twin starts it again (the twin looks a few times a
+    second, this loop far more often; should the twin still win, kill the new process and try again)."""
+    for _ in range(3):
+        pid = process_of(directory, program)
+        assert pid is not None, f"no {program} running"
+        port = ports(directory)[port_name]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                return listen_on(port)
+            except OSError:
+                if process_of(directory, program) not in (None, pid):
+                    break  # started again on it already
+    raise AssertionError(f"could not take {program}'s port {port_name} from the twin")
+
+
+def test_kwok_started_again_on_another_port_still_serves_pod_logs_of_existing_nodes(
+    emulator: RunningEmulator,
+) -> None:
+    with TwinCluster.create(emulator, "kubelet-port", num_gpus=8) as cluster:
+        cluster.wait_for_nodes(standard=1, preemptible=0)
+        program = "import time\nprint('hello from before', flush=True)\ntime.sleep(600)\n"
+        cluster.core.create_namespaced_pod("default", local_pod("logger", program))
+        wait_for(lambda: log_of(cluster, "default", "logger", "hello from before"), "the pod's log")
+        directory = data_dir(emulator, cluster)
+        with kill_and_take_port(directory, "kwok", "kubelet") as taker:
+            wait_for(lambda: process_of(directory, "kwok"), "kwok started again")
+            assert ports(directory)["kubelet"] != taker.getsockname()[1]
+            # The API server reaches the node's kubelet at the port its Node advertises: the new one.
+            text = wait_for(
+                lambda: log_of(cluster, "default", "logger", "hello from before"), "the log after kwok moved"
+            )
+        assert "hello from before" in text
+        cluster.core.delete_namespaced_pod("logger", "default", grace_period_seconds=0)
         assert twin_of(emulator).errors == []
 
 
