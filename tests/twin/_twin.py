@@ -445,7 +445,9 @@ def _create_when_served(custom: client.CustomObjectsApi, manifest: dict[str, Any
     try:
         return dict(custom.create_namespaced_custom_object(*JOBSETS, manifest))
     except ApiException as exc:
-        if exc.status in (404, 500):  # the CRD or the webhook server are still starting
+        # 404: the CRD is not served yet; 500: the webhook server does not answer yet; 503: a (re)starting
+        # API server has not installed every path yet ("please try again").
+        if exc.status in (404, 500, 503):
             return None
         raise
 

@@ -3,7 +3,7 @@
 CI met this: the JobSet controller manager's webhook port, picked when the cluster was created, was taken by
 another socket by the time the manager started seconds later; the manager exited on ``bind: address already
 in use`` and the cluster never served (its ``pulumi up`` hung for ten minutes). Here the port is taken on
-purpose; and the running manager and scheduler are killed.
+purpose; and the running manager, scheduler, kwok, API server and etcd are killed.
 
 Oracles: the real API server calling JobSet's webhook at the address in its webhook configuration (a JobSet is
 defaulted only by the manager's webhook), the real scheduler binding a pod, the processes in ``/proc``, and
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from together_clusters.emulator.kubernetes import binaries
 from together_clusters.emulator.kubernetes.binaries import Binaries
@@ -30,7 +31,7 @@ from together_clusters.emulator.kubernetes.platform import TwinnedPlatform
 from together_clusters.emulator.kubernetes.twin import Twin
 from together_clusters.emulator.server import RunningEmulator, start_emulator
 
-from ._twin import TwinCluster, defaulted_jobset, wait_for
+from ._twin import JOBSETS, TwinCluster, defaulted_jobset, wait_for
 from .conftest import require_twin
 from .test_local_runtime import local_pod, log_of
 
@@ -139,6 +140,30 @@ def test_killed_controllers_are_started_again_and_the_cluster_goes_on_serving(
         cluster.core.create_namespaced_pod("default", pod)
         wait_for(lambda: scheduled(cluster, "after-scheduler-kill"), "a node from the restarted scheduler")
         assert process_of(directory, "kube-scheduler") not in (None, scheduler)
+        assert twin_of(emulator).errors == []
+
+
+def test_a_killed_api_server_and_etcd_come_back_with_the_clusters_objects(emulator: RunningEmulator) -> None:
+    with TwinCluster.create(emulator, "killed-api", num_gpus=8) as cluster:
+        cluster.wait_for_nodes(standard=1, preemptible=0)
+        defaulted_jobset(cluster.api, "kept")
+        directory = data_dir(emulator, cluster)
+        api_server, etcd = process_of(directory, "kube-apiserver"), process_of(directory, "etcd")
+        assert api_server is not None and etcd is not None
+        os.kill(etcd, signal.SIGKILL)
+        os.kill(api_server, signal.SIGKILL)
+        wait_for(
+            lambda: process_of(directory, "kube-apiserver") not in (None, api_server), "a new API server"
+        )
+        cluster.wait_for_nodes(standard=1, preemptible=0)
+        created = defaulted_jobset(cluster.api, "after-api-kill")
+        assert created["spec"]["successPolicy"] == {"operator": "All"}
+        names = [
+            j["metadata"]["name"]
+            for j in client.CustomObjectsApi(cluster.api).list_namespaced_custom_object(*JOBSETS)["items"]
+        ]
+        assert sorted(names) == ["after-api-kill", "kept"]
+        assert process_of(directory, "etcd") not in (None, etcd)
         assert twin_of(emulator).errors == []
 
 
