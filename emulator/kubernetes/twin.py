@@ -55,6 +55,8 @@ class _Plane:
         # JobSet: None (nothing done yet), "off", "installed" (CRD, RBAC, webhooks), "starting", "running".
         self.jobset: str | None = None
         self.restarts = Restarts()
+        # Processes started again on a new port whose users are not yet pointed at it (see _follow_moved_ports).
+        self.moved: set[str] = set()
 
 
 class Twin:
@@ -259,15 +261,25 @@ class Twin:
                 code,
                 control_plane.log_tail(name, lines=5),
             )
-            moved = control_plane.restart(name)
+            if control_plane.restart(name):
+                plane.moved.add(name)
             plane.restarts.started(name)
-            if moved and name == "jobset" and plane.client is not None:
-                jobset.point_webhooks(
-                    plane.client, control_plane.jobset_webhook_port, control_plane.files.ca_cert.read_bytes()
-                )
-            if moved and name == "kwok" and plane.core is not None:
-                _advertise_kubelet_port(plane.core, control_plane.kubelet_port)
+        self._follow_moved_ports(plane)
         return True
+
+    @staticmethod
+    def _follow_moved_ports(plane: _Plane) -> None:
+        """Point what names a moved port at the new one: JobSet's webhook configurations, the Nodes' kubelet
+        endpoint. Kept pending until done, so an API server still starting only delays it to a later pass."""
+        control_plane = plane.control_plane
+        if "jobset" in plane.moved and plane.client is not None:
+            jobset.point_webhooks(
+                plane.client, control_plane.jobset_webhook_port, control_plane.files.ca_cert.read_bytes()
+            )
+            plane.moved.discard("jobset")
+        if "kwok" in plane.moved and plane.core is not None:
+            _advertise_kubelet_port(plane.core, control_plane.kubelet_port)
+            plane.moved.discard("kwok")
 
     def _jobset_running(self, plane: _Plane, client: ApiClient) -> bool:
         """Install JobSet, start its manager once the CRD is served; whether its webhooks answer (or it is off).

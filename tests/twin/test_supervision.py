@@ -218,6 +218,27 @@ def broken_jobset(directory: Path) -> Binaries:
     return Binaries(kubernetes=directory / real.kubernetes.name, kwok=real.kwok)
 
 
+def test_a_manager_moved_while_the_api_server_is_down_has_its_webhooks_pointed_once_it_is_back(
+    emulator: RunningEmulator,
+) -> None:
+    with TwinCluster.create(emulator, "moved-api-down", num_gpus=8) as cluster:
+        cluster.wait_for_nodes(standard=1, preemptible=0)
+        defaulted_jobset(cluster.api, "before")
+        directory = data_dir(emulator, cluster)
+        api_server = process_of(directory, "kube-apiserver")
+        assert api_server is not None
+        os.kill(api_server, signal.SIGKILL)
+        # The manager comes back on another port while no API server takes the new webhook address.
+        with kill_and_take_port(directory, "jobset", "jobset_webhook"):
+            wait_for(
+                lambda: process_of(directory, "kube-apiserver") not in (None, api_server), "a new API server"
+            )
+            cluster.wait_for_nodes(standard=1, preemptible=0)
+            created = defaulted_jobset(cluster.api, "after")
+        assert created["spec"]["successPolicy"] == {"operator": "All"}
+        assert twin_of(emulator).errors == []
+
+
 def test_a_manager_that_keeps_exiting_fails_the_clusters_provisioning_with_its_last_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
