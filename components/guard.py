@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from together_clusters.errors import PlacementRefused
+
 from .checkpoint import contract
 from .platform import (
     CHECKPOINT_ANNOTATION,
@@ -73,16 +75,6 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.subject} {self.field}={self.value!r}: {self.problem}. Fix: {self.fix}"
-
-
-class PlacementRefused(ValueError):
-    """Raised at construction (so at preview) when a workload breaks the platform's rules."""
-
-    def __init__(self, owner: str, violations: Sequence[Violation]) -> None:
-        self.owner = owner
-        self.violations = tuple(violations)
-        lines = "\n".join(f"  - {v}" for v in self.violations)
-        super().__init__(f"{owner} refused by the preemptible placement guard:\n{lines}")
 
 
 # --- reading placement ------------------------------------------------------------------------

@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_drift(args) if args.command == "drift" else run_status(args)
     except (EngineError, TogetherError, OSError) as exc:
         message = " ".join(str(exc).split())
-        if isinstance(exc, TogetherError):
+        if isinstance(exc, TogetherError) and not isinstance(exc, EngineError):
             message = f"the Together API failed: {message}"
         print(f"together-clusters {args.command}: error: {message}", file=sys.stderr)
         if args.json:

@@ -25,15 +25,12 @@ from together_clusters.emulator.kubernetes.nodes import (
     node_name,
 )
 from together_clusters.emulator.kubernetes.options import TerminationMode
+from together_clusters.errors import DrillError
 
 from .drill_report import DrillReport, Outcome, Resumed, WorkloadReport, parse_resumed
 
 _TIMEOUT = 10
 _POLL_SECONDS = 0.5
-
-
-class DrillError(Exception):
-    """The drill could not be played (no preemptible node, an unknown node, the emulator refused)."""
 
 
 @dataclass(frozen=True)

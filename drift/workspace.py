@@ -14,11 +14,9 @@ from typing import TypeVar
 
 from pulumi import automation as auto
 
+from together_clusters.errors import EngineError
+
 from .failure import cause_line
-
-
-class EngineError(RuntimeError):
-    """A Pulumi operation failed; the message is the cause, on one line."""
 
 
 @dataclass(frozen=True)

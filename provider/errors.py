@@ -1,135 +1,46 @@
-"""Exceptions raised by this package.
+"""The errors the Cluster resource and the API client raise.
 
-    TogetherError                    anything this package raises on purpose
-    ├── APIError                     the API answered with an error (status, message, request id)
-    │   ├── AuthenticationError      401 / 403: missing, wrong or unauthorised API key
-    │   ├── NotFoundError            404: no such cluster (or not visible to this key)
-    │   ├── ValidationError          400 / 422: the API refused the request body
-    │   ├── ConflictError            409: e.g. a live cluster already has this name
-    │   ├── RateLimitError           429: retried, then raised with the last Retry-After
-    │   └── ServerError              5xx
-    ├── TransportError               no usable answer: connection refused, reset, read timeout
-    │   └── UnreadableReplyError     a 2xx reply whose body is not the JSON we asked for
-    ├── AmbiguousCreateError         a create whose outcome could not be established; names what to check
-    ├── WaitTimeoutError             our own deadline passed while waiting for a state
-    ├── ProvisioningFailedError      the cluster reached a phase it will not leave (tests failed)
-    ├── ConfigurationError           the package is not set up: no API key, bad base URL
-    │   └── WrongTargetError         the API endpoint or project differs from the one in the state
-    └── InputError                   a resource input breaks a platform rule; raised at preview
-
-No message, ``repr`` or ``str`` of these ever contains the API key: errors carry only what the
-server said and what we asked for, never request headers.
+They are defined, with the whole tree of the distribution, in :mod:`together_clusters.errors`; this module
+names the ones of the provider so ``from together_clusters.provider.errors import NotFoundError`` keeps
+working. See that module for what each means.
 """
 
 from __future__ import annotations
 
+from together_clusters.errors import (
+    AmbiguousCreateError,
+    APIError,
+    AuthenticationError,
+    ConfigurationError,
+    ConflictError,
+    InputError,
+    NotFoundError,
+    ProvisioningFailedError,
+    RateLimitError,
+    ServerError,
+    TogetherError,
+    TransportError,
+    UnreadableReplyError,
+    ValidationError,
+    WaitTimeoutError,
+    WrongTargetError,
+)
 
-class TogetherError(Exception):
-    """Base of every error this package raises on purpose."""
-
-
-class APIError(TogetherError):
-    """The API answered with an error status.
-
-    Attributes: ``status_code``, ``message`` (the API's own words), ``request_id`` (the server's
-    ``x-request-id``, quote it to support), ``method`` and ``url`` of the request, ``param`` (the
-    field the API blames, when it says) and ``retry_after`` (the server's hint in seconds).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status_code: int,
-        request_id: str | None = None,
-        method: str | None = None,
-        url: str | None = None,
-        param: str | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        self.message = message
-        self.status_code = status_code
-        self.request_id = request_id
-        self.method = method
-        self.url = url
-        self.param = param
-        self.retry_after = retry_after
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = f" {self.method} {self.url}" if self.method and self.url else ""
-        request = f" (request id {self.request_id})" if self.request_id else ""
-        return f"Together API error {self.status_code}{where}: {self.message}{request}"
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(status_code={self.status_code}, message={self.message!r})"
-
-
-class AuthenticationError(APIError):
-    """401 or 403: the API key is missing, wrong, or may not do this."""
-
-
-class NotFoundError(APIError):
-    """404: the cluster does not exist, or belongs to another project."""
-
-
-class ValidationError(APIError):
-    """400 or 422: the API refused the request; ``param`` names the field when the API says."""
-
-
-class ConflictError(APIError):
-    """409: the request conflicts with current state, such as a cluster name already in use."""
-
-
-class RateLimitError(APIError):
-    """429 after every retry; ``retry_after`` is the server's last hint in seconds."""
-
-
-class ServerError(APIError):
-    """5xx after every retry."""
-
-
-class TransportError(TogetherError):
-    """No usable answer reached us: connection refused or reset, or a timeout."""
-
-
-class UnreadableReplyError(TransportError):
-    """A success status with a body we could not read (truncated, not JSON, not the expected shape).
-
-    For a create this is an ambiguous outcome: the cluster may exist. It is reconciled, never re-sent.
-    """
-
-
-class AmbiguousCreateError(TogetherError):
-    """A create whose outcome could not be established. The message says which name to look for."""
-
-
-class WaitTimeoutError(TogetherError):
-    """A wait for a cluster state passed its deadline."""
-
-
-class ProvisioningFailedError(TogetherError):
-    """The cluster reached a failed phase (acceptance or NCCL tests) and will not become Ready."""
-
-
-class ConfigurationError(TogetherError):
-    """The package is not configured: no API key, or an unusable base URL."""
-
-
-class WrongTargetError(ConfigurationError):
-    """The API endpoint or the key's project is not the one the cluster was created with.
-
-    Raised instead of reading a 404 from the wrong place as "deleted".
-    """
-
-
-class InputError(TogetherError, ValueError):
-    """A resource input breaks a platform rule. Raised at preview, before anything is spent.
-
-    ``field`` and ``value`` name the offending input; the message says how to fix it.
-    """
-
-    def __init__(self, field: str, value: object, message: str) -> None:
-        self.field = field
-        self.value = value
-        super().__init__(message)
+__all__ = [
+    "APIError",
+    "AmbiguousCreateError",
+    "AuthenticationError",
+    "ConfigurationError",
+    "ConflictError",
+    "InputError",
+    "NotFoundError",
+    "ProvisioningFailedError",
+    "RateLimitError",
+    "ServerError",
+    "TogetherError",
+    "TransportError",
+    "UnreadableReplyError",
+    "ValidationError",
+    "WaitTimeoutError",
+    "WrongTargetError",
+]

@@ -20,6 +20,8 @@ from typing import IO, Any
 
 from blake3 import blake3
 
+from together_clusters.errors import CorruptCheckpoint
+
 from .digests import Written
 from .hashing import HASH_THREADS, chunk_problem
 
@@ -30,10 +32,6 @@ HOLDING_READERS = 2
 """Readers of one checkpoint that keep their current chunk: a loader alternating between two files does
 not read a chunk again for each small read, and one reading many files in turn holds two chunks, not one
 per file. Only the most recent reader reads ahead."""
-
-
-class CorruptCheckpoint(Exception):
-    """A checkpoint's manifest or files do not agree."""
 
 
 class ReadAhead:

@@ -6,15 +6,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from together_clusters.errors import BinariesMissing
+
 # The project root: emulator/kubernetes/binaries.py -> ../../..
 _ROOT = Path(__file__).resolve().parents[2]
 BIN_ENV = "TWIN_KUBERNETES_BIN"
 """Environment variable naming another folder holding ``kubernetes``, ``kwok`` and the JobSet files."""
 DEFAULT_BIN = _ROOT / ".kubernetes" / "bin"
-
-
-class BinariesMissing(RuntimeError):
-    """The control plane programs are not built."""
 
 
 @dataclass(frozen=True)

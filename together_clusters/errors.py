@@ -1,0 +1,205 @@
+"""Every exception this distribution raises on purpose, in one tree (as httpx keeps its own).
+
+    TogetherError                    the root: anything this package raises on purpose
+    ├── APIError                     the API answered with an error (status, message, request id)
+    │   ├── AuthenticationError      401 / 403: missing, wrong or unauthorised API key
+    │   ├── NotFoundError            404: no such cluster (or not visible to this key)
+    │   ├── ValidationError          400 / 422: the API refused the request body
+    │   ├── ConflictError            409: e.g. a live cluster already has this name
+    │   ├── RateLimitError           429: retried, then raised with the last Retry-After
+    │   └── ServerError              5xx
+    ├── TransportError               no usable answer: connection refused, reset, read timeout
+    │   └── UnreadableReplyError     a 2xx reply whose body is not the JSON we asked for
+    ├── AmbiguousCreateError         a create whose outcome could not be established; names what to check
+    ├── WaitTimeoutError             our own deadline passed while waiting for a state
+    ├── ProvisioningFailedError      the cluster reached a phase it will not leave (tests failed)
+    ├── ConfigurationError           the package is not set up: no API key, bad base URL
+    │   └── WrongTargetError         the API endpoint or project differs from the one in the state
+    ├── InputError (ValueError)      a Cluster input breaks a platform rule; raised at preview
+    ├── ArgsError (ValueError)       a workload component's arguments break a rule; every violation at once
+    │   └── PlacementRefused         the preemptible placement guard refuses a pod spec
+    ├── CorruptCheckpoint            a checkpoint's manifest and files disagree (the in-container runtime)
+    ├── DrillError                   a preemption drill could not be played
+    ├── EngineError (RuntimeError)   a Pulumi operation the command line ran failed; the cause on one line
+    └── TwinError (RuntimeError)     the emulator's Kubernetes twin cannot do what was asked
+        └── BinariesMissing          the twin's control plane programs are not built
+
+The errors of a subpackage are importable from it too (``together_clusters.provider.NotFoundError`` is
+``together_clusters.errors.NotFoundError``); this module is where they are defined and documented. A typed
+error is never re-raised as a less specific one: context is added with ``raise ... from`` or ``add_note``.
+
+No message, ``repr`` or ``str`` of these ever contains the API key: errors carry only what the
+server said and what we asked for, never request headers. This module imports only the standard library,
+so the in-container checkpoint runtime can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class TogetherError(Exception):
+    """Base of every error this distribution raises on purpose."""
+
+
+# --- the compute API and the Cluster resource ---------------------------------------------------
+
+
+class APIError(TogetherError):
+    """The API answered with an error status.
+
+    Attributes: ``status_code``, ``message`` (the API's own words), ``request_id`` (the server's
+    ``x-request-id``, quote it to support), ``method`` and ``url`` of the request, ``param`` (the
+    field the API blames, when it says) and ``retry_after`` (the server's hint in seconds).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        request_id: str | None = None,
+        method: str | None = None,
+        url: str | None = None,
+        param: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        self.message = message
+        self.status_code = status_code
+        self.request_id = request_id
+        self.method = method
+        self.url = url
+        self.param = param
+        self.retry_after = retry_after
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f" {self.method} {self.url}" if self.method and self.url else ""
+        request = f" (request id {self.request_id})" if self.request_id else ""
+        return f"Together API error {self.status_code}{where}: {self.message}{request}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(status_code={self.status_code}, message={self.message!r})"
+
+
+class AuthenticationError(APIError):
+    """401 or 403: the API key is missing, wrong, or may not do this."""
+
+
+class NotFoundError(APIError):
+    """404: the cluster does not exist, or belongs to another project."""
+
+
+class ValidationError(APIError):
+    """400 or 422: the API refused the request; ``param`` names the field when the API says."""
+
+
+class ConflictError(APIError):
+    """409: the request conflicts with current state, such as a cluster name already in use."""
+
+
+class RateLimitError(APIError):
+    """429 after every retry; ``retry_after`` is the server's last hint in seconds."""
+
+
+class ServerError(APIError):
+    """5xx after every retry."""
+
+
+class TransportError(TogetherError):
+    """No usable answer reached us: connection refused or reset, or a timeout."""
+
+
+class UnreadableReplyError(TransportError):
+    """A success status with a body we could not read (truncated, not JSON, not the expected shape).
+
+    For a create this is an ambiguous outcome: the cluster may exist. It is reconciled, never re-sent.
+    """
+
+
+class AmbiguousCreateError(TogetherError):
+    """A create whose outcome could not be established. The message says which name to look for."""
+
+
+class WaitTimeoutError(TogetherError):
+    """A wait for a cluster state passed its deadline."""
+
+
+class ProvisioningFailedError(TogetherError):
+    """The cluster reached a failed phase (acceptance or NCCL tests) and will not become Ready."""
+
+
+class ConfigurationError(TogetherError):
+    """The package is not configured: no API key, or an unusable base URL."""
+
+
+class WrongTargetError(ConfigurationError):
+    """The API endpoint or the key's project is not the one the cluster was created with.
+
+    Raised instead of reading a 404 from the wrong place as "deleted".
+    """
+
+
+class InputError(TogetherError, ValueError):
+    """A resource input breaks a platform rule. Raised at preview, before anything is spent.
+
+    ``field`` and ``value`` name the offending input; the message says how to fix it.
+    """
+
+    def __init__(self, field: str, value: object, message: str) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(message)
+
+
+# --- workload components ------------------------------------------------------------------------
+
+
+class ArgsError(TogetherError, ValueError):
+    """A workload component's arguments break a rule. Raised at construction, so at preview.
+
+    ``owner`` names the component; ``violations`` holds every problem found (each printable on one line,
+    naming the field, the value and the fix), not only the first. A ``ValueError`` too, as it always was.
+    """
+
+    def __init__(self, owner: str, violations: Sequence[object], *, headline: str | None = None) -> None:
+        self.owner = owner
+        self.violations = tuple(violations)
+        if headline is None and len(self.violations) == 1:
+            super().__init__(f"{owner}: {self.violations[0]}")
+            return
+        lines = "\n".join(f"  - {v}" for v in self.violations)
+        super().__init__(f"{headline or f'{owner}: invalid arguments'}:\n{lines}")
+
+
+class PlacementRefused(ArgsError):
+    """The preemptible placement guard refuses a workload's pod spec (at construction, so at preview)."""
+
+    def __init__(self, owner: str, violations: Sequence[object]) -> None:
+        super().__init__(owner, violations, headline=f"{owner} refused by the preemptible placement guard")
+
+
+class CorruptCheckpoint(TogetherError):
+    """A checkpoint's manifest or files do not agree."""
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+class DrillError(TogetherError):
+    """The drill could not be played (no preemptible node, an unknown node, the emulator refused)."""
+
+
+class EngineError(TogetherError, RuntimeError):
+    """A Pulumi operation failed; the message is the cause, on one line."""
+
+
+# --- the emulator's Kubernetes twin -------------------------------------------------------------
+
+
+class TwinError(TogetherError, RuntimeError):
+    """The Kubernetes twin could not do what was asked (start a control plane, reach it in time)."""
+
+
+class BinariesMissing(TwinError):
+    """The control plane programs are not built."""
