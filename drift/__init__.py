@@ -12,3 +12,8 @@ Pure cores: the classification (``classify``), the results of a fleet (``results
 ``status_render``). Shells: the engine (``workspace``, ``observe``, ``fleet``), the API (``live``) and
 matplotlib (``plot``).
 """
+
+if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py
+    from together_clusters._identity import refuse
+
+    refuse(__name__)
