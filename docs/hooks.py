@@ -3,7 +3,9 @@
 A reference page holds a marker comment, ``<!-- generated: NAME -->``, which is replaced by the
 Markdown that ``GENERATORS[NAME]`` builds from the code itself: the ``Cluster`` inputs from
 ``together_clusters.provider.schema.FIELDS``, its outputs from ``OUTPUT_NAMES`` (their types from the
-``Cluster`` class's annotations), and the command line from ``together_clusters.drift.cli.build_parser()``.
+``Cluster`` class's annotations), the command line from ``together_clusters.drift.cli.build_parser()``, and
+the components' args as mkdocstrings blocks, one per exported ``*Args`` dataclass and per type its fields
+use (mkdocstrings then renders each from its source).
 Nothing generated is committed. A marker with no generator, or a generator whose marker is missing
 from the page that should hold it, fails the build.
 """
@@ -11,9 +13,12 @@ from the page that should hold it, fails the build.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
+import typing
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 from mkdocs.exceptions import PluginError
@@ -124,7 +129,52 @@ def cli() -> str:
     return "\n".join(parts)
 
 
+# The components in the order a reader meets them; a component added later comes after these.
+COMPONENT_ORDER = ("BatchJob", "Sweep", "TrainingRun", "BatchInference", "CheckpointStore")
+
+
+def _reachable_types(root: type, into: list[type]) -> None:
+    """``root`` and every dataclass or enum its fields' annotations name, depth first, each once."""
+    if root in into:
+        return
+    into.append(root)
+    if dataclasses.is_dataclass(root):
+        for hint in typing.get_type_hints(root).values():
+            for named in _named_types(hint):
+                _reachable_types(named, into)
+
+
+def _named_types(hint: Any) -> list[type]:
+    found = [hint] if isinstance(hint, type) and (dataclasses.is_dataclass(hint) or issubclass(hint, Enum)) else []
+    for argument in typing.get_args(hint):
+        found += _named_types(argument)
+    return found
+
+
+def components_args() -> str:
+    """A mkdocstrings block per component's args dataclass (each exported ``<Component>Args`` of
+    ``together_clusters.components``), then one per dataclass or enum their fields use, wherever it is
+    defined, so a nested piece added or moved later is documented without editing the page."""
+    from together_clusters import components
+
+    exported = {name: getattr(components, name) for name in components.__all__}
+    args = [name for name in exported if name.endswith("Args") and dataclasses.is_dataclass(exported[name])]
+    args.sort(key=lambda n: (COMPONENT_ORDER.index(n[:-4]) if n[:-4] in COMPONENT_ORDER else len(COMPONENT_ORDER), n))
+    parts = []
+    for name in args:
+        parts.append(f"## {name[:-4]}\n\n::: together_clusters.components.{name}\n")
+    nested: list[type] = []
+    for name in args:
+        _reachable_types(exported[name], nested)
+    pieces = [t for t in nested if t not in {exported[n] for n in args}]
+    parts.append("## Shared pieces\n\nThe types the args' fields take, wherever they are defined.\n")
+    for piece in pieces:
+        parts.append(f"::: {piece.__module__}.{piece.__qualname__}\n")
+    return "\n".join(parts)
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
+    "components-args": components_args,
     "cluster-inputs": cluster_inputs,
     "cluster-outputs": cluster_outputs,
     "cli": cli,
