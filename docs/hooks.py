@@ -16,6 +16,8 @@ import argparse
 import dataclasses
 import os
 import re
+import subprocess
+import sys
 import typing
 from collections.abc import Callable
 from enum import Enum
@@ -173,7 +175,28 @@ def components_args() -> str:
     return "\n".join(parts)
 
 
+# The package's other commands, documented by their own --help (their parsers are built inside main()).
+MODULE_COMMANDS = ("together_clusters.emulator", "together_clusters.templates")
+
+
+def module_commands() -> str:
+    """``python -m MODULE --help`` of each of the package's other commands, as it prints it."""
+    parts = []
+    for module in MODULE_COMMANDS:
+        shown = subprocess.run(
+            [sys.executable, "-m", module, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env={**os.environ, "COLUMNS": HELP_COLUMNS},
+        )
+        parts.append(f"### python -m {module}\n\n```text\n{shown.stdout.rstrip()}\n```\n")
+    return "\n".join(parts)
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
+    "module-commands": module_commands,
     "components-args": components_args,
     "cluster-inputs": cluster_inputs,
     "cluster-outputs": cluster_outputs,
