@@ -22,7 +22,8 @@
     ├── DrillError                   a preemption drill could not be played
     ├── EngineError (RuntimeError)   a Pulumi operation the command line ran failed; the cause on one line
     └── TwinError (RuntimeError)     the emulator's Kubernetes twin cannot do what was asked
-        └── BinariesMissing          the twin's control plane programs are not built
+        ├── BinariesMissing          the twin's control plane programs are not built
+        └── TwinTimeout (TimeoutError)  a control plane was not ready in time
 
 The errors of a subpackage are importable from it too (``together_clusters.provider.NotFoundError`` is
 ``together_clusters.errors.NotFoundError``); this module is where they are defined and documented. A typed
@@ -220,3 +221,10 @@ class TwinError(TogetherError, RuntimeError):
 
 class BinariesMissing(TwinError):
     """The control plane programs are not built."""
+
+
+class TwinTimeout(TwinError, TimeoutError):
+    """A wait for the twin (a cluster's control plane to be ready) passed its deadline.
+
+    A ``TimeoutError`` too, as it was before the twin's errors joined this tree.
+    """
