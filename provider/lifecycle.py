@@ -39,12 +39,14 @@ def create_or_explain_conflict(client: TogetherClient, request: ClusterCreateReq
         ]
         if not holders:
             raise
-        raise TogetherError(
+        # Still a ConflictError (status, request id and all), saying which cluster holds the name.
+        exc.restate(
             f"{exc.message} (HTTP {exc.status_code}): cluster {holders[0]} already has the name "
             f"{request.cluster_name!r}. If it is this stack's (e.g. from an interrupted `pulumi up`), adopt it "
             f"by setting adopt_cluster_id='{holders[0]}' on the Cluster; otherwise choose another cluster_name "
             f"or delete it (`tg clusters delete {holders[0]}`)."
-        ) from exc
+        )
+        raise
 
 
 def wait_ready(client: TogetherClient, cluster_id: str, timeout_s: float) -> Cluster:
@@ -120,21 +122,29 @@ def delete_and_wait(client: TogetherClient, cluster_id: str, timeout_s: float = 
     )
 
 
-def cleanup_failed_create(client: TogetherClient, cluster_id: str, cause: Exception) -> TogetherError:
+def cleanup_failed_create(client: TogetherClient, cluster_id: str, cause: Exception) -> Exception:
     """Delete a cluster whose create did not finish, so nothing is left running outside the state.
 
-    Returns the error to raise: the cause, with what happened to the cluster.
+    Returns the error to raise: the cause, with what happened to the cluster in its message. One of ours
+    keeps its type (``except WaitTimeoutError`` still catches a create that timed out); anything else, a
+    bug, is wrapped in a ``TogetherError`` whose cause it is.
     """
     report(f"cluster {cluster_id} did not become Ready ({cause}); deleting it so nothing is left running")
     try:
         delete_and_wait(client, cluster_id)
     except Exception as cleanup_error:  # noqa: BLE001 - any failure here must reach the user with the id
-        return TogetherError(
-            f"Creating the cluster failed: {cause}. Cluster {cluster_id} was created and could NOT be "
-            f"deleted ({cleanup_error}); it may still be running and billed. Delete it with "
-            f"`tg clusters delete {cluster_id}` (or DELETE /v1/compute/clusters/{cluster_id}), "
-            f"or adopt it into this stack by setting adopt_cluster_id='{cluster_id}' on the Cluster."
+        outcome = (
+            f"Cluster {cluster_id} was created and could NOT be deleted ({cleanup_error}); it may still be "
+            f"running and billed. Delete it with `tg clusters delete {cluster_id}` (or DELETE "
+            f"/v1/compute/clusters/{cluster_id}), or adopt it into this stack by setting "
+            f"adopt_cluster_id='{cluster_id}' on the Cluster."
         )
-    return TogetherError(
-        f"Creating the cluster failed: {cause}. Cluster {cluster_id} was deleted; nothing is left running."
-    )
+    else:
+        outcome = f"Cluster {cluster_id} was deleted; nothing is left running."
+    message = f"Creating the cluster failed: {cause}. {outcome}"
+    if isinstance(cause, TogetherError):
+        cause.restate(message)
+        return cause
+    wrapped = TogetherError(message)
+    wrapped.__cause__ = cause
+    return wrapped

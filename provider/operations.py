@@ -78,7 +78,7 @@ def create(props: dict[str, Any]) -> CreateResult:
         try:
             cluster = lifecycle.wait_ready(client, cluster_id, _timeout_s(inputs))
         except Exception as exc:
-            raise lifecycle.cleanup_failed_create(client, cluster_id, exc) from exc
+            raise lifecycle.cleanup_failed_create(client, cluster_id, exc)  # noqa: B904 - exc itself, restated
     return CreateResult(str(cluster.cluster_id), _state(inputs, cluster, identity))
 
 

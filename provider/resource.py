@@ -87,15 +87,19 @@ class ClusterArgs:
     The code owns these desired values; the platform owns the live ones, which are outputs.
     ``num_gpus`` is the standard (on-demand) GPU count and must be at least 8 (one standard node);
     ``num_preemptible_gpus`` is the preemptible target, filled as capacity allows.
+
+    Written out by hand so that a type checker and an IDE see each field; ``provider/schema.py``
+    (``FIELDS``) is the list they follow, with the same order, required fields and defaults (a test holds
+    them together). ``None`` means the schema's default.
     """
 
     cluster_name: pulumi.Input[str]
     region: pulumi.Input[str]
     gpu_type: pulumi.Input[str]
     num_gpus: pulumi.Input[int]
-    num_preemptible_gpus: pulumi.Input[int] | None = None
-    billing_type: pulumi.Input[str] | None = None
-    cluster_type: pulumi.Input[str] | None = None
+    num_preemptible_gpus: pulumi.Input[int] | None = 0
+    billing_type: pulumi.Input[str] | None = "ON_DEMAND"
+    cluster_type: pulumi.Input[str] | None = "KUBERNETES"
     project_id: pulumi.Input[str] | None = None
     nvidia_version_id: pulumi.Input[str] | None = None
     cuda_version: pulumi.Input[str] | None = None
@@ -109,7 +113,7 @@ class ClusterArgs:
     reservation_start_time: pulumi.Input[str] | None = None
     reservation_end_time: pulumi.Input[str] | None = None
     slurm_shm_size_gib: pulumi.Input[int] | None = None
-    ready_timeout_minutes: pulumi.Input[float] | None = None
+    ready_timeout_minutes: pulumi.Input[float] | None = 60
     adopt_cluster_id: pulumi.Input[str] | None = None
 
 
@@ -119,7 +123,9 @@ class Cluster(Resource, module=RESOURCE_MODULE, name=RESOURCE_NAME):
     Outputs: ``cluster_id`` (also the resource id), ``status``, ``phase``,
     ``desired_preemptible_gpus``, ``allocated_preemptible_gpus``, ``preemptible_shortfall_gpus``,
     ``standard_nodes``, ``preemptible_nodes``, ``recent_preemptions``, ``last_preempted_at``,
-    ``kube_config`` (secret) and ``created_at``, plus every input.
+    ``kube_config`` (secret), ``created_at``, and where the cluster lives: ``api_endpoint``,
+    ``api_project_id`` and ``api_organization_id`` (refresh, update and delete refuse another endpoint or
+    project); plus every input. The annotations follow ``OUTPUT_NAMES`` in ``provider/schema.py``.
     """
 
     cluster_id: pulumi.Output[str]
@@ -134,6 +140,9 @@ class Cluster(Resource, module=RESOURCE_MODULE, name=RESOURCE_NAME):
     last_preempted_at: pulumi.Output[str | None]
     kube_config: pulumi.Output[str]
     created_at: pulumi.Output[str]
+    api_endpoint: pulumi.Output[str]
+    api_project_id: pulumi.Output[str | None]
+    api_organization_id: pulumi.Output[str | None]
     num_gpus: pulumi.Output[int]
     num_preemptible_gpus: pulumi.Output[int]
 

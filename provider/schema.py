@@ -13,6 +13,10 @@ in-place (``UPDATE``) fields can change outside Pulumi, so only they are taken f
 ``REPLACE`` field the server spells differently, e.g. a normalised ``cuda_version``, is no change).
 ``replace_when`` marks an ``UPDATE`` field some of whose changes the API cannot make in place.
 ``catalog`` marks inputs checked against the region catalog at preview, and only when they change.
+
+This table and ``OUTPUT_NAMES`` are the one list of the resource's fields. ``ClusterArgs`` and the output
+annotations of ``Cluster`` (``provider/resource.py``) spell them out again by hand, so that type checkers
+and IDEs see them; ``tests/provider/test_schema.py`` fails when one changes without the other.
 """
 
 from __future__ import annotations
@@ -115,7 +119,6 @@ _FIELDS = (
 )
 
 FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _FIELDS}
-INPUT_NAMES: tuple[str, ...] = tuple(FIELDS)
 
 # Outputs computed from the live cluster. They never take part in a diff.
 OUTPUT_NAMES: tuple[str, ...] = (

@@ -22,11 +22,14 @@
     ├── DrillError                   a preemption drill could not be played
     ├── EngineError (RuntimeError)   a Pulumi operation the command line ran failed; the cause on one line
     └── TwinError (RuntimeError)     the emulator's Kubernetes twin cannot do what was asked
-        └── BinariesMissing          the twin's control plane programs are not built
+        ├── BinariesMissing          the twin's control plane programs are not built
+        └── TwinTimeout (TimeoutError)  a control plane was not ready in time
 
 The errors of a subpackage are importable from it too (``together_clusters.provider.NotFoundError`` is
 ``together_clusters.errors.NotFoundError``); this module is where they are defined and documented. A typed
-error is never re-raised as a less specific one: context is added with ``raise ... from`` or ``add_note``.
+error is never re-raised as a less specific one: context is added with ``raise ... from``, ``add_note``, or
+:meth:`TogetherError.restate` when the context belongs in the message itself (``str()`` is the one line the
+engine and the command line show; notes appear only in a traceback).
 
 No message, ``repr`` or ``str`` of these ever contains the API key: errors carry only what the
 server said and what we asked for, never request headers. This module imports only the standard library,
@@ -40,6 +43,14 @@ from collections.abc import Sequence
 
 class TogetherError(Exception):
     """Base of every error this distribution raises on purpose."""
+
+    def restate(self, message: str) -> None:
+        """Make ``message`` this error's whole message, keeping its type, attributes and traceback.
+
+        For context that a user must read in ``str()`` (a cluster left running, the way out), where a
+        wrapper of another type would stop ``except`` clauses of the original type from catching it.
+        """
+        self.args = (message,)
 
 
 # --- the compute API and the Cluster resource ---------------------------------------------------
@@ -71,9 +82,16 @@ class APIError(TogetherError):
         self.url = url
         self.param = param
         self.retry_after = retry_after
+        self._restated: str | None = None
         super().__init__(str(self))
 
+    def restate(self, message: str) -> None:
+        self._restated = message
+        super().restate(message)
+
     def __str__(self) -> str:
+        if self._restated is not None:
+            return self._restated
         where = f" {self.method} {self.url}" if self.method and self.url else ""
         request = f" (request id {self.request_id})" if self.request_id else ""
         return f"Together API error {self.status_code}{where}: {self.message}{request}"
@@ -203,3 +221,10 @@ class TwinError(TogetherError, RuntimeError):
 
 class BinariesMissing(TwinError):
     """The control plane programs are not built."""
+
+
+class TwinTimeout(TwinError, TimeoutError):
+    """A wait for the twin (a cluster's control plane to be ready) passed its deadline.
+
+    A ``TimeoutError`` too, as it was before the twin's errors joined this tree.
+    """

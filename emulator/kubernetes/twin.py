@@ -25,6 +25,8 @@ from typing import Any, cast
 from kubernetes.client import ApiClient, ApiextensionsV1Api, Configuration, CoreV1Api, StorageV1Api
 from kubernetes.client.exceptions import ApiException
 
+from together_clusters.errors import TwinError, TwinTimeout
+
 from . import jobset, kwok_config, preemption
 from .binaries import Binaries
 from .controlplane import ControlPlane
@@ -141,7 +143,11 @@ class Twin:
             ]
 
     def wait_ready(self, cluster_id: str, timeout: float = 120.0) -> None:
-        """Block until the cluster's control plane runs its controllers (for tests and tools)."""
+        """Block until the cluster's control plane runs its controllers (for tests and tools).
+
+        Raises ``TwinTimeout`` (a ``TimeoutError``) after ``timeout`` seconds, ``TwinError`` once the twin
+        has given up on the control plane.
+        """
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
@@ -149,9 +155,9 @@ class Twin:
                 if plane is not None and plane.phase == "ready":
                     return
                 if plane is not None and plane.phase == "failed":
-                    raise RuntimeError("; ".join(self.errors))
+                    raise TwinError("; ".join(self.errors))
             time.sleep(0.1)
-        raise TimeoutError(f"the control plane of cluster {cluster_id} was not ready after {timeout:g}s")
+        raise TwinTimeout(f"the control plane of cluster {cluster_id} was not ready after {timeout:g}s")
 
     # --- the loop -------------------------------------------------------------------------------------
 

@@ -6,8 +6,13 @@ from __future__ import annotations
 import pytest
 
 from together_clusters.emulator.server import start_emulator
-from together_clusters.provider import TogetherError, settings
-from together_clusters.provider.errors import InputError
+from together_clusters.provider import settings
+from together_clusters.provider.errors import (
+    ConflictError,
+    InputError,
+    ProvisioningFailedError,
+    WaitTimeoutError,
+)
 from together_clusters.provider.resource import ClusterProvider, forget_catalog
 from together_clusters.provider.schema import with_defaults
 
@@ -112,7 +117,8 @@ def test_read_of_a_cluster_deleted_out_of_band_leaves_state(admin):
 @pytest.mark.parametrize("outcome", ["acceptance_tests_failed", "nccl_tests_failed"])
 def test_failed_provisioning_leaves_no_cluster_behind(admin, outcome):
     admin.add_provisioning_fault(outcome, count=1)
-    with pytest.raises(TogetherError) as caught:
+    # The cleanup's outcome is added to the error, whose type stays: `except ProvisioningFailedError` works.
+    with pytest.raises(ProvisioningFailedError) as caught:
         ClusterProvider().create(inputs(cluster_name=f"doomed-{outcome[:4]}"))
     message = str(caught.value)
     assert "FAILED" in message
@@ -123,9 +129,10 @@ def test_failed_provisioning_leaves_no_cluster_behind(admin, outcome):
 
 def test_create_that_never_gets_ready_times_out_and_cleans_up(admin):
     admin.add_provisioning_fault("stuck", count=1)
-    with pytest.raises(TogetherError) as caught:
+    with pytest.raises(WaitTimeoutError) as caught:
         ClusterProvider().create(inputs(cluster_name="stuck", ready_timeout_minutes=0.05))
     assert "not done after 3s" in str(caught.value)
+    assert "was deleted; nothing is left running" in str(caught.value)
     admin.advance(3600)
     assert admin.clusters() == []
 
@@ -135,7 +142,7 @@ def test_when_cleanup_fails_too_the_error_gives_the_id_and_the_way_out(admin):
     # Retry-After: 0, so the client's retries of the failing DELETE come at once instead of backing off
     # for ~20 s: what matters here is the error after they are spent.
     admin.add_fault(status=500, count=50, method="DELETE", retry_after=0)
-    with pytest.raises(TogetherError) as caught:
+    with pytest.raises(ProvisioningFailedError) as caught:
         ClusterProvider().create(inputs(cluster_name="orphan-risk"))
     (cluster,) = admin.clusters()
     message = str(caught.value)
@@ -177,10 +184,10 @@ def test_name_taken_by_a_cluster_outside_the_state_says_how_to_adopt_it(admin, e
 
     with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
         stray = client.create_cluster(create_request(inputs(cluster_name="interrupted")))
-    with pytest.raises(TogetherError) as caught:
+    with pytest.raises(ConflictError) as caught:
         ClusterProvider().create(inputs(cluster_name="interrupted"))
     message = str(caught.value)
-    assert "HTTP 409" in message
+    assert caught.value.status_code == 409 and "HTTP 409" in message
     assert f"adopt_cluster_id='{stray.cluster_id}'" in message
     assert len(admin.clusters()) == 1
 
