@@ -8,12 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests import _engine
 
@@ -137,15 +139,25 @@ def installed(
     distributions: Distributions, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[InstalledVenv]:
     """A fresh virtualenv outside the repository with the wheel and its ``emulator`` extra installed from
-    the file (pip's cache serves the dependencies): a user's project deploying against the emulator."""
+    the file (pip's cache serves the dependencies): a user's project deploying against the emulator, on the
+    Pulumi versions of the engine the repository builds (it has no other kubernetes plugin, and downloads
+    none)."""
     home = tmp_path_factory.mktemp("user")
     assert not home.resolve().is_relative_to(ROOT)
     env = InstalledVenv(home / "venv")
     venv.EnvBuilder(with_pip=True).create(env.path)
-    _check(
-        env.run(env.python, "-m", "pip", "install", "--quiet", f"{distributions.wheel}[emulator]", cwd=home)
-    )
+    wheel = f"{distributions.wheel}[emulator]"
+    _check(env.run(env.python, "-m", "pip", "install", "--quiet", wheel, *engine_pins(), cwd=home))
     yield env
+
+
+def engine_pins() -> list[str]:
+    """The ``pulumi==`` and ``pulumi-kubernetes==`` pins of the ``test`` extra: the versions scripts/install-engine
+    builds the engine and the kubernetes plugin at."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins = [r for r in map(Requirement, extras["test"]) if r.name in ("pulumi", "pulumi-kubernetes")]
+    assert [str(s.operator) for r in pins for s in r.specifier] == ["==", "=="], pins
+    return [str(r) for r in pins]
 
 
 def fresh_venv(path: Path, *requirements: str | Path) -> InstalledVenv:
