@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
+from together_clusters.errors import MissingExtraError
 from together_clusters.provider.client import TogetherClient
 from together_clusters.provider.errors import TogetherError
 
@@ -224,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_drift(args) if args.command == "drift" else run_status(args)
     except (EngineError, TogetherError, OSError) as exc:
         message = " ".join(str(exc).split())
-        if isinstance(exc, TogetherError) and not isinstance(exc, EngineError):
+        if isinstance(exc, TogetherError) and not isinstance(exc, EngineError | MissingExtraError):
             message = f"the Together API failed: {message}"
         print(f"together-clusters {args.command}: error: {message}", file=sys.stderr)
         if args.json:

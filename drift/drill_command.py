@@ -9,8 +9,10 @@ from typing import Any
 
 import httpx
 
+from together_clusters._extras import requires_extra
 from together_clusters.components.platform import GRACE_PERIOD_LIMIT_SECONDS
 from together_clusters.emulator.kubernetes.options import TerminationMode
+from together_clusters.errors import MissingExtraError
 
 from .drill_report import drill_json, drill_text
 
@@ -88,10 +90,15 @@ def add_parser(sub: Any) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """The ``drill`` subcommand: 0 every workload survived, 3 one did not, 1 the drill could not run."""
-    from kubernetes import config
-    from kubernetes.client.exceptions import ApiException
+    try:
+        with requires_extra("drill", "together-clusters drill"):
+            from kubernetes import config
+            from kubernetes.client.exceptions import ApiException
 
-    from .drill import DrillArgs, DrillError, run_drill
+            from .drill import DrillArgs, DrillError, run_drill
+    except MissingExtraError as error:
+        print(f"together-clusters drill: error: {error}", file=sys.stderr)
+        return 1
 
     if ns.twin is None and ns.termination != TerminationMode.EVICTION.value:
         print(

@@ -5,17 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from together_clusters._extras import requires_extra
+
 from .timeline import Timeline
 
 
 def write_png(path: str | Path, stack: str, timelines: Sequence[tuple[str, Timeline]]) -> Path:
     """One panel per cluster: allocated preemptible GPUs as a step line, the desired count dashed,
     preemptions as red markers. Returns the path written."""
-    import matplotlib
+    with requires_extra("plot", "the status chart (--png)"):
+        import matplotlib
 
-    matplotlib.use("Agg")  # before pyplot: CI and servers have no display
-    import matplotlib.dates as mdates
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")  # before pyplot: CI and servers have no display
+        import matplotlib.dates as mdates
+        import matplotlib.pyplot as plt
 
     panels = max(len(timelines), 1)
     fig, axes = plt.subplots(panels, 1, figsize=(10, 3.2 * panels), squeeze=False, sharex=False)

@@ -7,16 +7,18 @@ import signal
 import sys
 from types import FrameType
 
-import uvicorn
+from together_clusters._extras import requires_extra
+from together_clusters.errors import MissingExtraError
 
 from .kubernetes.options import add_kubernetes_args, twin_options
 from .lifecycle import DEFAULT_SPEED
-from .server import base_url_of, bind_socket, make_platform, uvicorn_config
 from .store import Store
+
+PROG = "python -m together_clusters.emulator"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m together_clusters.emulator", description=__doc__)
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
     parser.add_argument("--port", type=int, required=True, help="port to listen on; 0 picks a free one")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--state", default=None, help="SQLite file holding the platform across restarts")
@@ -54,6 +56,18 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    try:
+        serve(args)
+    except MissingExtraError as error:
+        sys.exit(f"{PROG}: error: {error}")
+
+
+def serve(args: argparse.Namespace) -> None:
+    """Serve until SIGINT or SIGTERM."""
+    with requires_extra("emulator", "the emulator"):
+        import uvicorn
+
+        from .server import base_url_of, bind_socket, make_platform, uvicorn_config
     store = Store(args.state) if args.state else None
     platform = make_platform(
         twin_options(args),

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from together_clusters._extras import requires_extra
+
 from .admin_client import AdminClient
 from .app import asgi_app
 from .state import Platform
@@ -39,7 +41,9 @@ def make_platform(kubernetes: bool | TwinOptions | None = False, **platform_args
         return Platform(**platform_args)
     # Imported here: the lightweight emulator never loads the Kubernetes client.
     from .kubernetes.options import TwinOptions
-    from .kubernetes.platform import TwinnedPlatform, data_root_for
+
+    with requires_extra("twin", "the emulator's Kubernetes twin (--kubernetes)"):
+        from .kubernetes.platform import TwinnedPlatform, data_root_for
 
     store = platform_args.get("store")
     return TwinnedPlatform(

@@ -15,6 +15,7 @@
     ├── ProvisioningFailedError      the cluster reached a phase it will not leave (tests failed)
     ├── ConfigurationError           the package is not set up: no API key, bad base URL
     │   └── WrongTargetError         the API endpoint or project differs from the one in the state
+    ├── MissingExtraError (ImportError)  a feature's optional extra is not installed; names the pip install
     ├── InputError (ValueError)      a Cluster input breaks a platform rule; raised at preview
     ├── ArgsError (ValueError)       a workload component's arguments break a rule; every violation at once
     │   └── PlacementRefused         the preemptible placement guard refuses a pod spec
@@ -168,6 +169,27 @@ class InputError(TogetherError, ValueError):
         self.field = field
         self.value = value
         super().__init__(message)
+
+
+class MissingExtraError(TogetherError, ImportError):
+    """A feature needs an optional extra that is not installed (raised where the feature is first used).
+
+    ``feature`` names what was asked for, ``extra`` the extra that brings it, ``distribution`` the installed
+    distribution that declares the extra, ``name`` (as for any ImportError) the module that is missing. The
+    message is one line ending in the command that fixes it: ``pip install '<distribution>[<extra>]'``.
+    """
+
+    def __init__(self, feature: str, extra: str, distribution: str, module: str | None) -> None:
+        self.feature = feature
+        self.extra = extra
+        self.distribution = distribution
+        missing = f" ({module} is not installed)" if module else ""
+        super().__init__(f"{feature} needs the '{extra}' extra{missing}: {self.install_command}", name=module)
+
+    @property
+    def install_command(self) -> str:
+        """The command that installs the missing extra."""
+        return f"pip install '{self.distribution}[{self.extra}]'"
 
 
 # --- workload components ------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from together_clusters._extras import requires_extra
+
 from .digests import Written
 from .hashing import ChunkHasher
 from .threads import start_in
@@ -214,7 +216,8 @@ def transfer_config(**overrides: Any) -> Any:
 
     Memory per upload is about ``multipart_chunksize * max_concurrency``.
     """
-    from boto3.s3.transfer import TransferConfig
+    with requires_extra("s3", "S3 checkpoints"):
+        from boto3.s3.transfer import TransferConfig
 
     settings: dict[str, Any] = {
         "multipart_threshold": CHUNK_BYTES,
@@ -247,7 +250,8 @@ class S3Backend:
         download_config: Any | None = None,
     ) -> None:
         if client is None:
-            import boto3  # deferred: only S3 users need boto3 in their image
+            with requires_extra("s3", "S3 checkpoints"):
+                import boto3  # deferred: only S3 users need boto3 in their image
 
             client = boto3.client("s3", endpoint_url=endpoint_url, region_name=region_name)
         self.client = client

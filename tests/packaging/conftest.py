@@ -8,12 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests import _engine
 
@@ -43,10 +45,16 @@ class InstalledVenv:
 
     def run(self, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
         """Run a command of this virtualenv with nothing of the repository on the path."""
+        return self.run_with({}, *args, cwd=cwd)
+
+    def run_with(
+        self, environ: dict[str, str], *args: str | Path, cwd: Path
+    ) -> subprocess.CompletedProcess[str]:
+        """:meth:`run` with ``environ`` added to the environment."""
         return subprocess.run(
             [str(a) for a in args],
             cwd=cwd,
-            env=clean_env(),
+            env={**clean_env(), **environ},
             capture_output=True,
             text=True,
             timeout=600,
@@ -90,11 +98,8 @@ def _source_tree(into: Path) -> Path:
     return into
 
 
-@pytest.fixture(scope="session")
-def distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
-    """``python -m build``: the sdist from the checkout, then the wheel from the sdist (the front end's default)."""
-    outdir = tmp_path_factory.mktemp("dist")
-    source = _source_tree(tmp_path_factory.mktemp("source"))
+def _build(source: Path, outdir: Path) -> Distributions:
+    """``python -m build``: the sdist from ``source``, then the wheel from the sdist (the front end's default)."""
     _check(
         subprocess.run(
             [sys.executable, "-m", "build", "--outdir", str(outdir), str(source)],
@@ -112,14 +117,70 @@ def distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
 
 
 @pytest.fixture(scope="session")
+def source_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkout's files as a clone would have them (see ``_source_tree``)."""
+    return _source_tree(tmp_path_factory.mktemp("source"))
+
+
+@pytest.fixture(scope="session")
+def distributions(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Distributions:
+    """``python -m build``: the sdist from the checkout, then the wheel from the sdist (the front end's default)."""
+    return _build(source_tree, tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def runtime_distributions(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Distributions:
+    """``python -m build runtime/``: the checkpoint runtime's own distribution, ``together-gpu-checkpoint``."""
+    return _build(source_tree / "runtime", tmp_path_factory.mktemp("runtime-dist"))
+
+
+@pytest.fixture(scope="session")
 def installed(
     distributions: Distributions, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[InstalledVenv]:
-    """A fresh virtualenv outside the repository with the wheel installed from the file (pip's cache serves
-    the dependencies)."""
+    """A fresh virtualenv outside the repository with the wheel and its ``emulator`` extra installed from
+    the file (pip's cache serves the dependencies): a user's project deploying against the emulator, on the
+    Pulumi versions of the engine the repository builds (it has no other kubernetes plugin, and downloads
+    none)."""
     home = tmp_path_factory.mktemp("user")
     assert not home.resolve().is_relative_to(ROOT)
     env = InstalledVenv(home / "venv")
     venv.EnvBuilder(with_pip=True).create(env.path)
-    _check(env.run(env.python, "-m", "pip", "install", "--quiet", distributions.wheel, cwd=home))
+    wheel = f"{distributions.wheel}[emulator]"
+    _check(env.run(env.python, "-m", "pip", "install", "--quiet", wheel, *engine_pins(), cwd=home))
     yield env
+
+
+def engine_pins() -> list[str]:
+    """The ``pulumi==`` and ``pulumi-kubernetes==`` pins of the ``test`` extra: the versions scripts/install-engine
+    builds the engine and the kubernetes plugin at."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins = [r for r in map(Requirement, extras["test"]) if r.name in ("pulumi", "pulumi-kubernetes")]
+    assert [str(s.operator) for r in pins for s in r.specifier] == ["==", "=="], pins
+    return [str(r) for r in pins]
+
+
+def fresh_venv(path: Path, *requirements: str | Path) -> InstalledVenv:
+    """A virtualenv at ``path`` (outside the repository) holding only ``requirements`` and their dependencies:
+    no pip or setuptools of its own (the suite's pip installs into it with ``--python``), so its
+    site-packages is exactly what a user's install brings."""
+    assert not path.resolve().is_relative_to(ROOT)
+    env = InstalledVenv(path)
+    venv.EnvBuilder(with_pip=False).create(env.path)
+    pip = [sys.executable, "-m", "pip", "--python", env.python, "install", "--quiet", *requirements]
+    _check(env.run(*pip, cwd=path))
+    return env
+
+
+def site_packages(env: InstalledVenv) -> Path:
+    (found,) = env.path.glob("lib/python*/site-packages")
+    return found
+
+
+def tree_bytes(folder: Path, *, bytecode: bool = True) -> int:
+    """The bytes of every file under ``folder`` (``__pycache__`` folders left out unless ``bytecode``)."""
+    return sum(
+        f.stat().st_size
+        for f in folder.rglob("*")
+        if f.is_file() and not f.is_symlink() and (bytecode or "__pycache__" not in f.parts)
+    )
