@@ -1,0 +1,106 @@
+"""BatchInference's objects: a Deployment of draining workers, a Service and a budget when they apply."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..args import BatchInferenceArgs
+from ..checkpoint import contract
+from ..placement import placement_for
+from ..platform import ComputeClass
+from .common import (
+    Manifest,
+    _env,
+    _metadata,
+    _pod_labels,
+    _positive,
+    _template_metadata,
+    labels_for,
+    pod_annotations,
+    selector_for,
+)
+from .pods import container, pod_spec
+
+DEFAULT_PRE_STOP_SECONDS = 5
+
+
+def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
+    """Request workers (Deployment) with a drain budget; a Service and preStop pause when they are routed
+    to; a PodDisruptionBudget only on standard nodes (see :class:`BatchInferenceArgs`)."""
+    deployment_name = args.deployment_name or name
+    _positive("replicas", args.replicas)
+    pre_stop = args.pre_stop_seconds
+    if pre_stop is None:
+        pre_stop = DEFAULT_PRE_STOP_SECONDS if args.service_port is not None else 0
+    if args.service_port is None and pre_stop:
+        raise ValueError(
+            f"pre_stop_seconds={pre_stop} without service_port: nothing routes to queue workers, so a "
+            "preStop pause only takes time from the drain; set service_port or leave pre_stop_seconds out"
+        )
+    if not 0 <= pre_stop < args.grace_period_seconds:
+        raise ValueError(
+            f"pre_stop_seconds={pre_stop} must be >= 0 and below "
+            f"grace_period_seconds={args.grace_period_seconds}: the preStop hook spends the grace period"
+        )
+    labels = labels_for(deployment_name, "inference-worker", args.labels)
+    selector = selector_for(deployment_name, "inference-worker")
+    budget = contract.drain_budget_seconds(args.grace_period_seconds, pre_stop)
+    extra: Manifest = {}
+    if pre_stop:
+        extra["lifecycle"] = {"preStop": {"sleep": {"seconds": pre_stop}}}
+    spec = args.container
+    if args.service_port is not None and args.service_port not in spec.ports.values():
+        spec = dataclasses.replace(spec, ports={**spec.ports, "serving": args.service_port})
+    main = container(spec, [_env(contract.ENV_DRAIN_BUDGET, str(budget))], extra=extra)
+    placement = placement_for(args.compute_class, selector, args.preemptible_taint)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(deployment_name, args.namespace, labels),
+        "spec": {
+            "replicas": args.replicas,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": _template_metadata(
+                    _pod_labels(labels, args.critical), pod_annotations(args.container)
+                ),
+                "spec": pod_spec(
+                    [main],
+                    placement,
+                    args.grace_period_seconds,
+                    service_account_name=args.service_account_name,
+                    container_specs=[args.container],
+                ),
+            },
+        },
+    }
+    objects: list[Manifest] = [deployment]
+    if args.service_port is not None:
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": _metadata(deployment_name, args.namespace, labels),
+                "spec": {
+                    "selector": dict(selector),
+                    "ports": [
+                        {"name": "serving", "port": args.service_port, "targetPort": args.service_port}
+                    ],
+                },
+            }
+        )
+    if args.compute_class is ComputeClass.STANDARD:
+        objects.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": _metadata(deployment_name, args.namespace, labels),
+                "spec": {
+                    "maxUnavailable": args.max_unavailable,
+                    "selector": {"matchLabels": selector},
+                    # A drain must not be blocked by workers that are not serving anyway.
+                    "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                },
+            }
+        )
+    return objects

@@ -1,0 +1,93 @@
+"""Helpers every builder shares: labels, metadata, environment entries, the names the component reserves."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..args import ContainerSpec
+from ..checkpoint import contract
+from ..platform import CRITICAL_LABEL
+
+Manifest = dict[str, Any]
+
+MAIN_CONTAINER = "main"
+CHECKPOINT_VOLUME = "checkpoints"
+TRIALS_VOLUME = "trials"
+TRIALS_MOUNT_PATH = "/etc/sweep"
+TRIALS_FILE = "trials.json"
+RUN_KEYS_FILE = "checkpoint-keys.json"
+RUN_KEY_DIGEST_CHARS = 12
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+RESERVED_ENV = frozenset(
+    value for key, value in vars(contract).items() if key.startswith("ENV_") and isinstance(value, str)
+)
+
+
+def labels_for(name: str, component: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Recommended labels of one part of a workload; the first two also select its pods."""
+    return {
+        "app.kubernetes.io/name": name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "pulumi",
+        **(extra or {}),
+    }
+
+
+def selector_for(name: str, component: str) -> dict[str, str]:
+    """The labels that select the pods of one part of a workload."""
+    return {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component}
+
+
+def _pod_labels(labels: Mapping[str, str], critical: bool) -> dict[str, str]:
+    return {**labels, CRITICAL_LABEL: "true"} if critical else dict(labels)
+
+
+def pod_annotations(spec: ContainerSpec, own: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The annotations of the pod running ``spec``: the user's, then the component's ``own`` (no clash)."""
+    clashes = sorted(set(spec.pod_annotations).intersection(own or {}))
+    if clashes:
+        raise ValueError(f"pod_annotations sets {', '.join(clashes)}, which the component sets itself")
+    return {**spec.pod_annotations, **(own or {})}
+
+
+def _template_metadata(labels: Mapping[str, str], annotations: Mapping[str, str]) -> Manifest:
+    metadata: Manifest = {"labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return metadata
+
+
+def _env(name: str, value: str) -> Manifest:
+    return {"name": name, "value": value}
+
+
+def _secret_env(name: str, secret: str, key: str, optional: bool = False) -> Manifest:
+    ref: Manifest = {"name": secret, "key": key}
+    if optional:
+        ref["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+
+
+def _index_env(name: str) -> Manifest:
+    path = f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> Manifest:
+    """Without a namespace, pulumi-kubernetes uses its provider's (``default`` if it has none)."""
+    metadata: Manifest = {"name": name, "labels": dict(labels)}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    return metadata
+
+
+def _at_least(name: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _positive(name: str, value: int) -> None:
+    _at_least(name, value, 1)

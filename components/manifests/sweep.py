@@ -1,0 +1,196 @@
+"""Sweep's objects: one attempt JobSet per trial, or a ConfigMap of trials and one Indexed Job."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+
+from ..args import SweepArgs
+from ..checkpoint import contract
+from ..placement import placement_for
+from .checkpoints import checkpoint_binding
+from .common import (
+    RUN_KEYS_FILE,
+    TRIALS_FILE,
+    TRIALS_MOUNT_PATH,
+    TRIALS_VOLUME,
+    Manifest,
+    _at_least,
+    _env,
+    _index_env,
+    _metadata,
+    _pod_labels,
+    _positive,
+    labels_for,
+    pod_annotations,
+    selector_for,
+)
+from .jobs import AttemptLimits, _job, attempt_job_set
+from .pods import container, pod_spec
+from .run_keys import run_definition, run_key
+
+
+def trial_run_keys(args: SweepArgs) -> list[str]:
+    """Each trial's run key (see :func:`run_key`): its index and a digest of the container and its parameters."""
+    return [
+        f"{run_key(args.run_id)}/trial-{i}"
+        if args.run_id is not None
+        else f"trial-{i}-{run_key(None, run_definition(args.container), dict(t))}"
+        for i, t in enumerate(args.trials)
+    ]
+
+
+def trials_config_map_data(args: SweepArgs) -> dict[str, str]:
+    """The trials' parameters and each trial's run key, as the ConfigMap's files."""
+    return {
+        TRIALS_FILE: json.dumps([dict(t) for t in args.trials], indent=2, sort_keys=True),
+        RUN_KEYS_FILE: json.dumps(trial_run_keys(args)),
+    }
+
+
+def trials_config_map_name(sweep_name: str, data: Mapping[str, str]) -> str:
+    """Named after its content, so new trials give a new ConfigMap and so a new Job."""
+    digest = hashlib.sha256(json.dumps(dict(data), sort_keys=True).encode()).hexdigest()[:8]
+    return f"{sweep_name}-trials-{digest}"
+
+
+def sweep(name: str, args: SweepArgs) -> list[Manifest]:
+    """One JobSet per trial (``fresh_job_per_attempt``, the default), or a ConfigMap of trial parameters and
+    an Indexed Job whose completion index selects the trial."""
+    sweep_name = args.sweep_name or name
+    if not args.trials:
+        raise ValueError("trials is empty: give at least one trial's parameters")
+    if args.parallelism is not None:
+        _positive("parallelism", args.parallelism)
+    _positive("grace_period_seconds", args.grace_period_seconds)
+    _at_least("backoff_limit_per_index", args.backoff_limit_per_index, 0)
+    count = len(args.trials)
+    max_failed = args.max_failed_indexes if args.max_failed_indexes is not None else (count + 1) // 2
+    if not 0 <= max_failed <= count:
+        raise ValueError(
+            f"max_failed_indexes must be between 0 and the number of trials ({count}), got {max_failed}"
+        )
+    if args.fresh_job_per_attempt:
+        return trial_job_sets(sweep_name, args)
+    labels = labels_for(sweep_name, "trial", args.labels)
+    data = trials_config_map_data(args)
+    config_map_name = trials_config_map_name(sweep_name, data)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(config_map_name, args.namespace, labels_for(sweep_name, "trials", args.labels)),
+        "data": data,
+    }
+    binding = checkpoint_binding(
+        args.checkpoint, sweep_name, args.keep_checkpoints, args.grace_period_seconds
+    )
+    env = [
+        _index_env(contract.ENV_TRIAL_INDEX),
+        _env(contract.ENV_TRIAL_PARAMETERS_FILE, f"{TRIALS_MOUNT_PATH}/{TRIALS_FILE}"),
+        *binding.env,
+    ]
+    if binding.env:
+        env.append(_env(contract.ENV_RUN_KEYS_FILE, f"{TRIALS_MOUNT_PATH}/{RUN_KEYS_FILE}"))
+    mounts = [{"name": TRIALS_VOLUME, "mountPath": TRIALS_MOUNT_PATH, "readOnly": True}, *binding.mounts]
+    volumes = [{"name": TRIALS_VOLUME, "configMap": {"name": config_map_name}}, *binding.volumes]
+    placement = placement_for(args.compute_class, selector_for(sweep_name, "trial"), args.preemptible_taint)
+    spec_of_pod = pod_spec(
+        [container(args.container, env, mounts)],
+        placement,
+        args.grace_period_seconds,
+        volumes,
+        "Never",
+        args.service_account_name,
+        [args.container],
+    )
+    job_fields: Manifest = {
+        "completionMode": "Indexed",
+        "completions": count,
+        "parallelism": count if args.parallelism is None else args.parallelism,
+        "backoffLimitPerIndex": args.backoff_limit_per_index,
+        "maxFailedIndexes": max_failed,
+    }
+    job = _job(
+        sweep_name,
+        args.namespace,
+        labels,
+        _pod_labels(labels, args.critical),
+        spec_of_pod,
+        job_fields,
+        args.non_retriable_exit_codes,
+        exit_code_action="FailIndex",
+        pod_annotations=pod_annotations(args.container, binding.pod_annotations),
+    )
+    return [config_map, job]
+
+
+def _refuse_sweep_wide_limits(args: SweepArgs) -> None:
+    """Trials that are JobSets of their own share no controller: nothing can cap or count them together."""
+    count = len(args.trials)
+    queued_fix = (
+        "or set fresh_job_per_attempt=False for one Indexed Job that queues the trials and counts their "
+        "failures (its replacements then wait on the Job controller's backoff, up to 10 minutes after "
+        "repeated preemptions)"
+    )
+    if args.parallelism is not None and args.parallelism < count:
+        raise ValueError(
+            f"parallelism={args.parallelism}: with fresh_job_per_attempt=True each of the {count} trials is a "
+            "JobSet of its own and all of them start at once (trials beyond the free GPUs wait Pending); "
+            f"leave parallelism unset, {queued_fix}"
+        )
+    if args.max_failed_indexes is not None and args.max_failed_indexes < count:
+        raise ValueError(
+            f"max_failed_indexes={args.max_failed_indexes}: with fresh_job_per_attempt=True each trial fails "
+            "on its own (after backoff_limit_per_index failures or a non-retriable exit code) and the others "
+            f"go on; leave max_failed_indexes unset, {queued_fix}"
+        )
+
+
+def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
+    """One attempt JobSet per trial, named ``<sweep>-<index>``: a preempted trial's Job is recreated at once.
+
+    Each pod gets its trial's index and parameters in its environment (TRIAL_INDEX, TRIAL_PARAMETERS) and
+    its run key in its checkpoint location, so a changed trial changes only its own JobSet.
+    """
+    _refuse_sweep_wide_limits(args)
+    labels = labels_for(sweep_name, "trial", args.labels)
+    placement = placement_for(args.compute_class, selector_for(sweep_name, "trial"), args.preemptible_taint)
+    pod_labels = _pod_labels(labels, args.critical)
+    job_sets = []
+    for index, (trial, key) in enumerate(zip(args.trials, trial_run_keys(args), strict=True)):
+        limits = AttemptLimits.one_pod(
+            args.backoff_limit_per_index,
+            args.non_retriable_exit_codes,
+            name_field="sweep_name (or the component's name)",
+            name_suffix=f"-{index}",
+        )
+        binding = checkpoint_binding(
+            args.checkpoint, f"{sweep_name}/{key}", args.keep_checkpoints, args.grace_period_seconds
+        )
+        env = [
+            _env(contract.ENV_TRIAL_INDEX, str(index)),
+            _env(contract.ENV_TRIAL_PARAMETERS, json.dumps(dict(trial), sort_keys=True)),
+            *binding.env,
+        ]
+        spec_of_pod = pod_spec(
+            [container(args.container, env, binding.mounts)],
+            placement,
+            args.grace_period_seconds,
+            binding.volumes,
+            "Never",
+            args.service_account_name,
+            [args.container],
+        )
+        job_sets.append(
+            attempt_job_set(
+                f"{sweep_name}-{index}",
+                args.namespace,
+                labels,
+                pod_labels,
+                spec_of_pod,
+                pod_annotations(args.container, binding.pod_annotations),
+                limits,
+            )
+        )
+    return job_sets
