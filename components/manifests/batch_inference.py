@@ -37,14 +37,14 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
             f"pre_stop_seconds={pre_stop} without service_port: nothing routes to queue workers, so a "
             "preStop pause only takes time from the drain; set service_port or leave pre_stop_seconds out"
         )
-    if not 0 <= pre_stop < args.grace_period_seconds:
+    if not 0 <= pre_stop < args.pod.grace_period_seconds:
         raise ValueError(
             f"pre_stop_seconds={pre_stop} must be >= 0 and below "
-            f"grace_period_seconds={args.grace_period_seconds}: the preStop hook spends the grace period"
+            f"grace_period_seconds={args.pod.grace_period_seconds}: the preStop hook spends the grace period"
         )
-    labels = labels_for(deployment_name, "inference-worker", args.labels)
+    labels = labels_for(deployment_name, "inference-worker", args.pod.labels)
     selector = selector_for(deployment_name, "inference-worker")
-    budget = contract.drain_budget_seconds(args.grace_period_seconds, pre_stop)
+    budget = contract.drain_budget_seconds(args.pod.grace_period_seconds, pre_stop)
     extra: Manifest = {}
     if pre_stop:
         extra["lifecycle"] = {"preStop": {"sleep": {"seconds": pre_stop}}}
@@ -52,23 +52,23 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
     if args.service_port is not None and args.service_port not in spec.ports.values():
         spec = dataclasses.replace(spec, ports={**spec.ports, "serving": args.service_port})
     main = container(spec, [_env(contract.ENV_DRAIN_BUDGET, str(budget))], extra=extra)
-    placement = placement_for(args.compute_class, selector, args.preemptible_taint)
+    placement = placement_for(args.placement.compute_class, selector, args.placement.preemptible_taint)
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(deployment_name, args.namespace, labels),
+        "metadata": _metadata(deployment_name, args.pod.namespace, labels),
         "spec": {
             "replicas": args.replicas,
             "selector": {"matchLabels": selector},
             "template": {
                 "metadata": _template_metadata(
-                    _pod_labels(labels, args.critical), pod_annotations(args.container)
+                    _pod_labels(labels, args.placement.critical), pod_annotations(args.container)
                 ),
                 "spec": pod_spec(
                     [main],
                     placement,
-                    args.grace_period_seconds,
-                    service_account_name=args.service_account_name,
+                    args.pod.grace_period_seconds,
+                    service_account_name=args.pod.service_account_name,
                     container_specs=[args.container],
                 ),
             },
@@ -80,7 +80,7 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": _metadata(deployment_name, args.namespace, labels),
+                "metadata": _metadata(deployment_name, args.pod.namespace, labels),
                 "spec": {
                     "selector": dict(selector),
                     "ports": [
@@ -89,12 +89,12 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
                 },
             }
         )
-    if args.compute_class is ComputeClass.STANDARD:
+    if args.placement.compute_class is ComputeClass.STANDARD:
         objects.append(
             {
                 "apiVersion": "policy/v1",
                 "kind": "PodDisruptionBudget",
-                "metadata": _metadata(deployment_name, args.namespace, labels),
+                "metadata": _metadata(deployment_name, args.pod.namespace, labels),
                 "spec": {
                     "maxUnavailable": args.max_unavailable,
                     "selector": {"matchLabels": selector},

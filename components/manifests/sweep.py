@@ -34,8 +34,8 @@ from .run_keys import run_definition, run_key
 def trial_run_keys(args: SweepArgs) -> list[str]:
     """Each trial's run key (see :func:`run_key`): its index and a digest of the container and its parameters."""
     return [
-        f"{run_key(args.run_id)}/trial-{i}"
-        if args.run_id is not None
+        f"{run_key(args.checkpointing.run_id)}/trial-{i}"
+        if args.checkpointing.run_id is not None
         else f"trial-{i}-{run_key(None, run_definition(args.container), dict(t))}"
         for i, t in enumerate(args.trials)
     ]
@@ -63,27 +63,29 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
         raise ValueError("trials is empty: give at least one trial's parameters")
     if args.parallelism is not None:
         _positive("parallelism", args.parallelism)
-    _positive("grace_period_seconds", args.grace_period_seconds)
-    _at_least("backoff_limit_per_index", args.backoff_limit_per_index, 0)
+    _positive("grace_period_seconds", args.pod.grace_period_seconds)
+    _at_least("backoff_limit_per_index", args.retries.backoff_limit, 0)
     count = len(args.trials)
     max_failed = args.max_failed_indexes if args.max_failed_indexes is not None else (count + 1) // 2
     if not 0 <= max_failed <= count:
         raise ValueError(
             f"max_failed_indexes must be between 0 and the number of trials ({count}), got {max_failed}"
         )
-    if args.fresh_job_per_attempt:
+    if args.retries.fresh_job_per_attempt:
         return trial_job_sets(sweep_name, args)
-    labels = labels_for(sweep_name, "trial", args.labels)
+    labels = labels_for(sweep_name, "trial", args.pod.labels)
     data = trials_config_map_data(args)
     config_map_name = trials_config_map_name(sweep_name, data)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(config_map_name, args.namespace, labels_for(sweep_name, "trials", args.labels)),
+        "metadata": _metadata(
+            config_map_name, args.pod.namespace, labels_for(sweep_name, "trials", args.pod.labels)
+        ),
         "data": data,
     }
     binding = checkpoint_binding(
-        args.checkpoint, sweep_name, args.keep_checkpoints, args.grace_period_seconds
+        args.checkpoint, sweep_name, args.checkpointing.keep_checkpoints, args.pod.grace_period_seconds
     )
     env = [
         _index_env(contract.ENV_TRIAL_INDEX),
@@ -94,31 +96,33 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
         env.append(_env(contract.ENV_RUN_KEYS_FILE, f"{TRIALS_MOUNT_PATH}/{RUN_KEYS_FILE}"))
     mounts = [{"name": TRIALS_VOLUME, "mountPath": TRIALS_MOUNT_PATH, "readOnly": True}, *binding.mounts]
     volumes = [{"name": TRIALS_VOLUME, "configMap": {"name": config_map_name}}, *binding.volumes]
-    placement = placement_for(args.compute_class, selector_for(sweep_name, "trial"), args.preemptible_taint)
+    placement = placement_for(
+        args.placement.compute_class, selector_for(sweep_name, "trial"), args.placement.preemptible_taint
+    )
     spec_of_pod = pod_spec(
         [container(args.container, env, mounts)],
         placement,
-        args.grace_period_seconds,
+        args.pod.grace_period_seconds,
         volumes,
         "Never",
-        args.service_account_name,
+        args.pod.service_account_name,
         [args.container],
     )
     job_fields: Manifest = {
         "completionMode": "Indexed",
         "completions": count,
         "parallelism": count if args.parallelism is None else args.parallelism,
-        "backoffLimitPerIndex": args.backoff_limit_per_index,
+        "backoffLimitPerIndex": args.retries.backoff_limit,
         "maxFailedIndexes": max_failed,
     }
     job = _job(
         sweep_name,
-        args.namespace,
+        args.pod.namespace,
         labels,
-        _pod_labels(labels, args.critical),
+        _pod_labels(labels, args.placement.critical),
         spec_of_pod,
         job_fields,
-        args.non_retriable_exit_codes,
+        args.retries.non_retriable_exit_codes,
         exit_code_action="FailIndex",
         pod_annotations=pod_annotations(args.container, binding.pod_annotations),
     )
@@ -154,19 +158,24 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
     its run key in its checkpoint location, so a changed trial changes only its own JobSet.
     """
     _refuse_sweep_wide_limits(args)
-    labels = labels_for(sweep_name, "trial", args.labels)
-    placement = placement_for(args.compute_class, selector_for(sweep_name, "trial"), args.preemptible_taint)
-    pod_labels = _pod_labels(labels, args.critical)
+    labels = labels_for(sweep_name, "trial", args.pod.labels)
+    placement = placement_for(
+        args.placement.compute_class, selector_for(sweep_name, "trial"), args.placement.preemptible_taint
+    )
+    pod_labels = _pod_labels(labels, args.placement.critical)
     job_sets = []
     for index, (trial, key) in enumerate(zip(args.trials, trial_run_keys(args), strict=True)):
         limits = AttemptLimits.one_pod(
-            args.backoff_limit_per_index,
-            args.non_retriable_exit_codes,
+            args.retries.backoff_limit,
+            args.retries.non_retriable_exit_codes,
             name_field="sweep_name (or the component's name)",
             name_suffix=f"-{index}",
         )
         binding = checkpoint_binding(
-            args.checkpoint, f"{sweep_name}/{key}", args.keep_checkpoints, args.grace_period_seconds
+            args.checkpoint,
+            f"{sweep_name}/{key}",
+            args.checkpointing.keep_checkpoints,
+            args.pod.grace_period_seconds,
         )
         env = [
             _env(contract.ENV_TRIAL_INDEX, str(index)),
@@ -176,16 +185,16 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
         spec_of_pod = pod_spec(
             [container(args.container, env, binding.mounts)],
             placement,
-            args.grace_period_seconds,
+            args.pod.grace_period_seconds,
             binding.volumes,
             "Never",
-            args.service_account_name,
+            args.pod.service_account_name,
             [args.container],
         )
         job_sets.append(
             attempt_job_set(
                 f"{sweep_name}-{index}",
-                args.namespace,
+                args.pod.namespace,
                 labels,
                 pod_labels,
                 spec_of_pod,

@@ -66,29 +66,29 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
     worker (or one Indexed Job for all), on preemptible nodes, optional login; see :class:`TrainingRunArgs`."""
     run = args.run_name or name
     _positive("num_workers", args.num_workers)
-    _positive("grace_period_seconds", args.grace_period_seconds)
+    _positive("grace_period_seconds", args.pod.grace_period_seconds)
     _positive("max_restarts", args.max_restarts)
-    _at_least("backoff_limit", args.backoff_limit, 0)
+    _at_least("backoff_limit", args.retries.backoff_limit, 0)
     minimum = args.num_workers if args.min_workers is None else args.min_workers
     if not 1 <= minimum <= args.num_workers:
         raise ValueError(f"min_workers={minimum} must be between 1 and num_workers={args.num_workers}")
     _positive("processes_per_worker", _processes_per_worker(args))
     service_name = f"{run}-coordinator"
     workers_name = f"{run}-workers"
-    host = coordinator_host(service_name, args.namespace)
+    host = coordinator_host(service_name, args.pod.namespace)
     port = str(args.coordinator_port)
     rendezvous = [_env(contract.ENV_COORDINATOR_HOST, host), _env(contract.ENV_COORDINATOR_PORT, port)]
     world = [
         _env(contract.ENV_NUM_WORKERS, str(args.num_workers)),
         _env(contract.ENV_WORLD_SIZE, str(args.num_workers * _processes_per_worker(args))),
     ]
-    key = run_key(args.run_id, run_definition(args.coordinator), run_definition(args.worker))
+    key = run_key(args.checkpointing.run_id, run_definition(args.coordinator), run_definition(args.worker))
     # One checkpoint location for the whole world: a step is committed for every rank or not at all.
     storage = checkpoint_binding(
-        args.checkpoint, f"{run}/{key}", args.keep_checkpoints, args.grace_period_seconds
+        args.checkpoint, f"{run}/{key}", args.checkpointing.keep_checkpoints, args.pod.grace_period_seconds
     )
 
-    coordinator_labels = labels_for(run, "coordinator", args.labels)
+    coordinator_labels = labels_for(run, "coordinator", args.pod.labels)
     coordinator_container = container(
         args.coordinator,
         [*rendezvous, *world, *storage.env],
@@ -97,30 +97,30 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
     )
     coordinator = _job(
         service_name,
-        args.namespace,
+        args.pod.namespace,
         coordinator_labels,
         _pod_labels(coordinator_labels, critical=True),
         pod_spec(
             [coordinator_container],
             standard_placement(),
-            args.grace_period_seconds,
+            args.pod.grace_period_seconds,
             storage.volumes,
             "Never",
-            args.service_account_name,
+            args.pod.service_account_name,
             [args.coordinator],
         ),
-        {"backoffLimit": args.backoff_limit, "completions": 1, "parallelism": 1},
-        args.non_retriable_exit_codes,
+        {"backoffLimit": args.retries.backoff_limit, "completions": 1, "parallelism": 1},
+        args.retries.non_retriable_exit_codes,
         pod_annotations=pod_annotations(args.coordinator),
     )
     service = _headless_service(
         service_name,
-        args.namespace,
+        args.pod.namespace,
         coordinator_labels,
         selector_for(run, "coordinator"),
         [{"name": "rendezvous", "port": args.coordinator_port, "targetPort": args.coordinator_port}],
     )
-    worker_labels = labels_for(run, "worker", args.labels)
+    worker_labels = labels_for(run, "worker", args.pod.labels)
     worker_spec = (
         args.worker if args.worker.shm_size else dataclasses.replace(args.worker, shm_size=args.shm_size)
     )
@@ -137,10 +137,10 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
         pod = pod_spec(
             [worker_container],
             worker_placement,
-            args.grace_period_seconds,
+            args.pod.grace_period_seconds,
             storage.volumes,
             "Never",
-            args.service_account_name,
+            args.pod.service_account_name,
             [worker_spec],
         )
         # Indexed Job pods are named <job>-<index> (a worker JobSet's Job: <jobset>-attempt-0); with the
@@ -149,18 +149,18 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
         return pod
 
     workers: list[Manifest]
-    if args.fresh_job_per_attempt:
+    if args.retries.fresh_job_per_attempt:
         workers = [
             attempt_job_set(
                 f"{workers_name}-{rank}",
-                args.namespace,
+                args.pod.namespace,
                 worker_labels,
                 worker_labels,
                 worker_pod(_env(contract.ENV_WORKER_RANK, str(rank))),
                 pod_annotations(args.worker),
                 AttemptLimits.one_pod(
-                    args.backoff_limit,
-                    args.non_retriable_exit_codes,
+                    args.retries.backoff_limit,
+                    args.retries.non_retriable_exit_codes,
                     name_field="run_name (or the component's name)",
                     name_suffix=f"-workers-{rank}",
                 ),
@@ -171,7 +171,7 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
         workers = [
             _job(
                 workers_name,
-                args.namespace,
+                args.pod.namespace,
                 worker_labels,
                 worker_labels,
                 worker_pod(_index_env(contract.ENV_WORKER_RANK)),
@@ -180,16 +180,16 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
                     "completions": args.num_workers,
                     "parallelism": args.num_workers,
                     # Per worker: one worker's crashes never use up another's retries.
-                    "backoffLimitPerIndex": args.backoff_limit,
+                    "backoffLimitPerIndex": args.retries.backoff_limit,
                     "maxFailedIndexes": 0,
                 },
-                args.non_retriable_exit_codes,
+                args.retries.non_retriable_exit_codes,
                 exit_code_action="FailIndex",
                 pod_annotations=pod_annotations(args.worker),
             )
         ]
     worker_service = _headless_service(
-        workers_name, args.namespace, worker_labels, selector_for(run, "worker")
+        workers_name, args.pod.namespace, worker_labels, selector_for(run, "worker")
     )
     objects = [service, coordinator, worker_service, *workers]
     if args.login is not None:
@@ -222,12 +222,12 @@ def _headless_service(
 
 def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest], storage: CheckpointBinding) -> Manifest:
     assert args.login is not None
-    labels = labels_for(run, "login", args.labels)
+    labels = labels_for(run, "login", args.pod.labels)
     mounts = storage.mounts
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(f"{run}-login", args.namespace, labels),
+        "metadata": _metadata(f"{run}-login", args.pod.namespace, labels),
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": selector_for(run, "login")},
@@ -238,9 +238,9 @@ def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest], storage: Ch
                 "spec": pod_spec(
                     [container(args.login, env, mounts)],
                     standard_placement(),
-                    args.grace_period_seconds,
+                    args.pod.grace_period_seconds,
                     storage.volumes,
-                    service_account_name=args.service_account_name,
+                    service_account_name=args.pod.service_account_name,
                     container_specs=[args.login],
                 ),
             },
