@@ -36,6 +36,7 @@ from .platform import (
     PREEMPTIBLE,
     Taint,
 )
+from .violations import Violation
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 """Kubernetes' default when a pod spec does not set terminationGracePeriodSeconds."""
@@ -60,21 +61,6 @@ _POD_TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
     "DaemonSet": ("spec", "template"),
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
 }
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule: which object and field, the value found, what is wrong and how to fix it."""
-
-    rule: str
-    subject: str
-    field: str
-    value: Any
-    problem: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.subject} {self.field}={self.value!r}: {self.problem}. Fix: {self.fix}"
 
 
 # --- reading placement ------------------------------------------------------------------------

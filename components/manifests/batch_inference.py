@@ -8,12 +8,13 @@ from ..args import BatchInferenceArgs
 from ..checkpoint import contract
 from ..placement import placement_for
 from ..platform import ComputeClass
+from ..violations import Violation, argument_violation
+from .checks import at_least, container_violations, refuse_invalid
 from .common import (
     Manifest,
     _env,
     _metadata,
     _pod_labels,
-    _positive,
     _template_metadata,
     labels_for,
     pod_annotations,
@@ -24,24 +25,48 @@ from .pods import container, pod_spec
 DEFAULT_PRE_STOP_SECONDS = 5
 
 
+def argument_violations(name: str, args: BatchInferenceArgs) -> list[Violation]:
+    """Every problem of a BatchInference's arguments (the guard then checks what they render)."""
+    pre_stop = _pre_stop_seconds(args)
+    found = at_least("replicas", args.replicas, 1)
+    if args.service_port is None and pre_stop:
+        found.append(
+            argument_violation(
+                "pre-stop",
+                "pre_stop_seconds",
+                pre_stop,
+                f"pre_stop_seconds={pre_stop} without service_port: nothing routes to queue workers, so a "
+                "preStop pause only takes time from the drain",
+                "set service_port or leave pre_stop_seconds out",
+            )
+        )
+    if not 0 <= pre_stop < args.pod.grace_period_seconds:
+        found.append(
+            argument_violation(
+                "pre-stop",
+                "pre_stop_seconds",
+                pre_stop,
+                f"pre_stop_seconds={pre_stop} must be >= 0 and below "
+                f"grace_period_seconds={args.pod.grace_period_seconds}",
+                "shorten it: the preStop hook spends the grace period",
+            )
+        )
+    return [*found, *container_violations(args.container)]
+
+
+def _pre_stop_seconds(args: BatchInferenceArgs) -> int:
+    """The preStop pause: by default only for workers a Service routes to, so endpoints drop them first."""
+    if args.pre_stop_seconds is not None:
+        return args.pre_stop_seconds
+    return DEFAULT_PRE_STOP_SECONDS if args.service_port is not None else 0
+
+
 def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
     """Request workers (Deployment) with a drain budget; a Service and preStop pause when they are routed
     to; a PodDisruptionBudget only on standard nodes (see :class:`BatchInferenceArgs`)."""
+    refuse_invalid(f"BatchInference {name!r}", argument_violations(name, args))
     deployment_name = args.deployment_name or name
-    _positive("replicas", args.replicas)
-    pre_stop = args.pre_stop_seconds
-    if pre_stop is None:
-        pre_stop = DEFAULT_PRE_STOP_SECONDS if args.service_port is not None else 0
-    if args.service_port is None and pre_stop:
-        raise ValueError(
-            f"pre_stop_seconds={pre_stop} without service_port: nothing routes to queue workers, so a "
-            "preStop pause only takes time from the drain; set service_port or leave pre_stop_seconds out"
-        )
-    if not 0 <= pre_stop < args.pod.grace_period_seconds:
-        raise ValueError(
-            f"pre_stop_seconds={pre_stop} must be >= 0 and below "
-            f"grace_period_seconds={args.pod.grace_period_seconds}: the preStop hook spends the grace period"
-        )
+    pre_stop = _pre_stop_seconds(args)
     labels = labels_for(deployment_name, "inference-worker", args.pod.labels)
     selector = selector_for(deployment_name, "inference-worker")
     budget = contract.drain_budget_seconds(args.pod.grace_period_seconds, pre_stop)

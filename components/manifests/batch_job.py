@@ -4,49 +4,49 @@ from __future__ import annotations
 
 from ..args import BatchJobArgs
 from ..placement import placement_for
-from .checkpoints import checkpoint_binding
-from .common import Manifest, _at_least, _pod_labels, _positive, labels_for, pod_annotations, selector_for
+from ..violations import Violation
+from .checkpoints import CheckpointBinding, checkpoint_binding
+from .checks import (
+    at_least,
+    container_violations,
+    exit_code_violations,
+    job_set_name_violations,
+    refuse_invalid,
+    run_id_violations,
+)
+from .common import Manifest, _pod_labels, labels_for, pod_annotations, selector_for
 from .jobs import AttemptLimits, _job, attempt_job_set
 from .pods import container, pod_spec
 from .run_keys import run_definition, run_key
 
+NAME_FIELD = "job_name (or the component's name)"
+"""The argument a BatchJob's Job is named after, as errors name it."""
+
+
+def argument_violations(name: str, args: BatchJobArgs) -> list[Violation]:
+    """Every problem of a BatchJob's arguments (the guard then checks what they render)."""
+    job_name = args.job_name or name
+    found = [
+        *at_least("completions", args.completions, 1),
+        *at_least("parallelism", args.parallelism, 1),
+        *at_least("grace_period_seconds", args.pod.grace_period_seconds, 1),
+        *at_least("backoff_limit", args.retries.backoff_limit, 0),
+        *exit_code_violations(args.retries.non_retriable_exit_codes),
+        *run_id_violations(args.checkpointing.run_id),
+        *container_violations(args.container, _binding(job_name, args).pod_annotations),
+    ]
+    if args.retries.fresh_job_per_attempt:
+        found += job_set_name_violations(NAME_FIELD, job_name, job_name, max(args.completions, 1))
+    return found
+
 
 def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
     """A Job that survives preemption: disruptions ignored, checkpoints mounted, resume on restart."""
+    refuse_invalid(f"BatchJob {name!r}", argument_violations(name, args))
     job_name = args.job_name or name
-    for field_name in ("completions", "parallelism", "grace_period_seconds"):
-        _positive(field_name, getattr(args, field_name))
-    _at_least("backoff_limit", args.retries.backoff_limit, 0)
     labels = labels_for(job_name, "batch", args.pod.labels)
-    key = run_key(args.checkpointing.run_id, run_definition(args.container))
-    binding = checkpoint_binding(
-        args.checkpoint,
-        f"{job_name}/{key}",
-        args.checkpointing.keep_checkpoints,
-        args.pod.grace_period_seconds,
-    )
-    placement = placement_for(
-        args.placement.compute_class, selector_for(job_name, "batch"), args.placement.preemptible_taint
-    )
-    main = container(args.container, binding.env, binding.mounts)
-    spec_of_pod = pod_spec(
-        [main],
-        placement,
-        args.pod.grace_period_seconds,
-        binding.volumes,
-        "Never",
-        args.pod.service_account_name,
-        [args.container],
-    )
-    job_fields: Manifest = {
-        "backoffLimit": args.retries.backoff_limit,
-        "completions": args.completions,
-        "parallelism": args.parallelism,
-    }
-    if args.active_deadline_seconds is not None:
-        job_fields["activeDeadlineSeconds"] = args.active_deadline_seconds
-    if args.ttl_seconds_after_finished is not None:
-        job_fields["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
+    binding = _binding(job_name, args)
+    spec_of_pod = _pod_spec(job_name, args, binding)
     pod_labels = _pod_labels(labels, args.placement.critical)
     annotations = pod_annotations(args.container, binding.pod_annotations)
     if args.retries.fresh_job_per_attempt:
@@ -57,7 +57,6 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
             non_retriable_exit_codes=args.retries.non_retriable_exit_codes,
             active_deadline_seconds=args.active_deadline_seconds,
             ttl_seconds_after_finished=args.ttl_seconds_after_finished,
-            name_field="job_name (or the component's name)",
         )
         return [
             attempt_job_set(
@@ -71,8 +70,48 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
             labels,
             pod_labels,
             spec_of_pod,
-            job_fields,
+            _job_fields(args),
             args.retries.non_retriable_exit_codes,
             pod_annotations=annotations,
         )
     ]
+
+
+def _binding(job_name: str, args: BatchJobArgs) -> CheckpointBinding:
+    """The checkpoint storage of the run, under its run key."""
+    key = run_key(args.checkpointing.run_id, run_definition(args.container))
+    return checkpoint_binding(
+        args.checkpoint,
+        f"{job_name}/{key}",
+        args.checkpointing.keep_checkpoints,
+        args.pod.grace_period_seconds,
+    )
+
+
+def _pod_spec(job_name: str, args: BatchJobArgs, binding: CheckpointBinding) -> Manifest:
+    placement = placement_for(
+        args.placement.compute_class, selector_for(job_name, "batch"), args.placement.preemptible_taint
+    )
+    return pod_spec(
+        [container(args.container, binding.env, binding.mounts)],
+        placement,
+        args.pod.grace_period_seconds,
+        binding.volumes,
+        "Never",
+        args.pod.service_account_name,
+        [args.container],
+    )
+
+
+def _job_fields(args: BatchJobArgs) -> Manifest:
+    """The plain Job's size, retries and lifetime."""
+    job_fields: Manifest = {
+        "backoffLimit": args.retries.backoff_limit,
+        "completions": args.completions,
+        "parallelism": args.parallelism,
+    }
+    if args.active_deadline_seconds is not None:
+        job_fields["activeDeadlineSeconds"] = args.active_deadline_seconds
+    if args.ttl_seconds_after_finished is not None:
+        job_fields["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
+    return job_fields

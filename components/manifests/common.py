@@ -46,10 +46,7 @@ def _pod_labels(labels: Mapping[str, str], critical: bool) -> dict[str, str]:
 
 
 def pod_annotations(spec: ContainerSpec, own: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The annotations of the pod running ``spec``: the user's, then the component's ``own`` (no clash)."""
-    clashes = sorted(set(spec.pod_annotations).intersection(own or {}))
-    if clashes:
-        raise ValueError(f"pod_annotations sets {', '.join(clashes)}, which the component sets itself")
+    """The annotations of the pod running ``spec``: the user's, then the component's ``own`` (checked apart)."""
     return {**spec.pod_annotations, **(own or {})}
 
 
@@ -82,12 +79,3 @@ def _metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> Ma
     if namespace is not None:
         metadata["namespace"] = namespace
     return metadata
-
-
-def _at_least(name: str, value: int, minimum: int) -> None:
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
-def _positive(name: str, value: int) -> None:
-    _at_least(name, value, 1)

@@ -55,11 +55,6 @@ def pod_failure_policy(
         for rule in (DISRUPTION_RULE, PREEMPTED_EXIT_RULE)
     ]
     if non_retriable_exit_codes:
-        if 0 in non_retriable_exit_codes or contract.PREEMPTED_EXIT_CODE in non_retriable_exit_codes:
-            raise ValueError(
-                f"non_retriable_exit_codes={tuple(non_retriable_exit_codes)}: 0 is success and "
-                f"{contract.PREEMPTED_EXIT_CODE} is a checkpointed SIGTERM; leave both out"
-            )
         rules.append(
             {
                 "action": action,
@@ -132,19 +127,11 @@ class AttemptLimits:
     non_retriable_exit_codes: tuple[int, ...]
     active_deadline_seconds: int | None = None
     ttl_seconds_after_finished: int | None = None
-    name_field: str = "name"
-    """The argument the JobSet's name comes from, for the error when it is too long."""
-    name_suffix: str = ""
-    """What the component appends to that argument to name this JobSet (a trial's or worker's index)."""
 
     @classmethod
-    def one_pod(
-        cls, backoff_limit: int, non_retriable_exit_codes: tuple[int, ...], name_field: str, name_suffix: str
-    ) -> AttemptLimits:
+    def one_pod(cls, backoff_limit: int, non_retriable_exit_codes: tuple[int, ...]) -> AttemptLimits:
         """The attempt of one member of a group (a Sweep's trial, a TrainingRun's worker): a single pod."""
-        return cls(
-            1, 1, backoff_limit, non_retriable_exit_codes, name_field=name_field, name_suffix=name_suffix
-        )
+        return cls(1, 1, backoff_limit, non_retriable_exit_codes)
 
 
 DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -153,20 +140,13 @@ POD_NAME_SUFFIX = "-abcde"
 """The random suffix of a pod's name, as JobSet's webhook counts it."""
 
 
-def _check_job_set_name(name: str, limits: AttemptLimits) -> None:
-    """Refuse at preview the names JobSet's webhook refuses at apply: its longest pod name
-    (``<jobset>-attempt-0-<last index>-xxxxx``) must be a DNS label (RFC 1035) of at most 63 characters."""
-    longest = f"{name}-{ATTEMPT_REPLICATED_JOB}-0-{limits.completions - 1}{POD_NAME_SUFFIX}"
-    if len(longest) <= DNS_LABEL_MAX and DNS_LABEL.fullmatch(longest):
-        return
-    given = name.removesuffix(limits.name_suffix)
-    room = len(given) + DNS_LABEL_MAX - len(longest)
-    raise ValueError(
-        f"{limits.name_field}={given!r}: its JobSet {name!r} would name pods like {longest!r} "
-        f"({len(longest)} characters), which Kubernetes refuses (a DNS label: at most {DNS_LABEL_MAX} "
-        "characters of lowercase letters, digits and '-', starting with a letter); use a name of at most "
-        f"{room} characters that starts with a letter, or set fresh_job_per_attempt=False"
-    )
+def longest_pod_name(job_set_name: str, completions: int) -> str:
+    """The longest pod name of an attempt JobSet (``<jobset>-attempt-0-<last index>-xxxxx``).
+
+    JobSet's webhook refuses the JobSet at apply unless it is a DNS label (RFC 1035) of at most 63
+    characters; the argument checks refuse it at preview instead.
+    """
+    return f"{job_set_name}-{ATTEMPT_REPLICATED_JOB}-0-{completions - 1}{POD_NAME_SUFFIX}"
 
 
 def attempt_job_set(
@@ -186,7 +166,6 @@ def attempt_job_set(
     crashes against ``limits.backoff_limit`` (per index, within one attempt), non-retriable exit codes at
     once (FailIndex with maxFailedIndexes 0 fails the Job with a reason JobSet does not restart).
     """
-    _check_job_set_name(name, limits)
     template_metadata = _template_metadata(pod_labels, pod_annotations)
     job_spec: Manifest = {
         "completionMode": "Indexed",

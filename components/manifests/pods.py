@@ -15,7 +15,6 @@ from .common import (
     CHECKPOINT_VOLUME,
     GPU_RESOURCE,
     MAIN_CONTAINER,
-    RESERVED_ENV,
     TRIALS_VOLUME,
     Manifest,
     _env,
@@ -29,8 +28,6 @@ def _resources(spec: ContainerSpec) -> Manifest:
     if requests:
         resources["requests"] = requests
     limits = {k: v for k, v in (("cpu", spec.cpu_limit), ("memory", spec.memory_limit)) if v}
-    if GPU_RESOURCE in spec.resources:
-        raise ValueError(f"resources sets {GPU_RESOURCE}: use gpus={spec.resources[GPU_RESOURCE]} instead")
     limits.update(spec.resources)
     if spec.gpus:
         limits[GPU_RESOURCE] = str(spec.gpus)
@@ -44,16 +41,20 @@ SHM_MOUNT_PATH = "/dev/shm"
 RESERVED_VOLUMES = frozenset({CHECKPOINT_VOLUME, TRIALS_VOLUME, SHM_VOLUME})
 
 
-def _probe(probe: Probe) -> Manifest:
-    result: Manifest
+def probe_action(probe: Probe) -> Manifest | None:
+    """What the probe does (HTTP GET, TCP or command), or None when its fields say no one thing."""
     if probe.http_path and probe.port is not None and not probe.command:
-        result = {"httpGet": {"path": probe.http_path, "port": probe.port}}
-    elif probe.command and probe.port is None and not probe.http_path:
-        result = {"exec": {"command": list(probe.command)}}
-    elif probe.port is not None and not probe.http_path and not probe.command:
-        result = {"tcpSocket": {"port": probe.port}}
-    else:
-        raise ValueError(f"{probe}: give http_path with port (HTTP), port alone (TCP), or command (exec)")
+        return {"httpGet": {"path": probe.http_path, "port": probe.port}}
+    if probe.command and probe.port is None and not probe.http_path:
+        return {"exec": {"command": list(probe.command)}}
+    if probe.port is not None and not probe.http_path and not probe.command:
+        return {"tcpSocket": {"port": probe.port}}
+    return None
+
+
+def _probe(probe: Probe) -> Manifest:
+    result = probe_action(probe)
+    assert result is not None, "checked by container_violations"
     return {
         **result,
         "initialDelaySeconds": probe.initial_delay_seconds,
@@ -63,7 +64,8 @@ def _probe(probe: Probe) -> Manifest:
     }
 
 
-def _volume_source(volume: DataVolume) -> Manifest:
+def volume_sources(volume: DataVolume) -> Manifest:
+    """The sources a data volume names (exactly one is valid), as pod volume fields."""
     sources = {
         "persistentVolumeClaim": {"claimName": volume.claim_name, "readOnly": volume.read_only}
         if volume.claim_name
@@ -72,21 +74,21 @@ def _volume_source(volume: DataVolume) -> Manifest:
         "secret": {"secretName": volume.secret} if volume.secret else None,
         "hostPath": {"path": volume.host_path} if volume.host_path else None,
     }
-    given = {k: v for k, v in sources.items() if v is not None}
-    if len(given) != 1:
-        raise ValueError(
-            f"volume {volume.name!r}: give exactly one of claim_name, config_map, secret, host_path "
-            f"(got {', '.join(sorted(given)) or 'none'})"
-        )
-    return {"name": volume.name, **given}
+    return {k: v for k, v in sources.items() if v is not None}
+
+
+def _volume_source(volume: DataVolume) -> Manifest:
+    return {"name": volume.name, **volume_sources(volume)}
+
+
+def taken_volume_names(spec: ContainerSpec) -> list[str]:
+    """The container's volume names the component uses itself, or that it gives twice."""
+    names = [v.name for v in spec.volumes]
+    return sorted(RESERVED_VOLUMES.intersection(names) | {n for n in names if names.count(n) > 1})
 
 
 def container_volumes(spec: ContainerSpec) -> list[Manifest]:
     """The pod volumes a container's data volumes and shared memory need."""
-    names = [v.name for v in spec.volumes]
-    clashes = sorted(RESERVED_VOLUMES.intersection(names) | {n for n in names if names.count(n) > 1})
-    if clashes:
-        raise ValueError(f"volume names {clashes} are taken (by the component or twice); rename them")
     volumes = [_volume_source(v) for v in spec.volumes]
     if spec.shm_size:
         volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}})
@@ -113,24 +115,11 @@ def container(
     extra: Mapping[str, Any] | None = None,
 ) -> Manifest:
     """A container: the contract's env first (so the user's may reference it), then the user's."""
-    clashes = sorted(RESERVED_ENV.intersection(spec.env))
-    if clashes:
-        raise ValueError(
-            f"container env sets {', '.join(clashes)}, which the component sets itself; "
-            "use the component's arguments instead"
-        )
     result: Manifest = {"name": name, "image": spec.image}
     if spec.command:
         result["command"] = list(spec.command)
     if spec.args:
         result["args"] = list(spec.args)
-    secret_clashes = sorted(
-        RESERVED_ENV.intersection(spec.secret_env) | set(spec.env).intersection(spec.secret_env)
-    )
-    if secret_clashes:
-        raise ValueError(
-            f"secret_env sets {', '.join(secret_clashes)}, which env or the component sets already"
-        )
     all_env = [
         *env,
         *(_env(k, v) for k, v in spec.env.items()),

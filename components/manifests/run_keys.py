@@ -18,8 +18,6 @@ def run_key(run_id: str | None, *definition: Any) -> str:
     Only a run with the same definition resumes from these checkpoints; any change starts fresh.
     """
     if run_id is not None:
-        if not run_id or run_id.startswith(".") or "/" in run_id or run_id != run_id.strip():
-            raise ValueError(f"run_id={run_id!r}: use a non-empty name without '/' or a leading '.'")
         return run_id
     canonical = json.dumps(definition, sort_keys=True, default=_canonical)
     if INPUT_MARK in canonical:
@@ -35,6 +33,11 @@ DEFERRED_DIGEST_END = ">>run-digest@@"
 _DEFERRED_DIGEST = re.compile(
     re.escape(DEFERRED_DIGEST_START) + "(.*?)" + re.escape(DEFERRED_DIGEST_END), re.S
 )
+
+
+def run_id_names_a_directory(run_id: str) -> bool:
+    """Whether ``run_id`` can name one directory (or key prefix) under its workload's checkpoints."""
+    return bool(run_id) and not run_id.startswith(".") and "/" not in run_id and run_id == run_id.strip()
 
 
 def _run_digest(canonical: str) -> str:

@@ -9,19 +9,26 @@ from collections.abc import Mapping
 from ..args import SweepArgs
 from ..checkpoint import contract
 from ..placement import placement_for
+from ..violations import Violation, argument_violation
 from .checkpoints import checkpoint_binding
+from .checks import (
+    at_least,
+    container_violations,
+    exit_code_violations,
+    job_set_name_violations,
+    refuse_invalid,
+    run_id_violations,
+)
 from .common import (
     RUN_KEYS_FILE,
     TRIALS_FILE,
     TRIALS_MOUNT_PATH,
     TRIALS_VOLUME,
     Manifest,
-    _at_least,
     _env,
     _index_env,
     _metadata,
     _pod_labels,
-    _positive,
     labels_for,
     pod_annotations,
     selector_for,
@@ -55,22 +62,67 @@ def trials_config_map_name(sweep_name: str, data: Mapping[str, str]) -> str:
     return f"{sweep_name}-trials-{digest}"
 
 
+NAME_FIELD = "sweep_name (or the component's name)"
+"""The argument a Sweep's objects are named after, as errors name it."""
+
+QUEUED_FIX = (
+    "or set fresh_job_per_attempt=False for one Indexed Job that queues the trials and counts their "
+    "failures (its replacements then wait on the Job controller's backoff, up to 10 minutes after "
+    "repeated preemptions)"
+)
+
+
+def argument_violations(name: str, args: SweepArgs) -> list[Violation]:
+    """Every problem of a Sweep's arguments (the guard then checks what they render)."""
+    sweep_name = args.sweep_name or name
+    count = len(args.trials)
+    found: list[Violation] = []
+    if not args.trials:
+        found.append(
+            argument_violation(
+                "trials", "trials", (), "trials is empty", "give at least one trial's parameters"
+            )
+        )
+    if args.parallelism is not None:
+        found += at_least("parallelism", args.parallelism, 1)
+    found += at_least("grace_period_seconds", args.pod.grace_period_seconds, 1)
+    found += at_least("backoff_limit_per_index", args.retries.backoff_limit, 0)
+    max_failed = _max_failed_indexes(args)
+    if not 0 <= max_failed <= count:
+        found.append(
+            argument_violation(
+                "max-failed-indexes",
+                "max_failed_indexes",
+                max_failed,
+                f"max_failed_indexes must be between 0 and the number of trials ({count}), got {max_failed}",
+                "leave it unset (half the trials, rounded up) or choose a number in that range",
+            )
+        )
+    found += exit_code_violations(args.retries.non_retriable_exit_codes)
+    found += run_id_violations(args.checkpointing.run_id)
+    own = checkpoint_binding(args.checkpoint, sweep_name, 1, args.pod.grace_period_seconds).pod_annotations
+    found += container_violations(args.container, own)
+    if args.retries.fresh_job_per_attempt:
+        found += _sweep_wide_limit_violations(args)
+        if args.trials:
+            last = f"{sweep_name}-{count - 1}"
+            found += job_set_name_violations(NAME_FIELD, sweep_name, last)
+    return found
+
+
+def _max_failed_indexes(args: SweepArgs) -> int:
+    """The failed trials that fail the Indexed Job: past half, the sweep is more likely broken than unlucky."""
+    count = len(args.trials)
+    return args.max_failed_indexes if args.max_failed_indexes is not None else (count + 1) // 2
+
+
 def sweep(name: str, args: SweepArgs) -> list[Manifest]:
     """One JobSet per trial (``fresh_job_per_attempt``, the default), or a ConfigMap of trial parameters and
     an Indexed Job whose completion index selects the trial."""
+    refuse_invalid(f"Sweep {name!r}", argument_violations(name, args))
     sweep_name = args.sweep_name or name
-    if not args.trials:
-        raise ValueError("trials is empty: give at least one trial's parameters")
-    if args.parallelism is not None:
-        _positive("parallelism", args.parallelism)
-    _positive("grace_period_seconds", args.pod.grace_period_seconds)
-    _at_least("backoff_limit_per_index", args.retries.backoff_limit, 0)
     count = len(args.trials)
-    max_failed = args.max_failed_indexes if args.max_failed_indexes is not None else (count + 1) // 2
-    if not 0 <= max_failed <= count:
-        raise ValueError(
-            f"max_failed_indexes must be between 0 and the number of trials ({count}), got {max_failed}"
-        )
+    max_failed = _max_failed_indexes(args)
     if args.retries.fresh_job_per_attempt:
         return trial_job_sets(sweep_name, args)
     labels = labels_for(sweep_name, "trial", args.pod.labels)
@@ -129,26 +181,34 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
     return [config_map, job]
 
 
-def _refuse_sweep_wide_limits(args: SweepArgs) -> None:
+def _sweep_wide_limit_violations(args: SweepArgs) -> list[Violation]:
     """Trials that are JobSets of their own share no controller: nothing can cap or count them together."""
     count = len(args.trials)
-    queued_fix = (
-        "or set fresh_job_per_attempt=False for one Indexed Job that queues the trials and counts their "
-        "failures (its replacements then wait on the Job controller's backoff, up to 10 minutes after "
-        "repeated preemptions)"
-    )
+    found: list[Violation] = []
     if args.parallelism is not None and args.parallelism < count:
-        raise ValueError(
-            f"parallelism={args.parallelism}: with fresh_job_per_attempt=True each of the {count} trials is a "
-            "JobSet of its own and all of them start at once (trials beyond the free GPUs wait Pending); "
-            f"leave parallelism unset, {queued_fix}"
+        found.append(
+            argument_violation(
+                "sweep-wide-limit",
+                "parallelism",
+                args.parallelism,
+                f"parallelism={args.parallelism}: with fresh_job_per_attempt=True each of the {count} trials is "
+                "a JobSet of its own and all of them start at once (trials beyond the free GPUs wait Pending)",
+                f"leave parallelism unset, {QUEUED_FIX}",
+            )
         )
     if args.max_failed_indexes is not None and args.max_failed_indexes < count:
-        raise ValueError(
-            f"max_failed_indexes={args.max_failed_indexes}: with fresh_job_per_attempt=True each trial fails "
-            "on its own (after backoff_limit_per_index failures or a non-retriable exit code) and the others "
-            f"go on; leave max_failed_indexes unset, {queued_fix}"
+        found.append(
+            argument_violation(
+                "sweep-wide-limit",
+                "max_failed_indexes",
+                args.max_failed_indexes,
+                f"max_failed_indexes={args.max_failed_indexes}: with fresh_job_per_attempt=True each trial "
+                "fails on its own (after backoff_limit_per_index failures or a non-retriable exit code) and "
+                "the others go on",
+                f"leave max_failed_indexes unset, {QUEUED_FIX}",
+            )
         )
+    return found
 
 
 def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
@@ -157,7 +217,6 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
     Each pod gets its trial's index and parameters in its environment (TRIAL_INDEX, TRIAL_PARAMETERS) and
     its run key in its checkpoint location, so a changed trial changes only its own JobSet.
     """
-    _refuse_sweep_wide_limits(args)
     labels = labels_for(sweep_name, "trial", args.pod.labels)
     placement = placement_for(
         args.placement.compute_class, selector_for(sweep_name, "trial"), args.placement.preemptible_taint
@@ -165,12 +224,7 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
     pod_labels = _pod_labels(labels, args.placement.critical)
     job_sets = []
     for index, (trial, key) in enumerate(zip(args.trials, trial_run_keys(args), strict=True)):
-        limits = AttemptLimits.one_pod(
-            args.retries.backoff_limit,
-            args.retries.non_retriable_exit_codes,
-            name_field="sweep_name (or the component's name)",
-            name_suffix=f"-{index}",
-        )
+        limits = AttemptLimits.one_pod(args.retries.backoff_limit, args.retries.non_retriable_exit_codes)
         binding = checkpoint_binding(
             args.checkpoint,
             f"{sweep_name}/{key}",

@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ..args import TrainingRunArgs
 from ..checkpoint import contract
 from ..placement import placement_for, standard_placement
 from ..platform import ComputeClass
+from ..violations import Violation, argument_violation
 from .checkpoints import CheckpointBinding, checkpoint_binding
+from .checks import (
+    at_least,
+    container_violations,
+    exit_code_violations,
+    job_set_name_violations,
+    refuse_invalid,
+    run_id_violations,
+)
 from .common import (
     Manifest,
-    _at_least,
     _env,
     _index_env,
     _metadata,
     _pod_labels,
-    _positive,
     _template_metadata,
     labels_for,
     pod_annotations,
@@ -42,9 +50,8 @@ TORCHRUN_RDZV_BACKEND = "c10d"
 
 def torchrun_env(args: TrainingRunArgs, endpoint: str, rendezvous_id: str) -> list[Manifest]:
     """torchrun's own settings, read from ``PET_<FLAG>`` variables (torch.distributed.run)."""
-    minimum = args.num_workers if args.min_workers is None else args.min_workers
     return [
-        _env("PET_NNODES", f"{minimum}:{args.num_workers}"),
+        _env("PET_NNODES", f"{_min_workers(args)}:{args.num_workers}"),
         _env("PET_NPROC_PER_NODE", str(_processes_per_worker(args))),
         _env("PET_RDZV_BACKEND", TORCHRUN_RDZV_BACKEND),
         _env("PET_RDZV_ENDPOINT", endpoint),
@@ -61,50 +68,140 @@ def _processes_per_worker(args: TrainingRunArgs) -> int:
     return args.worker.gpus or 1
 
 
+NAME_FIELD = "run_name (or the component's name)"
+"""The argument a TrainingRun's objects are named after, as errors name it."""
+
+
+def argument_violations(name: str, args: TrainingRunArgs) -> list[Violation]:
+    """Every problem of a TrainingRun's arguments (the guard then checks what they render)."""
+    run = args.run_name or name
+    found = [
+        *at_least("num_workers", args.num_workers, 1),
+        *at_least("grace_period_seconds", args.pod.grace_period_seconds, 1),
+        *at_least("max_restarts", args.max_restarts, 1),
+        *at_least("backoff_limit", args.retries.backoff_limit, 0),
+        *at_least("processes_per_worker", _processes_per_worker(args), 1),
+    ]
+    minimum = _min_workers(args)
+    if not 1 <= minimum <= args.num_workers:
+        found.append(
+            argument_violation(
+                "min-workers",
+                "min_workers",
+                minimum,
+                f"min_workers={minimum} must be between 1 and num_workers={args.num_workers}",
+                "leave it unset (all workers) or choose a number in that range",
+            )
+        )
+    found += exit_code_violations(args.retries.non_retriable_exit_codes)
+    found += run_id_violations(args.checkpointing.run_id)
+    for field_name in ("coordinator", "worker", "login"):
+        spec = getattr(args, field_name)
+        if spec is not None:
+            found += container_violations(spec, field=field_name)
+    if args.retries.fresh_job_per_attempt and args.num_workers >= 1:
+        found += job_set_name_violations(NAME_FIELD, run, f"{run}-workers-{args.num_workers - 1}")
+    return found
+
+
+def _min_workers(args: TrainingRunArgs) -> int:
+    return args.num_workers if args.min_workers is None else args.min_workers
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every part of one training run shares: its names, the rendezvous, the world, the checkpoints."""
+
+    name: str
+    key: str
+    """The run key: where the world's checkpoints live under the run."""
+    rendezvous: tuple[Manifest, ...]
+    world: tuple[Manifest, ...]
+    storage: CheckpointBinding
+
+    @property
+    def coordinator_service(self) -> str:
+        return f"{self.name}-coordinator"
+
+    @property
+    def workers_service(self) -> str:
+        return f"{self.name}-workers"
+
+
 def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
     """Coordinator Service and Job (standard nodes), workers' headless Service and one attempt JobSet per
     worker (or one Indexed Job for all), on preemptible nodes, optional login; see :class:`TrainingRunArgs`."""
-    run = args.run_name or name
-    _positive("num_workers", args.num_workers)
-    _positive("grace_period_seconds", args.pod.grace_period_seconds)
-    _positive("max_restarts", args.max_restarts)
-    _at_least("backoff_limit", args.retries.backoff_limit, 0)
-    minimum = args.num_workers if args.min_workers is None else args.min_workers
-    if not 1 <= minimum <= args.num_workers:
-        raise ValueError(f"min_workers={minimum} must be between 1 and num_workers={args.num_workers}")
-    _positive("processes_per_worker", _processes_per_worker(args))
-    service_name = f"{run}-coordinator"
-    workers_name = f"{run}-workers"
-    host = coordinator_host(service_name, args.pod.namespace)
-    port = str(args.coordinator_port)
-    rendezvous = [_env(contract.ENV_COORDINATOR_HOST, host), _env(contract.ENV_COORDINATOR_PORT, port)]
-    world = [
-        _env(contract.ENV_NUM_WORKERS, str(args.num_workers)),
-        _env(contract.ENV_WORLD_SIZE, str(args.num_workers * _processes_per_worker(args))),
+    refuse_invalid(f"TrainingRun {name!r}", argument_violations(name, args))
+    run = _run(args.run_name or name, args)
+    objects = [
+        _coordinator_service(run, args),
+        _coordinator_job(run, args),
+        _headless_service(
+            run.workers_service,
+            args.pod.namespace,
+            labels_for(run.name, "worker", args.pod.labels),
+            selector_for(run.name, "worker"),
+        ),
+        *_workers(run, args),
     ]
+    if args.login is not None:
+        objects.append(_login(run.name, args, run.rendezvous, run.storage))
+    return objects
+
+
+def _run(name: str, args: TrainingRunArgs) -> _Run:
+    host = coordinator_host(f"{name}-coordinator", args.pod.namespace)
     key = run_key(args.checkpointing.run_id, run_definition(args.coordinator), run_definition(args.worker))
-    # One checkpoint location for the whole world: a step is committed for every rank or not at all.
-    storage = checkpoint_binding(
-        args.checkpoint, f"{run}/{key}", args.checkpointing.keep_checkpoints, args.pod.grace_period_seconds
+    return _Run(
+        name=name,
+        key=key,
+        rendezvous=(
+            _env(contract.ENV_COORDINATOR_HOST, host),
+            _env(contract.ENV_COORDINATOR_PORT, str(args.coordinator_port)),
+        ),
+        world=(
+            _env(contract.ENV_NUM_WORKERS, str(args.num_workers)),
+            _env(contract.ENV_WORLD_SIZE, str(args.num_workers * _processes_per_worker(args))),
+        ),
+        # One checkpoint location for the whole world: a step is committed for every rank or not at all.
+        storage=checkpoint_binding(
+            args.checkpoint,
+            f"{name}/{key}",
+            args.checkpointing.keep_checkpoints,
+            args.pod.grace_period_seconds,
+        ),
     )
 
-    coordinator_labels = labels_for(run, "coordinator", args.pod.labels)
+
+def _coordinator_service(run: _Run, args: TrainingRunArgs) -> Manifest:
+    return _headless_service(
+        run.coordinator_service,
+        args.pod.namespace,
+        labels_for(run.name, "coordinator", args.pod.labels),
+        selector_for(run.name, "coordinator"),
+        [{"name": "rendezvous", "port": args.coordinator_port, "targetPort": args.coordinator_port}],
+    )
+
+
+def _coordinator_job(run: _Run, args: TrainingRunArgs) -> Manifest:
+    """The coordinator: on standard nodes (never preempted), critical, hosting the rendezvous store."""
+    labels = labels_for(run.name, "coordinator", args.pod.labels)
     coordinator_container = container(
         args.coordinator,
-        [*rendezvous, *world, *storage.env],
-        storage.mounts,
+        [*run.rendezvous, *run.world, *run.storage.env],
+        run.storage.mounts,
         extra={"ports": [{"name": "rendezvous", "containerPort": args.coordinator_port, "protocol": "TCP"}]},
     )
-    coordinator = _job(
-        service_name,
+    return _job(
+        run.coordinator_service,
         args.pod.namespace,
-        coordinator_labels,
-        _pod_labels(coordinator_labels, critical=True),
+        labels,
+        _pod_labels(labels, critical=True),
         pod_spec(
             [coordinator_container],
             standard_placement(),
             args.pod.grace_period_seconds,
-            storage.volumes,
+            run.storage.volumes,
             "Never",
             args.pod.service_account_name,
             [args.coordinator],
@@ -113,88 +210,70 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
         args.retries.non_retriable_exit_codes,
         pod_annotations=pod_annotations(args.coordinator),
     )
-    service = _headless_service(
-        service_name,
-        args.pod.namespace,
-        coordinator_labels,
-        selector_for(run, "coordinator"),
-        [{"name": "rendezvous", "port": args.coordinator_port, "targetPort": args.coordinator_port}],
-    )
-    worker_labels = labels_for(run, "worker", args.pod.labels)
+
+
+def _worker_pod(run: _Run, args: TrainingRunArgs, rank: Manifest) -> Manifest:
+    """A torchrun agent's pod on preemptible nodes, reachable by a stable DNS name."""
     worker_spec = (
         args.worker if args.worker.shm_size else dataclasses.replace(args.worker, shm_size=args.shm_size)
     )
-    worker_placement = placement_for(
-        ComputeClass.PREEMPTIBLE, selector_for(run, "worker"), args.preemptible_taint
+    endpoint = f"{coordinator_host(run.coordinator_service, args.pod.namespace)}:{args.coordinator_port}"
+    worker_container = container(
+        worker_spec,
+        [rank, *run.world, *run.rendezvous, *torchrun_env(args, endpoint, run.key), *run.storage.env],
+        run.storage.mounts,
     )
+    pod = pod_spec(
+        [worker_container],
+        placement_for(ComputeClass.PREEMPTIBLE, selector_for(run.name, "worker"), args.preemptible_taint),
+        args.pod.grace_period_seconds,
+        run.storage.volumes,
+        "Never",
+        args.pod.service_account_name,
+        [worker_spec],
+    )
+    # Indexed Job pods are named <job>-<index> (a worker JobSet's Job: <jobset>-attempt-0); with the
+    # subdomain they resolve as <job>-<index>.<service>, the address torchrun agents publish to each other.
+    pod["subdomain"] = run.workers_service
+    return pod
 
-    def worker_pod(rank: Manifest) -> Manifest:
-        worker_container = container(
-            worker_spec,
-            [rank, *world, *rendezvous, *torchrun_env(args, f"{host}:{port}", key), *storage.env],
-            storage.mounts,
-        )
-        pod = pod_spec(
-            [worker_container],
-            worker_placement,
-            args.pod.grace_period_seconds,
-            storage.volumes,
-            "Never",
-            args.pod.service_account_name,
-            [worker_spec],
-        )
-        # Indexed Job pods are named <job>-<index> (a worker JobSet's Job: <jobset>-attempt-0); with the
-        # subdomain they resolve as <job>-<index>.<service>, the address torchrun agents publish to each other.
-        pod["subdomain"] = workers_name
-        return pod
 
-    workers: list[Manifest]
+def _workers(run: _Run, args: TrainingRunArgs) -> list[Manifest]:
+    """One attempt JobSet per worker (``fresh_job_per_attempt``), or one Indexed Job for all of them."""
+    labels = labels_for(run.name, "worker", args.pod.labels)
     if args.retries.fresh_job_per_attempt:
-        workers = [
+        return [
             attempt_job_set(
-                f"{workers_name}-{rank}",
+                f"{run.workers_service}-{rank}",
                 args.pod.namespace,
-                worker_labels,
-                worker_labels,
-                worker_pod(_env(contract.ENV_WORKER_RANK, str(rank))),
+                labels,
+                labels,
+                _worker_pod(run, args, _env(contract.ENV_WORKER_RANK, str(rank))),
                 pod_annotations(args.worker),
-                AttemptLimits.one_pod(
-                    args.retries.backoff_limit,
-                    args.retries.non_retriable_exit_codes,
-                    name_field="run_name (or the component's name)",
-                    name_suffix=f"-workers-{rank}",
-                ),
+                AttemptLimits.one_pod(args.retries.backoff_limit, args.retries.non_retriable_exit_codes),
             )
             for rank in range(args.num_workers)
         ]
-    else:
-        workers = [
-            _job(
-                workers_name,
-                args.pod.namespace,
-                worker_labels,
-                worker_labels,
-                worker_pod(_index_env(contract.ENV_WORKER_RANK)),
-                {
-                    "completionMode": "Indexed",
-                    "completions": args.num_workers,
-                    "parallelism": args.num_workers,
-                    # Per worker: one worker's crashes never use up another's retries.
-                    "backoffLimitPerIndex": args.retries.backoff_limit,
-                    "maxFailedIndexes": 0,
-                },
-                args.retries.non_retriable_exit_codes,
-                exit_code_action="FailIndex",
-                pod_annotations=pod_annotations(args.worker),
-            )
-        ]
-    worker_service = _headless_service(
-        workers_name, args.pod.namespace, worker_labels, selector_for(run, "worker")
-    )
-    objects = [service, coordinator, worker_service, *workers]
-    if args.login is not None:
-        objects.append(_login(run, args, rendezvous, storage))
-    return objects
+    return [
+        _job(
+            run.workers_service,
+            args.pod.namespace,
+            labels,
+            labels,
+            _worker_pod(run, args, _index_env(contract.ENV_WORKER_RANK)),
+            {
+                "completionMode": "Indexed",
+                "completions": args.num_workers,
+                "parallelism": args.num_workers,
+                # Per worker: one worker's crashes never use up another's retries.
+                "backoffLimitPerIndex": args.retries.backoff_limit,
+                "maxFailedIndexes": 0,
+            },
+            args.retries.non_retriable_exit_codes,
+            exit_code_action="FailIndex",
+            pod_annotations=pod_annotations(args.worker),
+        )
+    ]
 
 
 def _headless_service(
