@@ -1,7 +1,7 @@
 """Pulumi components for workloads on Together GPU clusters with preemptible capacity.
 
 Names are loaded on first use so that ``together_clusters.components.checkpoint`` (the in-container runtime) and the pure
-modules (``platform``, ``placement``, ``manifests``, ``guard``) import without Pulumi installed.
+modules (``platform``, ``placement``, ``manifests``, ``guard``, ``validation``) import without Pulumi installed.
 """
 
 from __future__ import annotations
@@ -33,9 +33,12 @@ _EXPORTS = {
     "ComputeClass": ".platform",
     "Taint": ".platform",
     "PlacementRefused": ".guard",
+    "ArgsError": ".validation",
+    "validate": ".validation",
 }
 
 __all__ = [
+    "ArgsError",
     "BatchInference",
     "BatchInferenceArgs",
     "BatchJob",
@@ -59,6 +62,7 @@ __all__ = [
     "TrainingRunArgs",
     "provider_for",
     "provider_from_stack_config",
+    "validate",
 ]
 
 if TYPE_CHECKING:
@@ -85,6 +89,7 @@ if TYPE_CHECKING:
     from .platform import ComputeClass, Taint
     from .sweep import Sweep
     from .training_run import TrainingRun
+    from .validation import ArgsError, validate
 
 
 def __getattr__(name: str) -> Any:

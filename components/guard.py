@@ -540,6 +540,8 @@ class PodTemplate:
     job_spec: Mapping[str, Any] | None = None
     job_path: str = "spec."
     restarted_by_jobset: bool = False
+    bare_pod: bool = False
+    """The object is a Pod of its own (its metadata and spec stand where a template's would)."""
 
 
 def _templates_anywhere(value: Any, path: str) -> Iterable[PodTemplate]:
@@ -560,6 +562,8 @@ def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
     """Every pod template of an object: the workload kinds we know, else any nested ``template``."""
     kind = obj.get("kind", "")
     spec = obj.get("spec") or {}
+    if kind == "Pod":
+        return [PodTemplate(obj, "", bare_pod=True)]
     if kind == "Job":
         return [PodTemplate(_dig(obj, ("spec", "template")), "spec.template.", spec, "spec.")]
     if kind == "CronJob":
@@ -590,18 +594,6 @@ def check_manifest(
     kind = obj.get("kind", "")
     metadata = obj.get("metadata") or {}
     subject = f"{kind}/{metadata.get('name', '?')}"
-    if kind == "Pod":
-        return check_pod_spec(
-            PodContext(
-                obj.get("spec") or {},
-                subject=subject,
-                field_prefix="spec.",
-                critical=(metadata.get("labels") or {}).get(CRITICAL_LABEL) == "true",
-                bare_pod=True,
-                taint=taint,
-                annotations=metadata.get("annotations"),
-            )
-        )
     found: list[Violation] = []
     for found_template in pod_templates(obj):
         template_metadata = found_template.template.get("metadata") or {}
@@ -616,6 +608,7 @@ def check_manifest(
                 taint=taint,
                 annotations=template_metadata.get("annotations"),
                 restarted_by_jobset=found_template.restarted_by_jobset,
+                bare_pod=found_template.bare_pod,
             )
         )
     return found

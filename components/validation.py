@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from together_clusters.errors import ArgsError
+
 from . import guard
 from .args import BatchInferenceArgs, BatchJobArgs, SweepArgs, TrainingRunArgs
 from .manifests import batch_inference, batch_job, sweep, training_run
@@ -21,6 +23,8 @@ from .manifests.sweep import argument_violations as sweep_violations
 from .manifests.training_run import argument_violations as training_run_violations
 from .platform import Taint
 from .violations import Violation
+
+__all__ = ["ArgsError", "WorkloadArgs", "preemptible_taint", "validate"]
 
 WorkloadArgs = BatchJobArgs | SweepArgs | BatchInferenceArgs | TrainingRunArgs
 

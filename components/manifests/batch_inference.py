@@ -9,7 +9,7 @@ from ..checkpoint import contract
 from ..placement import placement_for
 from ..platform import ComputeClass
 from ..violations import Violation, argument_violation
-from .checks import at_least, container_violations, refuse_invalid
+from .checks import at_least, container_violations, refuse_invalid, shared_settings_violations
 from .common import (
     Manifest,
     _env,
@@ -28,7 +28,7 @@ DEFAULT_PRE_STOP_SECONDS = 5
 def argument_violations(name: str, args: BatchInferenceArgs) -> list[Violation]:
     """Every problem of a BatchInference's arguments (the guard then checks what they render)."""
     pre_stop = _pre_stop_seconds(args)
-    found = at_least("replicas", args.replicas, 1)
+    found = [*at_least("replicas", args.replicas, 1), *shared_settings_violations(args.pod)]
     if args.service_port is None and pre_stop:
         found.append(
             argument_violation(

@@ -9,14 +9,13 @@ from .checkpoints import CheckpointBinding, checkpoint_binding
 from .checks import (
     at_least,
     container_violations,
-    exit_code_violations,
     job_set_name_violations,
     refuse_invalid,
-    run_id_violations,
+    shared_settings_violations,
 )
 from .common import Manifest, _pod_labels, labels_for, pod_annotations, selector_for
 from .jobs import AttemptLimits, _job, attempt_job_set
-from .pods import container, pod_spec
+from .pods import container, job_pod_spec
 from .run_keys import run_definition, run_key
 
 NAME_FIELD = "job_name (or the component's name)"
@@ -29,10 +28,8 @@ def argument_violations(name: str, args: BatchJobArgs) -> list[Violation]:
     found = [
         *at_least("completions", args.completions, 1),
         *at_least("parallelism", args.parallelism, 1),
-        *at_least("grace_period_seconds", args.pod.grace_period_seconds, 1),
         *at_least("backoff_limit", args.retries.backoff_limit, 0),
-        *exit_code_violations(args.retries.non_retriable_exit_codes),
-        *run_id_violations(args.checkpointing.run_id),
+        *shared_settings_violations(args.pod, args.retries, args.checkpointing),
         *container_violations(args.container, _binding(job_name, args).pod_annotations),
     ]
     if args.retries.fresh_job_per_attempt:
@@ -92,14 +89,12 @@ def _pod_spec(job_name: str, args: BatchJobArgs, binding: CheckpointBinding) -> 
     placement = placement_for(
         args.placement.compute_class, selector_for(job_name, "batch"), args.placement.preemptible_taint
     )
-    return pod_spec(
-        [container(args.container, binding.env, binding.mounts)],
+    return job_pod_spec(
+        container(args.container, binding.env, binding.mounts),
+        args.container,
         placement,
-        args.pod.grace_period_seconds,
+        args.pod,
         binding.volumes,
-        "Never",
-        args.pod.service_account_name,
-        [args.container],
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from together_clusters.errors import ArgsError
 
-from ..args import ContainerSpec
+from ..args import Checkpointing, ContainerSpec, PodSettings, Retries
 from ..checkpoint import contract
 from ..violations import Violation, argument_violation
 from .common import GPU_RESOURCE, RESERVED_ENV
@@ -38,6 +38,23 @@ def at_least(field: str, value: int, minimum: int) -> list[Violation]:
             f"set {field}={minimum} or more",
         )
     ]
+
+
+def within(rule: str, field: str, value: int, low: int, high: int, problem: str, fix: str) -> list[Violation]:
+    """A value outside ``low`` to ``high`` (``problem`` names the field, the value and the range)."""
+    return [] if low <= value <= high else [argument_violation(rule, field, value, problem, fix)]
+
+
+def shared_settings_violations(
+    pod: PodSettings, retries: Retries | None = None, checkpointing: Checkpointing | None = None
+) -> list[Violation]:
+    """The checks of the settings groups several workloads share (see ``args.py``)."""
+    found = at_least("grace_period_seconds", pod.grace_period_seconds, 1)
+    if retries is not None:
+        found += exit_code_violations(retries.non_retriable_exit_codes)
+    if checkpointing is not None:
+        found += run_id_violations(checkpointing.run_id)
+    return found
 
 
 def container_violations(

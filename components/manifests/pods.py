@@ -8,6 +8,7 @@ from typing import Any
 from ..args import (
     ContainerSpec,
     DataVolume,
+    PodSettings,
     Probe,
 )
 from ..placement import Placement
@@ -173,3 +174,23 @@ def pod_spec(
         spec["serviceAccountName"] = service_account_name
     spec.update(placement.pod_spec_fields())
     return spec
+
+
+def job_pod_spec(
+    main: Manifest,
+    spec: ContainerSpec,
+    placement: Placement,
+    settings: PodSettings,
+    volumes: Sequence[Manifest] = (),
+) -> Manifest:
+    """The pod of a Job: its one container ``main`` (rendered from ``spec``), and restartPolicy Never, which
+    the pod failure policy needs (the Job, not the kubelet, replaces a failed pod)."""
+    return pod_spec(
+        [main],
+        placement,
+        settings.grace_period_seconds,
+        volumes,
+        "Never",
+        settings.service_account_name,
+        [spec],
+    )

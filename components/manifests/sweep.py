@@ -14,10 +14,10 @@ from .checkpoints import checkpoint_binding
 from .checks import (
     at_least,
     container_violations,
-    exit_code_violations,
     job_set_name_violations,
     refuse_invalid,
-    run_id_violations,
+    shared_settings_violations,
+    within,
 )
 from .common import (
     RUN_KEYS_FILE,
@@ -34,7 +34,7 @@ from .common import (
     selector_for,
 )
 from .jobs import AttemptLimits, _job, attempt_job_set
-from .pods import container, pod_spec
+from .pods import container, job_pod_spec
 from .run_keys import run_definition, run_key
 
 
@@ -85,21 +85,18 @@ def argument_violations(name: str, args: SweepArgs) -> list[Violation]:
         )
     if args.parallelism is not None:
         found += at_least("parallelism", args.parallelism, 1)
-    found += at_least("grace_period_seconds", args.pod.grace_period_seconds, 1)
     found += at_least("backoff_limit_per_index", args.retries.backoff_limit, 0)
     max_failed = _max_failed_indexes(args)
-    if not 0 <= max_failed <= count:
-        found.append(
-            argument_violation(
-                "max-failed-indexes",
-                "max_failed_indexes",
-                max_failed,
-                f"max_failed_indexes must be between 0 and the number of trials ({count}), got {max_failed}",
-                "leave it unset (half the trials, rounded up) or choose a number in that range",
-            )
-        )
-    found += exit_code_violations(args.retries.non_retriable_exit_codes)
-    found += run_id_violations(args.checkpointing.run_id)
+    found += within(
+        "max-failed-indexes",
+        "max_failed_indexes",
+        max_failed,
+        0,
+        count,
+        f"max_failed_indexes must be between 0 and the number of trials ({count}), got {max_failed}",
+        "leave it unset (half the trials, rounded up) or choose a number in that range",
+    )
+    found += shared_settings_violations(args.pod, args.retries, args.checkpointing)
     own = checkpoint_binding(args.checkpoint, sweep_name, 1, args.pod.grace_period_seconds).pod_annotations
     found += container_violations(args.container, own)
     if args.retries.fresh_job_per_attempt:
@@ -151,14 +148,8 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
     placement = placement_for(
         args.placement.compute_class, selector_for(sweep_name, "trial"), args.placement.preemptible_taint
     )
-    spec_of_pod = pod_spec(
-        [container(args.container, env, mounts)],
-        placement,
-        args.pod.grace_period_seconds,
-        volumes,
-        "Never",
-        args.pod.service_account_name,
-        [args.container],
+    spec_of_pod = job_pod_spec(
+        container(args.container, env, mounts), args.container, placement, args.pod, volumes
     )
     job_fields: Manifest = {
         "completionMode": "Indexed",
@@ -236,14 +227,12 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
             _env(contract.ENV_TRIAL_PARAMETERS, json.dumps(dict(trial), sort_keys=True)),
             *binding.env,
         ]
-        spec_of_pod = pod_spec(
-            [container(args.container, env, binding.mounts)],
+        spec_of_pod = job_pod_spec(
+            container(args.container, env, binding.mounts),
+            args.container,
             placement,
-            args.pod.grace_period_seconds,
+            args.pod,
             binding.volumes,
-            "Never",
-            args.pod.service_account_name,
-            [args.container],
         )
         job_sets.append(
             attempt_job_set(

@@ -10,15 +10,15 @@ from ..args import TrainingRunArgs
 from ..checkpoint import contract
 from ..placement import placement_for, standard_placement
 from ..platform import ComputeClass
-from ..violations import Violation, argument_violation
+from ..violations import Violation
 from .checkpoints import CheckpointBinding, checkpoint_binding
 from .checks import (
     at_least,
     container_violations,
-    exit_code_violations,
     job_set_name_violations,
     refuse_invalid,
-    run_id_violations,
+    shared_settings_violations,
+    within,
 )
 from .common import (
     Manifest,
@@ -32,7 +32,7 @@ from .common import (
     selector_for,
 )
 from .jobs import AttemptLimits, _job, attempt_job_set
-from .pods import container, pod_spec
+from .pods import container, job_pod_spec, pod_spec
 from .run_keys import run_definition, run_key
 
 
@@ -75,26 +75,23 @@ NAME_FIELD = "run_name (or the component's name)"
 def argument_violations(name: str, args: TrainingRunArgs) -> list[Violation]:
     """Every problem of a TrainingRun's arguments (the guard then checks what they render)."""
     run = args.run_name or name
+    minimum = _min_workers(args)
     found = [
         *at_least("num_workers", args.num_workers, 1),
-        *at_least("grace_period_seconds", args.pod.grace_period_seconds, 1),
         *at_least("max_restarts", args.max_restarts, 1),
         *at_least("backoff_limit", args.retries.backoff_limit, 0),
         *at_least("processes_per_worker", _processes_per_worker(args), 1),
+        *within(
+            "min-workers",
+            "min_workers",
+            minimum,
+            1,
+            args.num_workers,
+            f"min_workers={minimum} must be between 1 and num_workers={args.num_workers}",
+            "leave it unset (all workers) or choose a number in that range",
+        ),
+        *shared_settings_violations(args.pod, args.retries, args.checkpointing),
     ]
-    minimum = _min_workers(args)
-    if not 1 <= minimum <= args.num_workers:
-        found.append(
-            argument_violation(
-                "min-workers",
-                "min_workers",
-                minimum,
-                f"min_workers={minimum} must be between 1 and num_workers={args.num_workers}",
-                "leave it unset (all workers) or choose a number in that range",
-            )
-        )
-    found += exit_code_violations(args.retries.non_retriable_exit_codes)
-    found += run_id_violations(args.checkpointing.run_id)
     for field_name in ("coordinator", "worker", "login"):
         spec = getattr(args, field_name)
         if spec is not None:
@@ -197,14 +194,8 @@ def _coordinator_job(run: _Run, args: TrainingRunArgs) -> Manifest:
         args.pod.namespace,
         labels,
         _pod_labels(labels, critical=True),
-        pod_spec(
-            [coordinator_container],
-            standard_placement(),
-            args.pod.grace_period_seconds,
-            run.storage.volumes,
-            "Never",
-            args.pod.service_account_name,
-            [args.coordinator],
+        job_pod_spec(
+            coordinator_container, args.coordinator, standard_placement(), args.pod, run.storage.volumes
         ),
         {"backoffLimit": args.retries.backoff_limit, "completions": 1, "parallelism": 1},
         args.retries.non_retriable_exit_codes,
@@ -223,14 +214,12 @@ def _worker_pod(run: _Run, args: TrainingRunArgs, rank: Manifest) -> Manifest:
         [rank, *run.world, *run.rendezvous, *torchrun_env(args, endpoint, run.key), *run.storage.env],
         run.storage.mounts,
     )
-    pod = pod_spec(
-        [worker_container],
+    pod = job_pod_spec(
+        worker_container,
+        worker_spec,
         placement_for(ComputeClass.PREEMPTIBLE, selector_for(run.name, "worker"), args.preemptible_taint),
-        args.pod.grace_period_seconds,
+        args.pod,
         run.storage.volumes,
-        "Never",
-        args.pod.service_account_name,
-        [worker_spec],
     )
     # Indexed Job pods are named <job>-<index> (a worker JobSet's Job: <jobset>-attempt-0); with the
     # subdomain they resolve as <job>-<index>.<service>, the address torchrun agents publish to each other.
