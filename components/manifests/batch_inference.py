@@ -12,13 +12,13 @@ from ..violations import Violation, argument_violation
 from .checks import at_least, container_violations, refuse_invalid, shared_settings_violations
 from .common import (
     Manifest,
-    _env,
-    _metadata,
-    _pod_labels,
-    _template_metadata,
+    env_entry,
     labels_for,
+    object_metadata,
     pod_annotations,
+    pod_labels_of,
     selector_for,
+    template_metadata_of,
 )
 from .pods import container, pod_spec
 
@@ -76,18 +76,18 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
     spec = args.container
     if args.service_port is not None and args.service_port not in spec.ports.values():
         spec = dataclasses.replace(spec, ports={**spec.ports, "serving": args.service_port})
-    main = container(spec, [_env(contract.ENV_DRAIN_BUDGET, str(budget))], extra=extra)
+    main = container(spec, [env_entry(contract.ENV_DRAIN_BUDGET, str(budget))], extra=extra)
     placement = placement_for(args.placement.compute_class, selector, args.placement.preemptible_taint)
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(deployment_name, args.pod.namespace, labels),
+        "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
         "spec": {
             "replicas": args.replicas,
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": _template_metadata(
-                    _pod_labels(labels, args.placement.critical), pod_annotations(args.container)
+                "metadata": template_metadata_of(
+                    pod_labels_of(labels, args.placement.critical), pod_annotations(args.container)
                 ),
                 "spec": pod_spec(
                     [main],
@@ -105,7 +105,7 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": _metadata(deployment_name, args.pod.namespace, labels),
+                "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
                 "spec": {
                     "selector": dict(selector),
                     "ports": [
@@ -119,7 +119,7 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
             {
                 "apiVersion": "policy/v1",
                 "kind": "PodDisruptionBudget",
-                "metadata": _metadata(deployment_name, args.pod.namespace, labels),
+                "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
                 "spec": {
                     "maxUnavailable": args.max_unavailable,
                     "selector": {"matchLabels": selector},

@@ -13,8 +13,8 @@ from .checks import (
     refuse_invalid,
     shared_settings_violations,
 )
-from .common import Manifest, _pod_labels, labels_for, pod_annotations, selector_for
-from .jobs import AttemptLimits, _job, attempt_job_set
+from .common import Manifest, labels_for, pod_annotations, pod_labels_of, selector_for
+from .jobs import AttemptLimits, attempt_job_set, plain_job
 from .pods import container, job_pod_spec
 from .run_keys import run_definition, run_key
 
@@ -44,7 +44,7 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
     labels = labels_for(job_name, "batch", args.pod.labels)
     binding = _binding(job_name, args)
     spec_of_pod = _pod_spec(job_name, args, binding)
-    pod_labels = _pod_labels(labels, args.placement.critical)
+    pod_labels = pod_labels_of(labels, args.placement.critical)
     annotations = pod_annotations(args.container, binding.pod_annotations)
     if args.retries.fresh_job_per_attempt:
         limits = AttemptLimits(
@@ -61,7 +61,7 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
             )
         ]
     return [
-        _job(
+        plain_job(
             job_name,
             args.pod.namespace,
             labels,

@@ -6,7 +6,7 @@ from ..args import (
     CheckpointStoreArgs,
     S3Bucket,
 )
-from .common import Manifest, _metadata, labels_for
+from .common import Manifest, labels_for, object_metadata
 
 
 def checkpoint_store(args: CheckpointStoreArgs) -> list[Manifest]:
@@ -25,7 +25,7 @@ def checkpoint_store(args: CheckpointStoreArgs) -> list[Manifest]:
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
-            "metadata": _metadata(storage.claim_name, args.namespace, labels),
+            "metadata": object_metadata(storage.claim_name, args.namespace, labels),
             "spec": spec,
         }
     ]

@@ -16,7 +16,7 @@ from ..platform import (
     CHECKPOINT_NONE,
     CHECKPOINT_USER_MANAGED,
 )
-from .common import CHECKPOINT_VOLUME, Manifest, _env, _secret_env
+from .common import CHECKPOINT_VOLUME, Manifest, env_entry, secret_env_entry
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,9 @@ def checkpoint_binding(
         declared = CHECKPOINT_USER_MANAGED if storage.user_managed else CHECKPOINT_NONE
         return CheckpointBinding(pod_annotations={CHECKPOINT_ANNOTATION: declared})
     common = (
-        _env(contract.ENV_KEEP, str(keep)),
-        _env(contract.ENV_RESUME, "true"),
-        _env(contract.ENV_SAVE_BUDGET, str(contract.save_budget_seconds(grace_period_seconds))),
+        env_entry(contract.ENV_KEEP, str(keep)),
+        env_entry(contract.ENV_RESUME, "true"),
+        env_entry(contract.ENV_SAVE_BUDGET, str(contract.save_budget_seconds(grace_period_seconds))),
     )
     if isinstance(storage, SharedVolume):
         return CheckpointBinding(
@@ -53,23 +53,25 @@ def checkpoint_binding(
             ),
             mounts=({"name": CHECKPOINT_VOLUME, "mountPath": storage.mount_path},),
             env=(
-                _env(contract.ENV_BACKEND, contract.BACKEND_FILESYSTEM),
-                _env(contract.ENV_DIR, f"{storage.mount_path.rstrip('/')}/{subpath}"),
+                env_entry(contract.ENV_BACKEND, contract.BACKEND_FILESYSTEM),
+                env_entry(contract.ENV_DIR, f"{storage.mount_path.rstrip('/')}/{subpath}"),
                 *common,
             ),
         )
     env = [
-        _env(contract.ENV_BACKEND, contract.BACKEND_S3),
-        _env(contract.ENV_S3_BUCKET, storage.bucket),
-        _env(contract.ENV_S3_PREFIX, "/".join(p for p in (storage.prefix.strip("/"), subpath) if p)),
+        env_entry(contract.ENV_BACKEND, contract.BACKEND_S3),
+        env_entry(contract.ENV_S3_BUCKET, storage.bucket),
+        env_entry(contract.ENV_S3_PREFIX, "/".join(p for p in (storage.prefix.strip("/"), subpath) if p)),
     ]
     if storage.endpoint:
-        env.append(_env(contract.ENV_S3_ENDPOINT, storage.endpoint))
+        env.append(env_entry(contract.ENV_S3_ENDPOINT, storage.endpoint))
     if storage.region:
-        env.append(_env(contract.ENV_S3_REGION, storage.region))
+        env.append(env_entry(contract.ENV_S3_REGION, storage.region))
     env += [
-        _secret_env(contract.ENV_S3_ACCESS_KEY_ID, storage.credentials_secret, storage.access_key_id_key),
-        _secret_env(
+        secret_env_entry(
+            contract.ENV_S3_ACCESS_KEY_ID, storage.credentials_secret, storage.access_key_id_key
+        ),
+        secret_env_entry(
             contract.ENV_S3_SECRET_ACCESS_KEY, storage.credentials_secret, storage.secret_access_key_key
         ),
     ]

@@ -41,7 +41,8 @@ def selector_for(name: str, component: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component}
 
 
-def _pod_labels(labels: Mapping[str, str], critical: bool) -> dict[str, str]:
+def pod_labels_of(labels: Mapping[str, str], critical: bool) -> dict[str, str]:
+    """A pod's labels: its part's, and the critical label when it must stay off preemptible nodes."""
     return {**labels, CRITICAL_LABEL: "true"} if critical else dict(labels)
 
 
@@ -50,31 +51,36 @@ def pod_annotations(spec: ContainerSpec, own: Mapping[str, str] | None = None) -
     return {**spec.pod_annotations, **(own or {})}
 
 
-def _template_metadata(labels: Mapping[str, str], annotations: Mapping[str, str]) -> Manifest:
+def template_metadata_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> Manifest:
+    """The metadata of a pod template (annotations only when there are some)."""
     metadata: Manifest = {"labels": dict(labels)}
     if annotations:
         metadata["annotations"] = dict(annotations)
     return metadata
 
 
-def _env(name: str, value: str) -> Manifest:
+def env_entry(name: str, value: str) -> Manifest:
+    """A container environment entry with a plain value."""
     return {"name": name, "value": value}
 
 
-def _secret_env(name: str, secret: str, key: str, optional: bool = False) -> Manifest:
+def secret_env_entry(name: str, secret: str, key: str, optional: bool = False) -> Manifest:
+    """A container environment entry read from a key of a Secret (the value never enters the state)."""
     ref: Manifest = {"name": secret, "key": key}
     if optional:
         ref["optional"] = True
     return {"name": name, "valueFrom": {"secretKeyRef": ref}}
 
 
-def _index_env(name: str) -> Manifest:
+def index_env_entry(name: str) -> Manifest:
+    """A container environment entry holding the pod's completion index in its Indexed Job."""
     path = f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def _metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> Manifest:
-    """Without a namespace, pulumi-kubernetes uses its provider's (``default`` if it has none)."""
+def object_metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> Manifest:
+    """An object's metadata. Without a namespace, pulumi-kubernetes uses its provider's (``default`` if it
+    has none)."""
     metadata: Manifest = {"name": name, "labels": dict(labels)}
     if namespace is not None:
         metadata["namespace"] = namespace

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..checkpoint import contract
 from ..platform import DISRUPTION_CONDITION
-from .common import MAIN_CONTAINER, Manifest, _metadata, _template_metadata
+from .common import MAIN_CONTAINER, Manifest, object_metadata, template_metadata_of
 
 JOB_READY_ANNOTATIONS: Mapping[str, str] = {"pulumi.com/waitFor": "jsonpath={.status.startTime}"}
 """On every Job: ready once the Job controller has started it.
@@ -68,7 +68,7 @@ def pod_failure_policy(
     return {"rules": rules}
 
 
-def _job(
+def plain_job(
     name: str,
     namespace: str | None,
     labels: Mapping[str, str],
@@ -79,7 +79,8 @@ def _job(
     exit_code_action: str = "FailJob",
     pod_annotations: Mapping[str, str] | None = None,
 ) -> Manifest:
-    template_metadata = _template_metadata(pod_labels, pod_annotations or {})
+    """A plain Job whose pod failure policy ignores preemptions; pulumi waits only for it to start."""
+    template_metadata = template_metadata_of(pod_labels, pod_annotations or {})
     spec: Manifest = {
         **job_fields,
         "podFailurePolicy": pod_failure_policy(non_retriable_exit_codes, exit_code_action),
@@ -90,7 +91,7 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {**_metadata(name, namespace, labels), "annotations": dict(JOB_READY_ANNOTATIONS)},
+        "metadata": {**object_metadata(name, namespace, labels), "annotations": dict(JOB_READY_ANNOTATIONS)},
         "spec": spec,
     }
 
@@ -166,7 +167,7 @@ def attempt_job_set(
     crashes against ``limits.backoff_limit`` (per index, within one attempt), non-retriable exit codes at
     once (FailIndex with maxFailedIndexes 0 fails the Job with a reason JobSet does not restart).
     """
-    template_metadata = _template_metadata(pod_labels, pod_annotations)
+    template_metadata = template_metadata_of(pod_labels, pod_annotations)
     job_spec: Manifest = {
         "completionMode": "Indexed",
         "completions": limits.completions,
@@ -196,6 +197,6 @@ def attempt_job_set(
     return {
         "apiVersion": JOBSET_API_VERSION,
         "kind": "JobSet",
-        "metadata": _metadata(name, namespace, labels),
+        "metadata": object_metadata(name, namespace, labels),
         "spec": spec,
     }

@@ -18,8 +18,8 @@ from .common import (
     MAIN_CONTAINER,
     TRIALS_VOLUME,
     Manifest,
-    _env,
-    _secret_env,
+    env_entry,
+    secret_env_entry,
 )
 
 
@@ -123,8 +123,8 @@ def container(
         result["args"] = list(spec.args)
     all_env = [
         *env,
-        *(_env(k, v) for k, v in spec.env.items()),
-        *(_secret_env(k, s.secret, s.key, s.optional) for k, s in spec.secret_env.items()),
+        *(env_entry(k, v) for k, v in spec.env.items()),
+        *(secret_env_entry(k, s.secret, s.key, s.optional) for k, s in spec.secret_env.items()),
     ]
     if all_env:
         result["env"] = all_env

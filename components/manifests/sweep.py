@@ -25,15 +25,15 @@ from .common import (
     TRIALS_MOUNT_PATH,
     TRIALS_VOLUME,
     Manifest,
-    _env,
-    _index_env,
-    _metadata,
-    _pod_labels,
+    env_entry,
+    index_env_entry,
     labels_for,
+    object_metadata,
     pod_annotations,
+    pod_labels_of,
     selector_for,
 )
-from .jobs import AttemptLimits, _job, attempt_job_set
+from .jobs import AttemptLimits, attempt_job_set, plain_job
 from .pods import container, job_pod_spec
 from .run_keys import run_definition, run_key
 
@@ -128,7 +128,7 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(
+        "metadata": object_metadata(
             config_map_name, args.pod.namespace, labels_for(sweep_name, "trials", args.pod.labels)
         ),
         "data": data,
@@ -137,12 +137,12 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
         args.checkpoint, sweep_name, args.checkpointing.keep_checkpoints, args.pod.grace_period_seconds
     )
     env = [
-        _index_env(contract.ENV_TRIAL_INDEX),
-        _env(contract.ENV_TRIAL_PARAMETERS_FILE, f"{TRIALS_MOUNT_PATH}/{TRIALS_FILE}"),
+        index_env_entry(contract.ENV_TRIAL_INDEX),
+        env_entry(contract.ENV_TRIAL_PARAMETERS_FILE, f"{TRIALS_MOUNT_PATH}/{TRIALS_FILE}"),
         *binding.env,
     ]
     if binding.env:
-        env.append(_env(contract.ENV_RUN_KEYS_FILE, f"{TRIALS_MOUNT_PATH}/{RUN_KEYS_FILE}"))
+        env.append(env_entry(contract.ENV_RUN_KEYS_FILE, f"{TRIALS_MOUNT_PATH}/{RUN_KEYS_FILE}"))
     mounts = [{"name": TRIALS_VOLUME, "mountPath": TRIALS_MOUNT_PATH, "readOnly": True}, *binding.mounts]
     volumes = [{"name": TRIALS_VOLUME, "configMap": {"name": config_map_name}}, *binding.volumes]
     placement = placement_for(
@@ -158,11 +158,11 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
         "backoffLimitPerIndex": args.retries.backoff_limit,
         "maxFailedIndexes": max_failed,
     }
-    job = _job(
+    job = plain_job(
         sweep_name,
         args.pod.namespace,
         labels,
-        _pod_labels(labels, args.placement.critical),
+        pod_labels_of(labels, args.placement.critical),
         spec_of_pod,
         job_fields,
         args.retries.non_retriable_exit_codes,
@@ -212,7 +212,7 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
     placement = placement_for(
         args.placement.compute_class, selector_for(sweep_name, "trial"), args.placement.preemptible_taint
     )
-    pod_labels = _pod_labels(labels, args.placement.critical)
+    pod_labels = pod_labels_of(labels, args.placement.critical)
     job_sets = []
     for index, (trial, key) in enumerate(zip(args.trials, trial_run_keys(args), strict=True)):
         limits = AttemptLimits.one_pod(args.retries.backoff_limit, args.retries.non_retriable_exit_codes)
@@ -223,8 +223,8 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
             args.pod.grace_period_seconds,
         )
         env = [
-            _env(contract.ENV_TRIAL_INDEX, str(index)),
-            _env(contract.ENV_TRIAL_PARAMETERS, json.dumps(dict(trial), sort_keys=True)),
+            env_entry(contract.ENV_TRIAL_INDEX, str(index)),
+            env_entry(contract.ENV_TRIAL_PARAMETERS, json.dumps(dict(trial), sort_keys=True)),
             *binding.env,
         ]
         spec_of_pod = job_pod_spec(

@@ -22,16 +22,16 @@ from .checks import (
 )
 from .common import (
     Manifest,
-    _env,
-    _index_env,
-    _metadata,
-    _pod_labels,
-    _template_metadata,
+    env_entry,
+    index_env_entry,
     labels_for,
+    object_metadata,
     pod_annotations,
+    pod_labels_of,
     selector_for,
+    template_metadata_of,
 )
-from .jobs import AttemptLimits, _job, attempt_job_set
+from .jobs import AttemptLimits, attempt_job_set, plain_job
 from .pods import container, job_pod_spec, pod_spec
 from .run_keys import run_definition, run_key
 
@@ -51,14 +51,14 @@ TORCHRUN_RDZV_BACKEND = "c10d"
 def torchrun_env(args: TrainingRunArgs, endpoint: str, rendezvous_id: str) -> list[Manifest]:
     """torchrun's own settings, read from ``PET_<FLAG>`` variables (torch.distributed.run)."""
     return [
-        _env("PET_NNODES", f"{_min_workers(args)}:{args.num_workers}"),
-        _env("PET_NPROC_PER_NODE", str(_processes_per_worker(args))),
-        _env("PET_RDZV_BACKEND", TORCHRUN_RDZV_BACKEND),
-        _env("PET_RDZV_ENDPOINT", endpoint),
-        _env("PET_RDZV_ID", rendezvous_id),
+        env_entry("PET_NNODES", f"{_min_workers(args)}:{args.num_workers}"),
+        env_entry("PET_NPROC_PER_NODE", str(_processes_per_worker(args))),
+        env_entry("PET_RDZV_BACKEND", TORCHRUN_RDZV_BACKEND),
+        env_entry("PET_RDZV_ENDPOINT", endpoint),
+        env_entry("PET_RDZV_ID", rendezvous_id),
         # The store lives on the coordinator: agents are its clients, and wait long for a replacement.
-        _env("PET_RDZV_CONF", f"is_host=false,join_timeout={args.rendezvous_timeout_seconds}"),
-        _env("PET_MAX_RESTARTS", str(args.max_restarts)),
+        env_entry("PET_RDZV_CONF", f"is_host=false,join_timeout={args.rendezvous_timeout_seconds}"),
+        env_entry("PET_MAX_RESTARTS", str(args.max_restarts)),
     ]
 
 
@@ -153,12 +153,12 @@ def _run(name: str, args: TrainingRunArgs) -> _Run:
         name=name,
         key=key,
         rendezvous=(
-            _env(contract.ENV_COORDINATOR_HOST, host),
-            _env(contract.ENV_COORDINATOR_PORT, str(args.coordinator_port)),
+            env_entry(contract.ENV_COORDINATOR_HOST, host),
+            env_entry(contract.ENV_COORDINATOR_PORT, str(args.coordinator_port)),
         ),
         world=(
-            _env(contract.ENV_NUM_WORKERS, str(args.num_workers)),
-            _env(contract.ENV_WORLD_SIZE, str(args.num_workers * _processes_per_worker(args))),
+            env_entry(contract.ENV_NUM_WORKERS, str(args.num_workers)),
+            env_entry(contract.ENV_WORLD_SIZE, str(args.num_workers * _processes_per_worker(args))),
         ),
         # One checkpoint location for the whole world: a step is committed for every rank or not at all.
         storage=checkpoint_binding(
@@ -189,11 +189,11 @@ def _coordinator_job(run: _Run, args: TrainingRunArgs) -> Manifest:
         run.storage.mounts,
         extra={"ports": [{"name": "rendezvous", "containerPort": args.coordinator_port, "protocol": "TCP"}]},
     )
-    return _job(
+    return plain_job(
         run.coordinator_service,
         args.pod.namespace,
         labels,
-        _pod_labels(labels, critical=True),
+        pod_labels_of(labels, critical=True),
         job_pod_spec(
             coordinator_container, args.coordinator, standard_placement(), args.pod, run.storage.volumes
         ),
@@ -237,19 +237,19 @@ def _workers(run: _Run, args: TrainingRunArgs) -> list[Manifest]:
                 args.pod.namespace,
                 labels,
                 labels,
-                _worker_pod(run, args, _env(contract.ENV_WORKER_RANK, str(rank))),
+                _worker_pod(run, args, env_entry(contract.ENV_WORKER_RANK, str(rank))),
                 pod_annotations(args.worker),
                 AttemptLimits.one_pod(args.retries.backoff_limit, args.retries.non_retriable_exit_codes),
             )
             for rank in range(args.num_workers)
         ]
     return [
-        _job(
+        plain_job(
             run.workers_service,
             args.pod.namespace,
             labels,
             labels,
-            _worker_pod(run, args, _index_env(contract.ENV_WORKER_RANK)),
+            _worker_pod(run, args, index_env_entry(contract.ENV_WORKER_RANK)),
             {
                 "completionMode": "Indexed",
                 "completions": args.num_workers,
@@ -283,7 +283,7 @@ def _headless_service(
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(name, namespace, labels),
+        "metadata": object_metadata(name, namespace, labels),
         "spec": spec,
     }
 
@@ -295,13 +295,13 @@ def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest], storage: Ch
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(f"{run}-login", args.pod.namespace, labels),
+        "metadata": object_metadata(f"{run}-login", args.pod.namespace, labels),
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": selector_for(run, "login")},
             "template": {
-                "metadata": _template_metadata(
-                    _pod_labels(labels, critical=True), pod_annotations(args.login)
+                "metadata": template_metadata_of(
+                    pod_labels_of(labels, critical=True), pod_annotations(args.login)
                 ),
                 "spec": pod_spec(
                     [container(args.login, env, mounts)],
