@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from ..args import BatchInferenceArgs
 from ..checkpoint import contract
@@ -66,9 +67,21 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
     to; a PodDisruptionBudget only on standard nodes (see :class:`BatchInferenceArgs`)."""
     refuse_invalid(f"BatchInference {name!r}", argument_violations(name, args))
     deployment_name = args.deployment_name or name
-    pre_stop = _pre_stop_seconds(args)
     labels = labels_for(deployment_name, "inference-worker", args.pod.labels)
     selector = selector_for(deployment_name, "inference-worker")
+    objects: list[Manifest] = [_deployment(deployment_name, args, labels, selector)]
+    if args.service_port is not None:
+        objects.append(_service(deployment_name, args.service_port, args, labels, selector))
+    if args.placement.compute_class is ComputeClass.STANDARD:
+        objects.append(_disruption_budget(deployment_name, args, labels, selector))
+    return objects
+
+
+def _deployment(
+    deployment_name: str, args: BatchInferenceArgs, labels: Mapping[str, str], selector: Mapping[str, str]
+) -> Manifest:
+    """The workers: SIGTERM starts a drain of the grace period less the preStop pause and a margin."""
+    pre_stop = _pre_stop_seconds(args)
     budget = contract.drain_budget_seconds(args.pod.grace_period_seconds, pre_stop)
     extra: Manifest = {}
     if pre_stop:
@@ -78,13 +91,13 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
         spec = dataclasses.replace(spec, ports={**spec.ports, "serving": args.service_port})
     main = container(spec, [env_entry(contract.ENV_DRAIN_BUDGET, str(budget))], extra=extra)
     placement = placement_for(args.placement.compute_class, selector, args.placement.preemptible_taint)
-    deployment = {
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
         "spec": {
             "replicas": args.replicas,
-            "selector": {"matchLabels": selector},
+            "selector": {"matchLabels": dict(selector)},
             "template": {
                 "metadata": template_metadata_of(
                     pod_labels_of(labels, args.placement.critical), pod_annotations(args.container)
@@ -99,33 +112,39 @@ def batch_inference(name: str, args: BatchInferenceArgs) -> list[Manifest]:
             },
         },
     }
-    objects: list[Manifest] = [deployment]
-    if args.service_port is not None:
-        objects.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
-                "spec": {
-                    "selector": dict(selector),
-                    "ports": [
-                        {"name": "serving", "port": args.service_port, "targetPort": args.service_port}
-                    ],
-                },
-            }
-        )
-    if args.placement.compute_class is ComputeClass.STANDARD:
-        objects.append(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
-                "spec": {
-                    "maxUnavailable": args.max_unavailable,
-                    "selector": {"matchLabels": selector},
-                    # A drain must not be blocked by workers that are not serving anyway.
-                    "unhealthyPodEvictionPolicy": "AlwaysAllow",
-                },
-            }
-        )
-    return objects
+
+
+def _service(
+    deployment_name: str,
+    port: int,
+    args: BatchInferenceArgs,
+    labels: Mapping[str, str],
+    selector: Mapping[str, str],
+) -> Manifest:
+    """The Service that routes requests to the workers."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
+        "spec": {
+            "selector": dict(selector),
+            "ports": [{"name": "serving", "port": port, "targetPort": port}],
+        },
+    }
+
+
+def _disruption_budget(
+    deployment_name: str, args: BatchInferenceArgs, labels: Mapping[str, str], selector: Mapping[str, str]
+) -> Manifest:
+    """On standard nodes only: a budget against voluntary disruptions such as upgrades."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
+        "spec": {
+            "maxUnavailable": args.max_unavailable,
+            "selector": {"matchLabels": dict(selector)},
+            # A drain must not be blocked by workers that are not serving anyway.
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }

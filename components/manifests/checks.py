@@ -61,6 +61,17 @@ def container_violations(
     spec: ContainerSpec, own_annotations: Mapping[str, str] | None = None, field: str = "container"
 ) -> list[Violation]:
     """A container's options that contradict each other or what the component sets itself."""
+    return [
+        *_clashes_with_the_component(spec, own_annotations, field),
+        *_probe_violations(spec, field),
+        *_volume_violations(spec, field),
+    ]
+
+
+def _clashes_with_the_component(
+    spec: ContainerSpec, own_annotations: Mapping[str, str] | None, field: str
+) -> list[Violation]:
+    """Annotations, env and resources the component sets itself (or that the spec sets twice)."""
     found: list[Violation] = []
     annotation_clashes = sorted(set(spec.pod_annotations).intersection(own_annotations or {}))
     if annotation_clashes:
@@ -108,6 +119,12 @@ def container_violations(
                 f"use gpus={gpus} instead",
             )
         )
+    return found
+
+
+def _probe_violations(spec: ContainerSpec, field: str) -> list[Violation]:
+    """Probes whose fields say no one kind of probe."""
+    found: list[Violation] = []
     for probe_field in ("readiness_probe", "liveness_probe", "startup_probe"):
         probe = getattr(spec, probe_field)
         if probe is not None and probe_action(probe) is None:
@@ -120,6 +137,12 @@ def container_violations(
                     "give http_path with port (HTTP), port alone (TCP), or command (exec)",
                 )
             )
+    return found
+
+
+def _volume_violations(spec: ContainerSpec, field: str) -> list[Violation]:
+    """Data volumes without exactly one source, or with a name already taken."""
+    found: list[Violation] = []
     for volume in spec.volumes:
         given = sorted(volume_sources(volume))
         if len(given) != 1:

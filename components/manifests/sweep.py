@@ -118,21 +118,31 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
     an Indexed Job whose completion index selects the trial."""
     refuse_invalid(f"Sweep {name!r}", argument_violations(name, args))
     sweep_name = args.sweep_name or name
-    count = len(args.trials)
-    max_failed = _max_failed_indexes(args)
     if args.retries.fresh_job_per_attempt:
         return trial_job_sets(sweep_name, args)
-    labels = labels_for(sweep_name, "trial", args.pod.labels)
+    config_map = _trials_config_map(sweep_name, args)
+    return [config_map, _indexed_job(sweep_name, args, config_map["metadata"]["name"])]
+
+
+def _trials_config_map(sweep_name: str, args: SweepArgs) -> Manifest:
+    """Every trial's parameters and run key, as files of a ConfigMap named after its content."""
     data = trials_config_map_data(args)
-    config_map_name = trials_config_map_name(sweep_name, data)
-    config_map = {
+    return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": object_metadata(
-            config_map_name, args.pod.namespace, labels_for(sweep_name, "trials", args.pod.labels)
+            trials_config_map_name(sweep_name, data),
+            args.pod.namespace,
+            labels_for(sweep_name, "trials", args.pod.labels),
         ),
         "data": data,
     }
+
+
+def _indexed_job(sweep_name: str, args: SweepArgs, config_map_name: str) -> Manifest:
+    """One Indexed Job for every trial: pod ``i`` reads trial ``i`` from the mounted ConfigMap."""
+    count = len(args.trials)
+    labels = labels_for(sweep_name, "trial", args.pod.labels)
     binding = checkpoint_binding(
         args.checkpoint, sweep_name, args.checkpointing.keep_checkpoints, args.pod.grace_period_seconds
     )
@@ -148,28 +158,24 @@ def sweep(name: str, args: SweepArgs) -> list[Manifest]:
     placement = placement_for(
         args.placement.compute_class, selector_for(sweep_name, "trial"), args.placement.preemptible_taint
     )
-    spec_of_pod = job_pod_spec(
-        container(args.container, env, mounts), args.container, placement, args.pod, volumes
-    )
     job_fields: Manifest = {
         "completionMode": "Indexed",
         "completions": count,
         "parallelism": count if args.parallelism is None else args.parallelism,
         "backoffLimitPerIndex": args.retries.backoff_limit,
-        "maxFailedIndexes": max_failed,
+        "maxFailedIndexes": _max_failed_indexes(args),
     }
-    job = plain_job(
+    return plain_job(
         sweep_name,
         args.pod.namespace,
         labels,
         pod_labels_of(labels, args.placement.critical),
-        spec_of_pod,
+        job_pod_spec(container(args.container, env, mounts), args.container, placement, args.pod, volumes),
         job_fields,
         args.retries.non_retriable_exit_codes,
         exit_code_action="FailIndex",
         pod_annotations=pod_annotations(args.container, binding.pod_annotations),
     )
-    return [config_map, job]
 
 
 def _sweep_wide_limit_violations(args: SweepArgs) -> list[Violation]:
