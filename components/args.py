@@ -219,13 +219,13 @@ class Checkpointing:
     run_id: str | None = None
 
 
-class _Unset(Enum):
+class Unset(Enum):
     """A flat keyword not given (None is a value some of them take)."""
 
     UNSET = "unset"
 
 
-UNSET = _Unset.UNSET
+UNSET = Unset.UNSET
 
 ArgsType = TypeVar("ArgsType", bound="type[GroupedArgs]")
 
@@ -322,23 +322,23 @@ class BatchJobArgs(GroupedArgs):
 
     container: ContainerSpec
     checkpoint: CheckpointChoice | None
-    namespace: InitVar[str | None | _Unset] = UNSET
+    namespace: InitVar[str | None | Unset] = UNSET
     job_name: str | None = None
-    compute_class: InitVar[ComputeClass | _Unset] = UNSET
-    critical: InitVar[bool | _Unset] = UNSET
-    preemptible_taint: InitVar[Taint | None | _Unset] = UNSET
-    grace_period_seconds: InitVar[int | _Unset] = UNSET
-    backoff_limit: InitVar[int | _Unset] = UNSET
+    compute_class: InitVar[ComputeClass | Unset] = UNSET
+    critical: InitVar[bool | Unset] = UNSET
+    preemptible_taint: InitVar[Taint | None | Unset] = UNSET
+    grace_period_seconds: InitVar[int | Unset] = UNSET
+    backoff_limit: InitVar[int | Unset] = UNSET
     completions: int = 1
     parallelism: int = 1
-    non_retriable_exit_codes: InitVar[tuple[int, ...] | _Unset] = UNSET
+    non_retriable_exit_codes: InitVar[tuple[int, ...] | Unset] = UNSET
     active_deadline_seconds: int | None = None
     ttl_seconds_after_finished: int | None = None
-    keep_checkpoints: InitVar[int | _Unset] = UNSET
-    service_account_name: InitVar[str | None | _Unset] = UNSET
-    run_id: InitVar[str | None | _Unset] = UNSET
-    fresh_job_per_attempt: InitVar[bool | _Unset] = UNSET
-    labels: InitVar[Mapping[str, str] | _Unset] = UNSET
+    keep_checkpoints: InitVar[int | Unset] = UNSET
+    service_account_name: InitVar[str | None | Unset] = UNSET
+    run_id: InitVar[str | None | Unset] = UNSET
+    fresh_job_per_attempt: InitVar[bool | Unset] = UNSET
+    labels: InitVar[Mapping[str, str] | Unset] = UNSET
     _: KW_ONLY
     placement: NodePlacement = field(default_factory=NodePlacement)
     pod: PodSettings = field(default_factory=PodSettings)
@@ -372,21 +372,21 @@ class SweepArgs(GroupedArgs):
     container: ContainerSpec
     trials: tuple[Mapping[str, Any], ...]
     checkpoint: CheckpointChoice | None
-    namespace: InitVar[str | None | _Unset] = UNSET
+    namespace: InitVar[str | None | Unset] = UNSET
     sweep_name: str | None = None
     parallelism: int | None = None
-    backoff_limit_per_index: InitVar[int | _Unset] = UNSET
+    backoff_limit_per_index: InitVar[int | Unset] = UNSET
     max_failed_indexes: int | None = None
-    compute_class: InitVar[ComputeClass | _Unset] = UNSET
-    critical: InitVar[bool | _Unset] = UNSET
-    preemptible_taint: InitVar[Taint | None | _Unset] = UNSET
-    grace_period_seconds: InitVar[int | _Unset] = UNSET
-    non_retriable_exit_codes: InitVar[tuple[int, ...] | _Unset] = UNSET
-    keep_checkpoints: InitVar[int | _Unset] = UNSET
-    service_account_name: InitVar[str | None | _Unset] = UNSET
-    run_id: InitVar[str | None | _Unset] = UNSET
-    fresh_job_per_attempt: InitVar[bool | _Unset] = UNSET
-    labels: InitVar[Mapping[str, str] | _Unset] = UNSET
+    compute_class: InitVar[ComputeClass | Unset] = UNSET
+    critical: InitVar[bool | Unset] = UNSET
+    preemptible_taint: InitVar[Taint | None | Unset] = UNSET
+    grace_period_seconds: InitVar[int | Unset] = UNSET
+    non_retriable_exit_codes: InitVar[tuple[int, ...] | Unset] = UNSET
+    keep_checkpoints: InitVar[int | Unset] = UNSET
+    service_account_name: InitVar[str | None | Unset] = UNSET
+    run_id: InitVar[str | None | Unset] = UNSET
+    fresh_job_per_attempt: InitVar[bool | Unset] = UNSET
+    labels: InitVar[Mapping[str, str] | Unset] = UNSET
     _: KW_ONLY
     placement: NodePlacement = field(default_factory=NodePlacement)
     pod: PodSettings = field(default_factory=PodSettings)
@@ -411,17 +411,17 @@ class BatchInferenceArgs(GroupedArgs):
 
     container: ContainerSpec
     replicas: int = 2
-    namespace: InitVar[str | None | _Unset] = UNSET
+    namespace: InitVar[str | None | Unset] = UNSET
     deployment_name: str | None = None
-    compute_class: InitVar[ComputeClass | _Unset] = UNSET
-    critical: InitVar[bool | _Unset] = UNSET
-    preemptible_taint: InitVar[Taint | None | _Unset] = UNSET
-    grace_period_seconds: InitVar[int | _Unset] = UNSET
+    compute_class: InitVar[ComputeClass | Unset] = UNSET
+    critical: InitVar[bool | Unset] = UNSET
+    preemptible_taint: InitVar[Taint | None | Unset] = UNSET
+    grace_period_seconds: InitVar[int | Unset] = UNSET
     service_port: int | None = None
     pre_stop_seconds: int | None = None
     max_unavailable: int | str = 1
-    service_account_name: InitVar[str | None | _Unset] = UNSET
-    labels: InitVar[Mapping[str, str] | _Unset] = UNSET
+    service_account_name: InitVar[str | None | Unset] = UNSET
+    labels: InitVar[Mapping[str, str] | Unset] = UNSET
     _: KW_ONLY
     placement: NodePlacement = field(default_factory=NodePlacement)
     pod: PodSettings = field(default_factory=lambda: PodSettings(grace_period_seconds=120))
@@ -459,7 +459,7 @@ class TrainingRunArgs(GroupedArgs):
     worker: ContainerSpec
     num_workers: int
     checkpoint: CheckpointStorage | None
-    namespace: InitVar[str | None | _Unset] = UNSET
+    namespace: InitVar[str | None | Unset] = UNSET
     run_name: str | None = None
     coordinator_port: int = 29500
     min_workers: int | None = None
@@ -469,14 +469,14 @@ class TrainingRunArgs(GroupedArgs):
     shm_size: str = "32Gi"
     login: ContainerSpec | None = None
     preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
-    grace_period_seconds: InitVar[int | _Unset] = UNSET
-    backoff_limit: InitVar[int | _Unset] = UNSET
-    non_retriable_exit_codes: InitVar[tuple[int, ...] | _Unset] = UNSET
-    keep_checkpoints: InitVar[int | _Unset] = UNSET
-    service_account_name: InitVar[str | None | _Unset] = UNSET
-    run_id: InitVar[str | None | _Unset] = UNSET
-    fresh_job_per_attempt: InitVar[bool | _Unset] = UNSET
-    labels: InitVar[Mapping[str, str] | _Unset] = UNSET
+    grace_period_seconds: InitVar[int | Unset] = UNSET
+    backoff_limit: InitVar[int | Unset] = UNSET
+    non_retriable_exit_codes: InitVar[tuple[int, ...] | Unset] = UNSET
+    keep_checkpoints: InitVar[int | Unset] = UNSET
+    service_account_name: InitVar[str | None | Unset] = UNSET
+    run_id: InitVar[str | None | Unset] = UNSET
+    fresh_job_per_attempt: InitVar[bool | Unset] = UNSET
+    labels: InitVar[Mapping[str, str] | Unset] = UNSET
 
     _: KW_ONLY
     pod: PodSettings = field(default_factory=PodSettings)

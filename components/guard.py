@@ -264,10 +264,12 @@ class PodContext:
 
     @property
     def containers(self) -> list[Mapping[str, Any]]:
+        """The pod's main containers (not its init or ephemeral ones)."""
         return list(self.pod_spec.get("containers") or [])
 
     @property
     def failure_rules(self) -> list[Mapping[str, Any]]:
+        """The rules of the Job's pod failure policy (none for a pod outside a Job)."""
         return list(((self.job_spec or {}).get("podFailurePolicy") or {}).get("rules") or [])
 
     def refuse(self, rule: str, field: str, value: Any, problem: str, fix: str) -> Violation:
@@ -479,6 +481,7 @@ class Rule:
 
     @property
     def name(self) -> str:
+        """The rule's name: its check function's."""
         return self.check.__name__
 
 
