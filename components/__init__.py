@@ -1,7 +1,7 @@
 """Pulumi components for workloads on Together GPU clusters with preemptible capacity.
 
 Names are loaded on first use so that ``together_clusters.components.checkpoint`` (the in-container runtime) and the pure
-modules (``platform``, ``placement``, ``manifests``, ``guard``) import without Pulumi installed.
+modules (``platform``, ``placement``, ``manifests``, ``guard``, ``validation``) import without Pulumi installed.
 """
 
 from __future__ import annotations
@@ -31,22 +31,33 @@ _EXPORTS = {
     "SharedVolume": ".args",
     "S3Bucket": ".args",
     "NoCheckpoint": ".args",
+    "NodePlacement": ".args",
+    "PodSettings": ".args",
+    "Retries": ".args",
+    "Checkpointing": ".args",
     "ComputeClass": ".platform",
     "Taint": ".platform",
     "PlacementRefused": ".guard",
+    "ArgsError": ".validation",
+    "validate": ".validation",
 }
 
 __all__ = [
+    "ArgsError",
     "BatchInference",
     "BatchInferenceArgs",
     "BatchJob",
     "BatchJobArgs",
     "CheckpointStore",
     "CheckpointStoreArgs",
+    "Checkpointing",
     "ComputeClass",
     "ContainerSpec",
     "NoCheckpoint",
+    "NodePlacement",
     "PlacementRefused",
+    "PodSettings",
+    "Retries",
     "S3Bucket",
     "SharedVolume",
     "Sweep",
@@ -56,15 +67,20 @@ __all__ = [
     "TrainingRunArgs",
     "provider_for",
     "provider_from_stack_config",
+    "validate",
 ]
 
 if TYPE_CHECKING:
     from .args import (
         BatchInferenceArgs,
         BatchJobArgs,
+        Checkpointing,
         CheckpointStoreArgs,
         ContainerSpec,
         NoCheckpoint,
+        NodePlacement,
+        PodSettings,
+        Retries,
         S3Bucket,
         SharedVolume,
         SweepArgs,
@@ -78,6 +94,7 @@ if TYPE_CHECKING:
     from .platform import ComputeClass, Taint
     from .sweep import Sweep
     from .training_run import TrainingRun
+    from .validation import ArgsError, validate
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,8 @@ A = TypeVar("A")
 
 
 class ManifestComponent(pulumi.ComponentResource):
-    """A component made of rendered Kubernetes objects, refused before registration if the guard objects.
+    """A component made of rendered Kubernetes objects, refused before registration if its arguments break
+    a rule (``build`` raises one ArgsError listing every problem) or the guard objects (PlacementRefused).
 
     ``args`` may hold ``pulumi.Input`` values anywhere (see :mod:`.inputs`); the guard sees the plain
     layout. Children are parented to the component, so they inherit its Kubernetes provider and its

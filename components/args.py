@@ -7,13 +7,23 @@ layout is refused at preview rather than discovered on the cluster.
 ``namespace=None`` puts the objects in the Kubernetes provider's namespace (``default`` if it has none).
 Secrets never appear here: S3 credentials and env from Secrets are named by Secret and key, and read
 by the pod.
+
+The settings several workloads share live in small groups, each defined once: :class:`NodePlacement`
+(which nodes), :class:`PodSettings` (namespace, grace period, service account, labels), :class:`Retries`
+(what counts as a failure and how often it is retried) and :class:`Checkpointing` (how many checkpoints
+are kept, under which run key). A workload's arguments hold those groups; the flat keywords of each
+group's values (``BatchJobArgs(compute_class=..., grace_period_seconds=...)``) are accepted too and folded
+into their group (a flat keyword wins over the same value in a group given alongside it), and read back
+as attributes (``args.compute_class`` is ``args.placement.compute_class``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, InitVar, dataclass, field
+from enum import Enum
+from typing import Any, ClassVar, TypeVar
 
 from .platform import DEFAULT_PREEMPTIBLE_TAINT, GRACE_PERIOD_LIMIT_SECONDS, ComputeClass, Taint
 
@@ -149,8 +159,145 @@ class CheckpointStoreArgs:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
+# --- settings several workloads share -----------------------------------------------------------
+
+
 @dataclass(frozen=True)
-class BatchJobArgs:
+class NodePlacement:
+    """Which nodes a workload's pods run on. The code owns the choice; the platform owns the nodes.
+
+    ``compute_class``: preemptible (the default: cheaper, reclaimed with a grace period) or standard.
+    ``critical=True`` marks pods that must never run on preemptible nodes (the guard refuses them there).
+    ``preemptible_taint``: the taint the cluster's preemptible nodes carry (None when they carry none).
+    """
+
+    compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
+    critical: bool = False
+    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+
+
+@dataclass(frozen=True)
+class PodSettings:
+    """Where a workload's objects go and how its pods end.
+
+    ``namespace=None`` puts the objects in the Kubernetes provider's namespace. ``grace_period_seconds``
+    is what a pod gets after SIGTERM to save or drain; on preemptible nodes the platform deletes the node
+    :data:`~.platform.GRACE_PERIOD_LIMIT_SECONDS` after SIGTERM, so a longer one is refused.
+    ``labels`` go on every object and pod, next to the component's own.
+    """
+
+    namespace: str | None = None
+    grace_period_seconds: int = GRACE_PERIOD_LIMIT_SECONDS
+    service_account_name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Retries:
+    """What counts as a real failure of a run and how often one is retried (preemptions never count).
+
+    ``backoff_limit``: real failures tolerated (per Job for a BatchJob, per trial for a Sweep, where the
+    flat keyword is ``backoff_limit_per_index``, per worker for a TrainingRun). ``non_retriable_exit_codes``
+    end the run at once (a bug, not bad luck). ``fresh_job_per_attempt``: a JobSet whose Job is recreated
+    fresh after each preemption (see :class:`BatchJobArgs`).
+    """
+
+    backoff_limit: int = 3
+    non_retriable_exit_codes: tuple[int, ...] = ()
+    fresh_job_per_attempt: bool = True
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """How a run's checkpoints are kept: ``keep_checkpoints`` newest ones, under a run key.
+
+    ``run_id`` names the run key (keep it to resume across changes you know are compatible); without it
+    the key is a digest of what defines the run, so a changed run starts fresh.
+    """
+
+    keep_checkpoints: int = 3
+    run_id: str | None = None
+
+
+class Unset(Enum):
+    """A flat keyword not given (None is a value some of them take)."""
+
+    UNSET = "unset"
+
+
+UNSET = Unset.UNSET
+
+ArgsType = TypeVar("ArgsType", bound="type[GroupedArgs]")
+
+
+class GroupedArgs:
+    """Base of a workload's arguments: folds the flat keywords given into their groups (see :func:`flat_keywords`)."""
+
+    FLAT_KEYWORDS: ClassVar[Mapping[str, tuple[str, str]]] = {}
+    """Each flat keyword: the group field that holds its value, and its name there."""
+
+    def __post_init__(self, *flat_values: Any) -> None:
+        # The dataclass passes the InitVars in declaration order: the flat keywords, UNSET when not given.
+        flat_names = _flat_keyword_names(self)
+        changes: dict[str, dict[str, Any]] = {}
+        for name, value in zip(flat_names, flat_values, strict=True):
+            if value is not UNSET:
+                group, group_field = self.FLAT_KEYWORDS[name]
+                changes.setdefault(group, {})[group_field] = value
+        for group, values in changes.items():
+            object.__setattr__(self, group, dataclasses.replace(getattr(self, group), **values))
+
+
+def flat_keywords(table: Mapping[str, tuple[str, str]]) -> Callable[[ArgsType], ArgsType]:
+    """Declare a :class:`GroupedArgs` dataclass's flat keywords, and make each readable as an attribute.
+
+    ``table`` maps each flat keyword (an ``InitVar`` defaulting to :data:`UNSET`, declared where the
+    field stood before the groups, so positional calls keep working) to its group field and the name
+    there. A given flat keyword replaces that value in its group, so ``dataclasses.replace(args,
+    compute_class=...)`` works as it always did; reading ``args.compute_class`` reads the group.
+    ``dataclasses.replace`` passes every flat keyword too (read back from the groups), so change values
+    with it by their flat keywords; to swap a whole group, build the arguments anew.
+    """
+
+    def decorate(cls: ArgsType) -> ArgsType:
+        flat_names = set(_flat_keyword_names(cls))
+        if flat_names != set(table):
+            raise TypeError(f"{cls.__name__}: flat keywords {sorted(flat_names)} differ from {sorted(table)}")
+        cls.FLAT_KEYWORDS = dict(table)
+        for name, (group, group_field) in table.items():
+            setattr(cls, name, _reader(group, group_field))
+        return cls
+
+    return decorate
+
+
+def _flat_keyword_names(args: Any) -> list[str]:
+    """A dataclass's InitVars (its flat keywords), in declaration order."""
+    own = {f.name for f in dataclasses.fields(args)}
+    return [name for name in args.__dataclass_fields__ if name not in own]
+
+
+def _reader(group: str, group_field: str) -> property:
+    return property(lambda self: getattr(getattr(self, group), group_field), doc=f"``{group}.{group_field}``")
+
+
+_PLACEMENT = {name: ("placement", name) for name in ("compute_class", "critical", "preemptible_taint")}
+_POD = {
+    name: ("pod", name) for name in ("namespace", "grace_period_seconds", "service_account_name", "labels")
+}
+_RETRIES = {
+    name: ("retries", name) for name in ("backoff_limit", "non_retriable_exit_codes", "fresh_job_per_attempt")
+}
+_SWEEP_RETRIES = {
+    "backoff_limit_per_index": ("retries", "backoff_limit"),
+    **{name: group for name, group in _RETRIES.items() if name != "backoff_limit"},
+}
+_CHECKPOINTING = {name: ("checkpointing", name) for name in ("keep_checkpoints", "run_id")}
+
+
+@flat_keywords({**_PLACEMENT, **_POD, **_RETRIES, **_CHECKPOINTING})
+@dataclass(frozen=True)
+class BatchJobArgs(GroupedArgs):
     """Arguments of :class:`together_clusters.components.BatchJob`: one run (experiment, fine-tune, eval, distillation).
 
     ``checkpoint`` is required on preemptible nodes. ``non_retriable_exit_codes`` fail the Job at
@@ -175,27 +322,33 @@ class BatchJobArgs:
 
     container: ContainerSpec
     checkpoint: CheckpointChoice | None
-    namespace: str | None = None
+    namespace: InitVar[str | None | Unset] = UNSET
     job_name: str | None = None
-    compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
-    critical: bool = False
-    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
-    grace_period_seconds: int = GRACE_PERIOD_LIMIT_SECONDS
-    backoff_limit: int = 3
+    compute_class: InitVar[ComputeClass | Unset] = UNSET
+    critical: InitVar[bool | Unset] = UNSET
+    preemptible_taint: InitVar[Taint | None | Unset] = UNSET
+    grace_period_seconds: InitVar[int | Unset] = UNSET
+    backoff_limit: InitVar[int | Unset] = UNSET
     completions: int = 1
     parallelism: int = 1
-    non_retriable_exit_codes: tuple[int, ...] = ()
+    non_retriable_exit_codes: InitVar[tuple[int, ...] | Unset] = UNSET
     active_deadline_seconds: int | None = None
     ttl_seconds_after_finished: int | None = None
-    keep_checkpoints: int = 3
-    service_account_name: str | None = None
-    run_id: str | None = None
-    fresh_job_per_attempt: bool = True
-    labels: Mapping[str, str] = field(default_factory=dict)
+    keep_checkpoints: InitVar[int | Unset] = UNSET
+    service_account_name: InitVar[str | None | Unset] = UNSET
+    run_id: InitVar[str | None | Unset] = UNSET
+    fresh_job_per_attempt: InitVar[bool | Unset] = UNSET
+    labels: InitVar[Mapping[str, str] | Unset] = UNSET
+    _: KW_ONLY
+    placement: NodePlacement = field(default_factory=NodePlacement)
+    pod: PodSettings = field(default_factory=PodSettings)
+    retries: Retries = field(default_factory=Retries)
+    checkpointing: Checkpointing = field(default_factory=Checkpointing)
 
 
+@flat_keywords({**_PLACEMENT, **_POD, **_SWEEP_RETRIES, **_CHECKPOINTING})
 @dataclass(frozen=True)
-class SweepArgs:
+class SweepArgs(GroupedArgs):
     """Arguments of :class:`together_clusters.components.Sweep`: a hyperparameter sweep or ablation, one index per trial.
 
     Each entry of ``trials`` is a JSON object of that trial's parameters. Each trial checkpoints under
@@ -219,25 +372,31 @@ class SweepArgs:
     container: ContainerSpec
     trials: tuple[Mapping[str, Any], ...]
     checkpoint: CheckpointChoice | None
-    namespace: str | None = None
+    namespace: InitVar[str | None | Unset] = UNSET
     sweep_name: str | None = None
     parallelism: int | None = None
-    backoff_limit_per_index: int = 2
+    backoff_limit_per_index: InitVar[int | Unset] = UNSET
     max_failed_indexes: int | None = None
-    compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
-    critical: bool = False
-    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
-    grace_period_seconds: int = GRACE_PERIOD_LIMIT_SECONDS
-    non_retriable_exit_codes: tuple[int, ...] = ()
-    keep_checkpoints: int = 3
-    service_account_name: str | None = None
-    run_id: str | None = None
-    fresh_job_per_attempt: bool = True
-    labels: Mapping[str, str] = field(default_factory=dict)
+    compute_class: InitVar[ComputeClass | Unset] = UNSET
+    critical: InitVar[bool | Unset] = UNSET
+    preemptible_taint: InitVar[Taint | None | Unset] = UNSET
+    grace_period_seconds: InitVar[int | Unset] = UNSET
+    non_retriable_exit_codes: InitVar[tuple[int, ...] | Unset] = UNSET
+    keep_checkpoints: InitVar[int | Unset] = UNSET
+    service_account_name: InitVar[str | None | Unset] = UNSET
+    run_id: InitVar[str | None | Unset] = UNSET
+    fresh_job_per_attempt: InitVar[bool | Unset] = UNSET
+    labels: InitVar[Mapping[str, str] | Unset] = UNSET
+    _: KW_ONLY
+    placement: NodePlacement = field(default_factory=NodePlacement)
+    pod: PodSettings = field(default_factory=PodSettings)
+    retries: Retries = field(default_factory=lambda: Retries(backoff_limit=2))
+    checkpointing: Checkpointing = field(default_factory=Checkpointing)
 
 
+@flat_keywords({**_PLACEMENT, **_POD})
 @dataclass(frozen=True)
-class BatchInferenceArgs:
+class BatchInferenceArgs(GroupedArgs):
     """Arguments of :class:`together_clusters.components.BatchInference`: request workers that drain on SIGTERM.
 
     Queue workers (the default) pull their requests, so nothing routes to them and SIGTERM starts the
@@ -252,21 +411,25 @@ class BatchInferenceArgs:
 
     container: ContainerSpec
     replicas: int = 2
-    namespace: str | None = None
+    namespace: InitVar[str | None | Unset] = UNSET
     deployment_name: str | None = None
-    compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
-    critical: bool = False
-    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
-    grace_period_seconds: int = 120
+    compute_class: InitVar[ComputeClass | Unset] = UNSET
+    critical: InitVar[bool | Unset] = UNSET
+    preemptible_taint: InitVar[Taint | None | Unset] = UNSET
+    grace_period_seconds: InitVar[int | Unset] = UNSET
     service_port: int | None = None
     pre_stop_seconds: int | None = None
     max_unavailable: int | str = 1
-    service_account_name: str | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
+    service_account_name: InitVar[str | None | Unset] = UNSET
+    labels: InitVar[Mapping[str, str] | Unset] = UNSET
+    _: KW_ONLY
+    placement: NodePlacement = field(default_factory=NodePlacement)
+    pod: PodSettings = field(default_factory=lambda: PodSettings(grace_period_seconds=120))
 
 
+@flat_keywords({**_POD, **_RETRIES, **_CHECKPOINTING})
 @dataclass(frozen=True)
-class TrainingRunArgs:
+class TrainingRunArgs(GroupedArgs):
     """Arguments of :class:`together_clusters.components.TrainingRun`: a coordinator on standard nodes, workers on preemptible.
 
     Designed for torchrun elastic (``torch.distributed.run``): each worker pod runs one torchrun agent,
@@ -296,7 +459,7 @@ class TrainingRunArgs:
     worker: ContainerSpec
     num_workers: int
     checkpoint: CheckpointStorage | None
-    namespace: str | None = None
+    namespace: InitVar[str | None | Unset] = UNSET
     run_name: str | None = None
     coordinator_port: int = 29500
     min_workers: int | None = None
@@ -306,11 +469,16 @@ class TrainingRunArgs:
     shm_size: str = "32Gi"
     login: ContainerSpec | None = None
     preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
-    grace_period_seconds: int = GRACE_PERIOD_LIMIT_SECONDS
-    backoff_limit: int = 3
-    non_retriable_exit_codes: tuple[int, ...] = ()
-    keep_checkpoints: int = 3
-    service_account_name: str | None = None
-    run_id: str | None = None
-    fresh_job_per_attempt: bool = True
-    labels: Mapping[str, str] = field(default_factory=dict)
+    grace_period_seconds: InitVar[int | Unset] = UNSET
+    backoff_limit: InitVar[int | Unset] = UNSET
+    non_retriable_exit_codes: InitVar[tuple[int, ...] | Unset] = UNSET
+    keep_checkpoints: InitVar[int | Unset] = UNSET
+    service_account_name: InitVar[str | None | Unset] = UNSET
+    run_id: InitVar[str | None | Unset] = UNSET
+    fresh_job_per_attempt: InitVar[bool | Unset] = UNSET
+    labels: InitVar[Mapping[str, str] | Unset] = UNSET
+
+    _: KW_ONLY
+    pod: PodSettings = field(default_factory=PodSettings)
+    retries: Retries = field(default_factory=Retries)
+    checkpointing: Checkpointing = field(default_factory=Checkpointing)

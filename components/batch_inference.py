@@ -29,7 +29,7 @@ class BatchInference(ManifestComponent):
             args,
             lambda plain: manifests.batch_inference(name, plain),
             opts,
-            args.preemptible_taint,
+            args.placement.preemptible_taint,
         )
         deployment = self.child("Deployment")
         self.deployment_name = metadata_field(deployment, "name")

@@ -28,9 +28,9 @@ class BatchJob(ManifestComponent):
             args,
             lambda plain: manifests.batch_job(name, plain),
             opts,
-            args.preemptible_taint,
+            args.placement.preemptible_taint,
         )
-        job = self.child("JobSet" if args.fresh_job_per_attempt else "Job")
+        job = self.child("JobSet" if args.retries.fresh_job_per_attempt else "Job")
         self.job_name = metadata_field(job, "name")
         self.namespace = metadata_field(job, "namespace")
         self.finish({"job_name": self.job_name, "namespace": self.namespace})

@@ -14,12 +14,17 @@ taint (or preemptible nodes are not tainted, or only with PreferNoSchedule). For
 
 Anywhere: pods labelled critical must not be able to run on preemptible nodes, and S3 credentials
 must come from a Secret.
+
+Each rule is a small function of one :class:`PodContext` (the pod spec and what surrounds it), and
+:data:`RULES` lists them all with the pods each applies to: a new rule is a function and a line there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
 from typing import Any
 
 from together_clusters.errors import PlacementRefused
@@ -36,6 +41,7 @@ from .platform import (
     PREEMPTIBLE,
     Taint,
 )
+from .violations import Violation
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 """Kubernetes' default when a pod spec does not set terminationGracePeriodSeconds."""
@@ -60,21 +66,6 @@ _POD_TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
     "DaemonSet": ("spec", "template"),
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
 }
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule: which object and field, the value found, what is wrong and how to fix it."""
-
-    rule: str
-    subject: str
-    field: str
-    value: Any
-    problem: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.subject} {self.field}={self.value!r}: {self.problem}. Fix: {self.fix}"
 
 
 # --- reading placement ------------------------------------------------------------------------
@@ -234,166 +225,286 @@ def _dig(obj: Mapping[str, Any], path: Sequence[str]) -> Any:
     return obj
 
 
-def check_pod_spec(
-    pod_spec: Mapping[str, Any],
-    *,
-    subject: str,
-    field_prefix: str = "",
-    critical: bool = False,
-    job_spec: Mapping[str, Any] | None = None,
-    job_field_prefix: str = "spec.",
-    bare_pod: bool = False,
-    taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT,
-    annotations: Mapping[str, Any] | None = None,
-    restarted_by_jobset: bool = False,
-) -> list[Violation]:
-    """Check one pod spec; ``job_spec`` when the pod belongs to a Job, ``critical`` for critical pods.
+@dataclass(frozen=True)
+class PodContext:
+    """One pod spec to check, and what the rules need to know about its surroundings.
 
-    ``restarted_by_jobset``: the Job is a JobSet's, which recreates it when a FailJob rule fails it, so
-    FailJob is as good as Ignore for the preemption rules.
-
-    ``field_prefix`` is the pod spec's path in its object, ``job_field_prefix`` the Job spec's, so each
-    refusal names the field where the object has it.
+    ``job_spec`` when the pod belongs to a Job; ``critical`` for pods labelled critical; ``bare_pod`` for
+    a Pod object of its own. ``restarted_by_jobset``: the Job is a JobSet's, which recreates it when a
+    FailJob rule fails it, so FailJob is as good as Ignore for the preemption rules. ``field_prefix`` is
+    the pod spec's path in its object, ``job_field_prefix`` the Job spec's, so each refusal names the
+    field where the object has it.
     """
-    found: list[Violation] = []
 
-    def refuse(rule: str, field: str, value: Any, problem: str, fix: str, prefix: str | None = None) -> None:
-        path = f"{field_prefix if prefix is None else prefix}{field}"
-        found.append(Violation(rule, subject, path, value, problem, fix))
+    pod_spec: Mapping[str, Any]
+    subject: str
+    field_prefix: str = ""
+    critical: bool = False
+    job_spec: Mapping[str, Any] | None = None
+    job_field_prefix: str = "spec."
+    bare_pod: bool = False
+    taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+    annotations: Mapping[str, Any] | None = None
+    restarted_by_jobset: bool = False
 
+    @cached_property
+    def grace_period(self) -> int:
+        """The pod's grace period in seconds (Kubernetes' default when unset or unreadable)."""
+        return _grace_period(self.pod_spec.get("terminationGracePeriodSeconds"))[0]
+
+    @cached_property
+    def on_preemptible(self) -> bool:
+        """Whether the scheduler could place the pod on a preemptible node."""
+        return may_run_on_preemptible(self.pod_spec, self.taint)
+
+    @property
+    def accepted_on_preemption(self) -> frozenset[str]:
+        """The pod failure policy actions that keep a preemption from counting as a failure."""
+        return frozenset({"Ignore", "FailJob"} if self.restarted_by_jobset else {"Ignore"})
+
+    @property
+    def containers(self) -> list[Mapping[str, Any]]:
+        """The pod's main containers (not its init or ephemeral ones)."""
+        return list(self.pod_spec.get("containers") or [])
+
+    @property
+    def failure_rules(self) -> list[Mapping[str, Any]]:
+        """The rules of the Job's pod failure policy (none for a pod outside a Job)."""
+        return list(((self.job_spec or {}).get("podFailurePolicy") or {}).get("rules") or [])
+
+    def refuse(self, rule: str, field: str, value: Any, problem: str, fix: str) -> Violation:
+        """A violation of a field of the pod spec."""
+        return Violation(rule, self.subject, f"{self.field_prefix}{field}", value, problem, fix)
+
+    def refuse_job(self, rule: str, field: str, value: Any, problem: str, fix: str) -> Violation:
+        """A violation of a field of the Job spec."""
+        return Violation(rule, self.subject, f"{self.job_field_prefix}{field}", value, problem, fix)
+
+
+# --- the rules: each a small function of one pod, listed in RULES ------------------------------
+
+
+def plain_secret(pod: PodContext) -> Iterator[Violation]:
+    """S3 credentials must come from a Secret, never as a plain value in the pod spec (or the state)."""
     for group in ("initContainers", "containers", "ephemeralContainers"):
-        for i, c in enumerate(pod_spec.get(group) or []):
+        for i, c in enumerate(pod.pod_spec.get(group) or []):
             for name in SECRET_ENV:
                 entry = _env_of(c).get(name)
                 if entry is not None and "value" in entry:
-                    refuse(
+                    yield pod.refuse(
                         "plain-secret",
                         f"{group}[{i}].env[{name}].value",
                         "<redacted>",
                         "S3 credentials are set as a plain value",
                         "take them from a Secret with valueFrom.secretKeyRef (S3Bucket.credentials_secret)",
                     )
-    if pod_spec.get("nodeName"):
-        refuse(
+
+
+def node_name(pod: PodContext) -> Iterator[Violation]:
+    """A pod must be placed by the scheduler: nodeName skips affinity and taints, and pins it to one node."""
+    if pod.pod_spec.get("nodeName"):
+        yield pod.refuse(
             "node-name",
             "nodeName",
-            pod_spec["nodeName"],
+            pod.pod_spec["nodeName"],
             "nodeName bypasses the scheduler: node affinity and taints are not applied, and the pod "
             "cannot move when that node is preempted or replaced",
             "remove nodeName; place the pod with node affinity (compute_class)",
         )
-    grace, grace_problem = _grace_period(pod_spec.get("terminationGracePeriodSeconds"))
-    if grace_problem:
-        refuse(
+
+
+def grace_period_is_seconds(pod: PodContext) -> Iterator[Violation]:
+    """The grace period must be a whole number of seconds (Kubernetes would refuse anything else)."""
+    value = pod.pod_spec.get("terminationGracePeriodSeconds")
+    problem = _grace_period(value)[1]
+    if problem:
+        yield pod.refuse(
             "grace-period",
             "terminationGracePeriodSeconds",
-            pod_spec.get("terminationGracePeriodSeconds"),
-            grace_problem,
+            value,
+            problem,
             f"set a whole number of seconds, at most {GRACE_PERIOD_LIMIT_SECONDS}",
         )
-    for i, c in enumerate(pod_spec.get("containers") or []):
+
+
+def pre_stop_within_grace(pod: PodContext) -> Iterator[Violation]:
+    """A preStop pause must leave part of the grace period for SIGTERM's save or drain."""
+    for i, c in enumerate(pod.containers):
         pre_stop = _pre_stop_sleep_seconds(c)
-        if pre_stop is not None and pre_stop >= grace:
-            refuse(
+        if pre_stop is not None and pre_stop >= pod.grace_period:
+            yield pod.refuse(
                 "pre-stop",
                 f"containers[{i}].lifecycle.preStop.sleep.seconds",
                 pre_stop,
-                f"the preStop hook takes the whole grace period ({grace} s): SIGTERM comes too late "
+                f"the preStop hook takes the whole grace period ({pod.grace_period} s): SIGTERM comes too late "
                 "to save or drain anything",
                 "make preStop shorter than terminationGracePeriodSeconds (pre_stop_seconds)",
             )
 
-    # A taint the platform does not document cannot keep critical pods off: only affinity can.
-    if critical and may_run_on_preemptible(pod_spec, None):
-        refuse(
+
+def critical_off_preemptible(pod: PodContext) -> Iterator[Violation]:
+    """A critical pod must be kept off preemptible nodes by affinity (a taint the platform does not
+    document cannot keep it off, so tolerations do not count)."""
+    if pod.critical and may_run_on_preemptible(pod.pod_spec, None):
+        yield pod.refuse(
             "critical-on-preemptible",
             "affinity",
-            pod_spec.get("affinity"),
+            pod.pod_spec.get("affinity"),
             "a critical workload (coordinator, login pod, production replica) can be placed on "
             "preemptible nodes (a taint on them is not documented, so tolerations do not count)",
             f"use standard placement: required node affinity {COMPUTE_CLASS_LABEL} NotIn [{PREEMPTIBLE}] "
             "(compute_class=ComputeClass.STANDARD)",
         )
-    if not may_run_on_preemptible(pod_spec, taint):
-        return found
-    if grace > GRACE_PERIOD_LIMIT_SECONDS:
-        refuse(
+
+
+def grace_period_within_limit(pod: PodContext) -> Iterator[Violation]:
+    """On preemptible nodes the grace period must end before the platform deletes the node."""
+    if pod.grace_period > GRACE_PERIOD_LIMIT_SECONDS:
+        yield pod.refuse(
             "grace-period",
             "terminationGracePeriodSeconds",
-            grace,
+            pod.grace_period,
             f"a preempted node is deleted {GRACE_PERIOD_LIMIT_SECONDS} s after SIGTERM, so the pod is "
             "killed before this grace period ends",
             f"set it to {GRACE_PERIOD_LIMIT_SECONDS} or less (grace_period_seconds)",
         )
-    if bare_pod:
-        refuse(
+
+
+def no_bare_pod(pod: PodContext) -> Iterator[Violation]:
+    """A pod on preemptible nodes needs a controller that recreates it after its node is gone."""
+    if pod.bare_pod:
+        yield Violation(
             "bare-pod",
+            pod.subject,
             "kind",
             "Pod",
             "nothing recreates a bare Pod after its preemptible node is deleted",
             "run it as a Job (BatchJob) or a Deployment (BatchInference)",
-            prefix="",
         )
-    if job_spec is None:
-        return found
-    accepted = frozenset({"Ignore", "FailJob"} if restarted_by_jobset else {"Ignore"})
-    if not first_rule_ignores_disruption(job_spec, accepted):
-        refuse(
+
+
+def disruption_ignored_first(pod: PodContext) -> Iterator[Violation]:
+    """A Job's first pod failure policy rule must ignore disrupted pods, so preemptions burn no retries."""
+    job_spec = pod.job_spec or {}
+    if not first_rule_ignores_disruption(job_spec, pod.accepted_on_preemption):
+        yield pod.refuse_job(
             "disruption-rule",
             "podFailurePolicy.rules[0]",
-            ((job_spec.get("podFailurePolicy") or {}).get("rules") or [None])[0],
+            pod.failure_rules[0] if pod.failure_rules else None,
             "preemptions would count as failures and burn backoffLimit",
             f"make the first podFailurePolicy rule {{action: Ignore, onPodConditions: "
             f"[{{type: {DISRUPTION_CONDITION}, status: 'True'}}]}}",
-            prefix=job_field_prefix,
         )
-    counted = sigterm_exit_counted_by(
-        job_spec, [c.get("name", "") for c in pod_spec.get("containers") or []], accepted
-    )
+
+
+def sigterm_exit_ignored(pod: PodContext) -> Iterator[Violation]:
+    """Every container's exit 143 (SIGTERM, a pod deleted without a disruption condition) must be ignored
+    before any rule can count it."""
+    names = [c.get("name", "") for c in pod.containers]
+    counted = sigterm_exit_counted_by(pod.job_spec or {}, names, pod.accepted_on_preemption)
     if counted is not None:
-        refuse(
+        yield pod.refuse_job(
             "sigterm-exit-rule",
             "podFailurePolicy.rules",
-            (job_spec.get("podFailurePolicy") or {}).get("rules"),
+            ((pod.job_spec or {}).get("podFailurePolicy") or {}).get("rules"),
             f"a pod deleted without a disruption condition exits {contract.PREEMPTED_EXIT_CODE} "
             f"(SIGTERM), and container {counted!r} ending so would count as a failure",
             f"add {{action: Ignore, onExitCodes: {{containerName: {counted}, operator: In, values: "
             f"[{contract.PREEMPTED_EXIT_CODE}]}}}} right after the {DISRUPTION_CONDITION} rule",
-            prefix=job_field_prefix,
         )
-    restart = pod_spec.get("restartPolicy", "Always")
+
+
+def restart_policy_never(pod: PodContext) -> Iterator[Violation]:
+    """A Job with a pod failure policy needs restartPolicy Never: the Job, not the kubelet, replaces pods."""
+    restart = pod.pod_spec.get("restartPolicy", "Always")
     if restart != "Never":
-        refuse(
+        yield pod.refuse(
             "restart-policy",
             "restartPolicy",
             restart,
             "a pod failure policy needs restartPolicy Never",
             "set restartPolicy: Never and let the Job create a replacement pod",
         )
-    opted_out = (annotations or {}).get(CHECKPOINT_ANNOTATION) in CHECKPOINT_OPT_OUTS
-    if not opted_out and not has_checkpoint_storage(pod_spec):
-        refuse(
+
+
+def checkpoint_storage(pod: PodContext) -> Iterator[Violation]:
+    """A Job on preemptible nodes must keep checkpoints where they outlive the node, or say it needs none."""
+    opted_out = (pod.annotations or {}).get(CHECKPOINT_ANNOTATION) in CHECKPOINT_OPT_OUTS
+    if not opted_out and not has_checkpoint_storage(pod.pod_spec):
+        yield pod.refuse(
             "checkpoint-storage",
             "volumes",
-            [v.get("name") for v in pod_spec.get("volumes") or []],
+            [v.get("name") for v in pod.pod_spec.get("volumes") or []],
             "no checkpoint storage: progress is lost at every preemption",
             f"mount a CheckpointStore (shared volume at {contract.ENV_DIR}, or the S3 backend) via the "
             f"checkpoint argument; a run with no state to lose (an eval) or that checkpoints by itself "
             f"says so with the pod annotation {CHECKPOINT_ANNOTATION}: "
             f"{' or '.join(sorted(CHECKPOINT_OPT_OUTS))} (checkpoint=NoCheckpoint(...))",
         )
-    for i, c in enumerate(pod_spec.get("containers") or []):
+
+
+def save_budget_within_grace(pod: PodContext) -> Iterator[Violation]:
+    """The checkpoint save budget must end before the grace period does, or the save is killed midway."""
+    for i, c in enumerate(pod.containers):
         budget = _env_of(c).get(contract.ENV_SAVE_BUDGET, {}).get("value")
-        if budget is not None and not _ends_before(budget, grace):
-            refuse(
+        if budget is not None and not _ends_before(budget, pod.grace_period):
+            yield pod.refuse(
                 "save-budget",
                 f"containers[{i}].env[{contract.ENV_SAVE_BUDGET}]",
                 budget,
                 f"the checkpoint save budget is not a number of seconds that ends before the grace "
-                f"period ({grace} s)",
+                f"period ({pod.grace_period} s)",
                 "leave it to the component, or set it below terminationGracePeriodSeconds",
             )
-    return found
+
+
+class Scope(Enum):
+    """Which pods a rule applies to."""
+
+    EVERY_POD = "every pod"
+    PREEMPTIBLE = "pods that may run on preemptible nodes"
+    PREEMPTIBLE_JOB = "Job pods that may run on preemptible nodes"
+
+    def covers(self, pod: PodContext) -> bool:
+        """Whether a rule of this scope applies to ``pod``."""
+        if self is Scope.EVERY_POD:
+            return True
+        return pod.on_preemptible and (self is Scope.PREEMPTIBLE or pod.job_spec is not None)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the guard: the pods it applies to and the check that finds its violations."""
+
+    scope: Scope
+    check: Callable[[PodContext], Iterable[Violation]]
+
+    @property
+    def name(self) -> str:
+        """The rule's name: its check function's."""
+        return self.check.__name__
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(Scope.EVERY_POD, plain_secret),
+    Rule(Scope.EVERY_POD, node_name),
+    Rule(Scope.EVERY_POD, grace_period_is_seconds),
+    Rule(Scope.EVERY_POD, pre_stop_within_grace),
+    Rule(Scope.EVERY_POD, critical_off_preemptible),
+    Rule(Scope.PREEMPTIBLE, grace_period_within_limit),
+    Rule(Scope.PREEMPTIBLE, no_bare_pod),
+    Rule(Scope.PREEMPTIBLE_JOB, disruption_ignored_first),
+    Rule(Scope.PREEMPTIBLE_JOB, sigterm_exit_ignored),
+    Rule(Scope.PREEMPTIBLE_JOB, restart_policy_never),
+    Rule(Scope.PREEMPTIBLE_JOB, checkpoint_storage),
+    Rule(Scope.PREEMPTIBLE_JOB, save_budget_within_grace),
+)
+"""Every rule of the guard, in the order their violations are reported."""
+
+
+def check_pod_spec(pod: PodContext) -> list[Violation]:
+    """Every violation of one pod spec: each rule of :data:`RULES` whose scope covers the pod."""
+    return [v for rule in RULES if rule.scope.covers(pod) for v in rule.check(pod)]
 
 
 def _grace_period(value: Any) -> tuple[int, str | None]:
@@ -432,6 +543,8 @@ class PodTemplate:
     job_spec: Mapping[str, Any] | None = None
     job_path: str = "spec."
     restarted_by_jobset: bool = False
+    bare_pod: bool = False
+    """The object is a Pod of its own (its metadata and spec stand where a template's would)."""
 
 
 def _templates_anywhere(value: Any, path: str) -> Iterable[PodTemplate]:
@@ -452,6 +565,8 @@ def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
     """Every pod template of an object: the workload kinds we know, else any nested ``template``."""
     kind = obj.get("kind", "")
     spec = obj.get("spec") or {}
+    if kind == "Pod":
+        return [PodTemplate(obj, "", bare_pod=True)]
     if kind == "Job":
         return [PodTemplate(_dig(obj, ("spec", "template")), "spec.template.", spec, "spec.")]
     if kind == "CronJob":
@@ -482,29 +597,22 @@ def check_manifest(
     kind = obj.get("kind", "")
     metadata = obj.get("metadata") or {}
     subject = f"{kind}/{metadata.get('name', '?')}"
-    if kind == "Pod":
-        return check_pod_spec(
-            obj.get("spec") or {},
-            subject=subject,
-            field_prefix="spec.",
-            critical=(metadata.get("labels") or {}).get(CRITICAL_LABEL) == "true",
-            bare_pod=True,
-            taint=taint,
-            annotations=metadata.get("annotations"),
-        )
     found: list[Violation] = []
     for found_template in pod_templates(obj):
         template_metadata = found_template.template.get("metadata") or {}
         found += check_pod_spec(
-            found_template.template.get("spec") or {},
-            subject=subject,
-            field_prefix=f"{found_template.path}spec.",
-            critical=(template_metadata.get("labels") or {}).get(CRITICAL_LABEL) == "true",
-            job_spec=found_template.job_spec,
-            job_field_prefix=found_template.job_path,
-            taint=taint,
-            annotations=template_metadata.get("annotations"),
-            restarted_by_jobset=found_template.restarted_by_jobset,
+            PodContext(
+                found_template.template.get("spec") or {},
+                subject=subject,
+                field_prefix=f"{found_template.path}spec.",
+                critical=(template_metadata.get("labels") or {}).get(CRITICAL_LABEL) == "true",
+                job_spec=found_template.job_spec,
+                job_field_prefix=found_template.job_path,
+                taint=taint,
+                annotations=template_metadata.get("annotations"),
+                restarted_by_jobset=found_template.restarted_by_jobset,
+                bare_pod=found_template.bare_pod,
+            )
         )
     return found
 

@@ -43,8 +43,10 @@ class Placeholders:
             self.outputs.append(pulumi.Output.from_input(value))
             return _PLACEHOLDER.format(len(self.outputs) - 1)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            changes = {f.name: self.plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-            return dataclasses.replace(value, **changes)
+            # Built anew from its fields, not with dataclasses.replace: replace would also pass a grouped
+            # argument's flat keywords (read back from its groups), and those would undo the copy's groups.
+            values = {f.name: self.plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+            return type(value)(**values)
         if isinstance(value, Mapping):
             return {self.plain(k): self.plain(v) for k, v in value.items()}
         if isinstance(value, tuple):

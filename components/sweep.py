@@ -29,7 +29,12 @@ class Sweep(ManifestComponent):
 
     def __init__(self, name: str, args: SweepArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(
-            "Sweep", name, args, lambda plain: manifests.sweep(name, plain), opts, args.preemptible_taint
+            "Sweep",
+            name,
+            args,
+            lambda plain: manifests.sweep(name, plain),
+            opts,
+            args.placement.preemptible_taint,
         )
         job_sets = [r for key, r in self.resources.items() if key.startswith("JobSet/")]
         self.job_sets = pulumi.Output.all(*(metadata_field(r, "name") for r in job_sets))

@@ -29,7 +29,7 @@ class TrainingRun(ManifestComponent):
             args.preemptible_taint,
         )
         service = self.child("Service", f"{args.run_name or name}-coordinator")
-        namespace_given = args.namespace is not None
+        namespace_given = args.pod.namespace is not None
         self.coordinator_host = pulumi.Output.all(
             metadata_field(service, "name"), metadata_field(service, "namespace")
         ).apply(lambda v: manifests.coordinator_host(v[0], v[1] if namespace_given else None))

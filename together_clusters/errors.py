@@ -206,7 +206,8 @@ class ArgsError(TogetherError, ValueError):
         self.owner = owner
         self.violations = tuple(violations)
         if headline is None and len(self.violations) == 1:
-            super().__init__(f"{owner}: {self.violations[0]}")
+            # The violation first: it starts with the argument at fault, the owner only says where.
+            super().__init__(f"{self.violations[0]} ({owner})")
             return
         lines = "\n".join(f"  - {v}" for v in self.violations)
         super().__init__(f"{headline or f'{owner}: invalid arguments'}:\n{lines}")

@@ -1,0 +1,202 @@
+"""Jobs and attempt JobSets: the pod failure policy that ignores preemptions, the JobSet that recreates a Job."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..checkpoint import contract
+from ..platform import DISRUPTION_CONDITION
+from .common import MAIN_CONTAINER, Manifest, object_metadata, template_metadata_of
+
+JOB_READY_ANNOTATIONS: Mapping[str, str] = {"pulumi.com/waitFor": "jsonpath={.status.startTime}"}
+"""On every Job: ready once the Job controller has started it.
+
+pulumi-kubernetes otherwise waits for a Job to complete, which fails ``pulumi up`` after 10 minutes
+for a run that takes days. Not ``skipAwait``: that also skips waiting for deletion, so replacing a
+Job under the same name would race the old one's removal.
+"""
+
+DISRUPTION_RULE: Mapping[str, Any] = {
+    "action": "Ignore",
+    "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}],
+}
+"""First pod failure policy rule of every Job: a disrupted (e.g. evicted or GC'd) pod is not a failure."""
+
+PREEMPTED_EXIT_RULE: Mapping[str, Any] = {
+    "action": "Ignore",
+    "onExitCodes": {
+        "containerName": MAIN_CONTAINER,
+        "operator": "In",
+        "values": [contract.PREEMPTED_EXIT_CODE],
+    },
+}
+"""Second rule: the main container ended by SIGTERM (143) is not a failure either.
+
+A plain pod delete sets no DisruptionTarget condition, so without this rule the runtime's exit after
+its SIGTERM save (or a process killed by the signal) burns backoffLimit. It comes before any FailJob
+or FailIndex rule, so no rule the user adds can count a preemption. A save that overruns the grace
+period ends in SIGKILL (137) and still counts: the runtime's save budget ends before the grace does.
+"""
+
+
+def pod_failure_policy(
+    non_retriable_exit_codes: Sequence[int], action: str = "FailJob", on_preemption: str = "Ignore"
+) -> Manifest:
+    """The preemption rules first (disruption, then exit 143), then exit codes that mean "do not retry".
+
+    ``on_preemption="FailJob"`` ends the Job on a preemption instead, for a JobSet to recreate it.
+    """
+    rules: list[Manifest] = [
+        {**json.loads(json.dumps(rule)), "action": on_preemption}
+        for rule in (DISRUPTION_RULE, PREEMPTED_EXIT_RULE)
+    ]
+    if non_retriable_exit_codes:
+        rules.append(
+            {
+                "action": action,
+                "onExitCodes": {
+                    "containerName": MAIN_CONTAINER,
+                    "operator": "In",
+                    "values": sorted(set(non_retriable_exit_codes)),
+                },
+            }
+        )
+    return {"rules": rules}
+
+
+def plain_job(
+    name: str,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    pod_labels: Mapping[str, str],
+    spec_of_pod: Manifest,
+    job_fields: Mapping[str, Any],
+    non_retriable_exit_codes: Sequence[int],
+    exit_code_action: str = "FailJob",
+    pod_annotations: Mapping[str, str] | None = None,
+) -> Manifest:
+    """A plain Job whose pod failure policy ignores preemptions; pulumi waits only for it to start."""
+    template_metadata = template_metadata_of(pod_labels, pod_annotations or {})
+    spec: Manifest = {
+        **job_fields,
+        "podFailurePolicy": pod_failure_policy(non_retriable_exit_codes, exit_code_action),
+        # Required with podFailurePolicy: a replacement starts only once the old pod is gone.
+        "podReplacementPolicy": "Failed",
+        "template": {"metadata": template_metadata, "spec": spec_of_pod},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {**object_metadata(name, namespace, labels), "annotations": dict(JOB_READY_ANNOTATIONS)},
+        "spec": spec,
+    }
+
+
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+ATTEMPT_REPLICATED_JOB = "attempt"
+
+JOBSET_FAILURE_POLICY: Mapping[str, Any] = {
+    "maxRestarts": 0,
+    # Old pods (maybe still saving) are gone before the next attempt starts and resumes.
+    "restartStrategy": "BlockingRecreate",
+    "rules": [
+        # A FailJob preemption rule matched: recreate the Job, not counted.
+        {
+            "name": "preempted",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+        },
+        # Anything else (MaxFailedIndexesExceeded: crashes past the limit, a non-retriable exit code; a
+        # deadline) ends the run. Explicit, since JobSet's default for an unmatched failure is a restart.
+        {"name": "failed", "action": "FailJobSet", "onJobFailureReasons": []},
+    ],
+}
+"""How the JobSet of ``fresh_job_per_attempt`` treats its Job's failures (first matching rule wins)."""
+
+
+@dataclass(frozen=True)
+class AttemptLimits:
+    """The Job of one attempt: its size, and the limits within it that count real failures."""
+
+    completions: int
+    parallelism: int
+    backoff_limit: int
+    non_retriable_exit_codes: tuple[int, ...]
+    active_deadline_seconds: int | None = None
+    ttl_seconds_after_finished: int | None = None
+
+    @classmethod
+    def one_pod(cls, backoff_limit: int, non_retriable_exit_codes: tuple[int, ...]) -> AttemptLimits:
+        """The attempt of one member of a group (a Sweep's trial, a TrainingRun's worker): a single pod."""
+        return cls(1, 1, backoff_limit, non_retriable_exit_codes)
+
+
+DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DNS_LABEL_MAX = 63
+POD_NAME_SUFFIX = "-abcde"
+"""The random suffix of a pod's name, as JobSet's webhook counts it."""
+
+
+def longest_pod_name(job_set_name: str, completions: int) -> str:
+    """The longest pod name of an attempt JobSet (``<jobset>-attempt-0-<last index>-xxxxx``).
+
+    JobSet's webhook refuses the JobSet at apply unless it is a DNS label (RFC 1035) of at most 63
+    characters; the argument checks refuse it at preview instead.
+    """
+    return f"{job_set_name}-{ATTEMPT_REPLICATED_JOB}-0-{completions - 1}{POD_NAME_SUFFIX}"
+
+
+def attempt_job_set(
+    name: str,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    pod_labels: Mapping[str, str],
+    spec_of_pod: Manifest,
+    pod_annotations: Mapping[str, str],
+    limits: AttemptLimits,
+) -> Manifest:
+    """A JobSet holding one Job per attempt: a preemption fails that Job, the JobSet recreates it fresh.
+
+    The Job controller delays each replacement pod by its failure backoff, and counts preempted pods
+    too, ignored or not (kubernetes#130881): after a handful of preemptions every replacement waits
+    10 minutes. A new Job has no history, so each attempt starts at once. Real failures still count:
+    crashes against ``limits.backoff_limit`` (per index, within one attempt), non-retriable exit codes at
+    once (FailIndex with maxFailedIndexes 0 fails the Job with a reason JobSet does not restart).
+    """
+    template_metadata = template_metadata_of(pod_labels, pod_annotations)
+    job_spec: Manifest = {
+        "completionMode": "Indexed",
+        "completions": limits.completions,
+        "parallelism": limits.parallelism,
+        "backoffLimitPerIndex": limits.backoff_limit,
+        "maxFailedIndexes": 0,
+        "podFailurePolicy": pod_failure_policy(limits.non_retriable_exit_codes, "FailIndex", "FailJob"),
+        "podReplacementPolicy": "Failed",
+        "template": {"metadata": template_metadata, "spec": spec_of_pod},
+    }
+    if limits.active_deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = limits.active_deadline_seconds
+    spec: Manifest = {
+        "failurePolicy": json.loads(json.dumps(JOBSET_FAILURE_POLICY)),
+        # No Service per JobSet, and the pod template's own subdomain (a TrainingRun's workers') kept.
+        "network": {"enableDNSHostnames": False},
+        "replicatedJobs": [
+            {
+                "name": ATTEMPT_REPLICATED_JOB,
+                "replicas": 1,
+                "template": {"metadata": {"labels": dict(labels)}, "spec": job_spec},
+            }
+        ],
+    }
+    if limits.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = limits.ttl_seconds_after_finished
+    return {
+        "apiVersion": JOBSET_API_VERSION,
+        "kind": "JobSet",
+        "metadata": object_metadata(name, namespace, labels),
+        "spec": spec,
+    }

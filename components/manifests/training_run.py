@@ -1,0 +1,316 @@
+"""TrainingRun's objects: a coordinator on standard nodes, torchrun workers on preemptible nodes, a login pod."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..args import TrainingRunArgs
+from ..checkpoint import contract
+from ..placement import placement_for, standard_placement
+from ..platform import ComputeClass
+from ..violations import Violation
+from .checkpoints import CheckpointBinding, checkpoint_binding
+from .checks import (
+    at_least,
+    container_violations,
+    job_set_name_violations,
+    refuse_invalid,
+    shared_settings_violations,
+    within,
+)
+from .common import (
+    Manifest,
+    env_entry,
+    index_env_entry,
+    labels_for,
+    object_metadata,
+    pod_annotations,
+    pod_labels_of,
+    selector_for,
+    template_metadata_of,
+)
+from .jobs import AttemptLimits, attempt_job_set, plain_job
+from .pods import container, job_pod_spec, pod_spec
+from .run_keys import run_definition, run_key
+
+
+def coordinator_host(service_name: str, namespace: str | None) -> str:
+    """The DNS name workers use to reach the coordinator through its headless Service.
+
+    Relative to the cluster domain (which is not always cluster.local): the pod's DNS search path
+    completes it. Without a namespace, the Service is in the pod's own namespace.
+    """
+    return f"{service_name}.{namespace}.svc" if namespace is not None else service_name
+
+
+TORCHRUN_RDZV_BACKEND = "c10d"
+
+
+def torchrun_env(args: TrainingRunArgs, endpoint: str, rendezvous_id: str) -> list[Manifest]:
+    """torchrun's own settings, read from ``PET_<FLAG>`` variables (torch.distributed.run)."""
+    return [
+        env_entry("PET_NNODES", f"{_min_workers(args)}:{args.num_workers}"),
+        env_entry("PET_NPROC_PER_NODE", str(_processes_per_worker(args))),
+        env_entry("PET_RDZV_BACKEND", TORCHRUN_RDZV_BACKEND),
+        env_entry("PET_RDZV_ENDPOINT", endpoint),
+        env_entry("PET_RDZV_ID", rendezvous_id),
+        # The store lives on the coordinator: agents are its clients, and wait long for a replacement.
+        env_entry("PET_RDZV_CONF", f"is_host=false,join_timeout={args.rendezvous_timeout_seconds}"),
+        env_entry("PET_MAX_RESTARTS", str(args.max_restarts)),
+    ]
+
+
+def _processes_per_worker(args: TrainingRunArgs) -> int:
+    if args.processes_per_worker is not None:
+        return args.processes_per_worker
+    return args.worker.gpus or 1
+
+
+NAME_FIELD = "run_name (or the component's name)"
+"""The argument a TrainingRun's objects are named after, as errors name it."""
+
+
+def argument_violations(name: str, args: TrainingRunArgs) -> list[Violation]:
+    """Every problem of a TrainingRun's arguments (the guard then checks what they render)."""
+    run = args.run_name or name
+    minimum = _min_workers(args)
+    found = [
+        *at_least("num_workers", args.num_workers, 1),
+        *at_least("max_restarts", args.max_restarts, 1),
+        *at_least("backoff_limit", args.retries.backoff_limit, 0),
+        *at_least("processes_per_worker", _processes_per_worker(args), 1),
+        *within(
+            "min-workers",
+            "min_workers",
+            minimum,
+            1,
+            args.num_workers,
+            f"min_workers={minimum} must be between 1 and num_workers={args.num_workers}",
+            "leave it unset (all workers) or choose a number in that range",
+        ),
+        *shared_settings_violations(args.pod, args.retries, args.checkpointing),
+    ]
+    for field_name in ("coordinator", "worker", "login"):
+        spec = getattr(args, field_name)
+        if spec is not None:
+            found += container_violations(spec, field=field_name)
+    if args.retries.fresh_job_per_attempt and args.num_workers >= 1:
+        found += job_set_name_violations(NAME_FIELD, run, f"{run}-workers-{args.num_workers - 1}")
+    return found
+
+
+def _min_workers(args: TrainingRunArgs) -> int:
+    return args.num_workers if args.min_workers is None else args.min_workers
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every part of one training run shares: its names, the rendezvous, the world, the checkpoints."""
+
+    name: str
+    key: str
+    """The run key: where the world's checkpoints live under the run."""
+    rendezvous: tuple[Manifest, ...]
+    world: tuple[Manifest, ...]
+    storage: CheckpointBinding
+
+    @property
+    def coordinator_service(self) -> str:
+        return f"{self.name}-coordinator"
+
+    @property
+    def workers_service(self) -> str:
+        return f"{self.name}-workers"
+
+
+def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
+    """Coordinator Service and Job (standard nodes), workers' headless Service and one attempt JobSet per
+    worker (or one Indexed Job for all), on preemptible nodes, optional login; see :class:`TrainingRunArgs`."""
+    refuse_invalid(f"TrainingRun {name!r}", argument_violations(name, args))
+    run = _run(args.run_name or name, args)
+    objects = [
+        _coordinator_service(run, args),
+        _coordinator_job(run, args),
+        _headless_service(
+            run.workers_service,
+            args.pod.namespace,
+            labels_for(run.name, "worker", args.pod.labels),
+            selector_for(run.name, "worker"),
+        ),
+        *_workers(run, args),
+    ]
+    if args.login is not None:
+        objects.append(_login(run.name, args, run.rendezvous, run.storage))
+    return objects
+
+
+def _run(name: str, args: TrainingRunArgs) -> _Run:
+    host = coordinator_host(f"{name}-coordinator", args.pod.namespace)
+    key = run_key(args.checkpointing.run_id, run_definition(args.coordinator), run_definition(args.worker))
+    return _Run(
+        name=name,
+        key=key,
+        rendezvous=(
+            env_entry(contract.ENV_COORDINATOR_HOST, host),
+            env_entry(contract.ENV_COORDINATOR_PORT, str(args.coordinator_port)),
+        ),
+        world=(
+            env_entry(contract.ENV_NUM_WORKERS, str(args.num_workers)),
+            env_entry(contract.ENV_WORLD_SIZE, str(args.num_workers * _processes_per_worker(args))),
+        ),
+        # One checkpoint location for the whole world: a step is committed for every rank or not at all.
+        storage=checkpoint_binding(
+            args.checkpoint,
+            f"{name}/{key}",
+            args.checkpointing.keep_checkpoints,
+            args.pod.grace_period_seconds,
+        ),
+    )
+
+
+def _coordinator_service(run: _Run, args: TrainingRunArgs) -> Manifest:
+    return _headless_service(
+        run.coordinator_service,
+        args.pod.namespace,
+        labels_for(run.name, "coordinator", args.pod.labels),
+        selector_for(run.name, "coordinator"),
+        [{"name": "rendezvous", "port": args.coordinator_port, "targetPort": args.coordinator_port}],
+    )
+
+
+def _coordinator_job(run: _Run, args: TrainingRunArgs) -> Manifest:
+    """The coordinator: on standard nodes (never preempted), critical, hosting the rendezvous store."""
+    labels = labels_for(run.name, "coordinator", args.pod.labels)
+    coordinator_container = container(
+        args.coordinator,
+        [*run.rendezvous, *run.world, *run.storage.env],
+        run.storage.mounts,
+        extra={"ports": [{"name": "rendezvous", "containerPort": args.coordinator_port, "protocol": "TCP"}]},
+    )
+    return plain_job(
+        run.coordinator_service,
+        args.pod.namespace,
+        labels,
+        pod_labels_of(labels, critical=True),
+        job_pod_spec(
+            coordinator_container, args.coordinator, standard_placement(), args.pod, run.storage.volumes
+        ),
+        {"backoffLimit": args.retries.backoff_limit, "completions": 1, "parallelism": 1},
+        args.retries.non_retriable_exit_codes,
+        pod_annotations=pod_annotations(args.coordinator),
+    )
+
+
+def _worker_pod(run: _Run, args: TrainingRunArgs, rank: Manifest) -> Manifest:
+    """A torchrun agent's pod on preemptible nodes, reachable by a stable DNS name."""
+    worker_spec = (
+        args.worker if args.worker.shm_size else dataclasses.replace(args.worker, shm_size=args.shm_size)
+    )
+    endpoint = f"{coordinator_host(run.coordinator_service, args.pod.namespace)}:{args.coordinator_port}"
+    worker_container = container(
+        worker_spec,
+        [rank, *run.world, *run.rendezvous, *torchrun_env(args, endpoint, run.key), *run.storage.env],
+        run.storage.mounts,
+    )
+    pod = job_pod_spec(
+        worker_container,
+        worker_spec,
+        placement_for(ComputeClass.PREEMPTIBLE, selector_for(run.name, "worker"), args.preemptible_taint),
+        args.pod,
+        run.storage.volumes,
+    )
+    # Indexed Job pods are named <job>-<index> (a worker JobSet's Job: <jobset>-attempt-0); with the
+    # subdomain they resolve as <job>-<index>.<service>, the address torchrun agents publish to each other.
+    pod["subdomain"] = run.workers_service
+    return pod
+
+
+def _workers(run: _Run, args: TrainingRunArgs) -> list[Manifest]:
+    """One attempt JobSet per worker (``fresh_job_per_attempt``), or one Indexed Job for all of them."""
+    labels = labels_for(run.name, "worker", args.pod.labels)
+    if args.retries.fresh_job_per_attempt:
+        return [
+            attempt_job_set(
+                f"{run.workers_service}-{rank}",
+                args.pod.namespace,
+                labels,
+                labels,
+                _worker_pod(run, args, env_entry(contract.ENV_WORKER_RANK, str(rank))),
+                pod_annotations(args.worker),
+                AttemptLimits.one_pod(args.retries.backoff_limit, args.retries.non_retriable_exit_codes),
+            )
+            for rank in range(args.num_workers)
+        ]
+    return [
+        plain_job(
+            run.workers_service,
+            args.pod.namespace,
+            labels,
+            labels,
+            _worker_pod(run, args, index_env_entry(contract.ENV_WORKER_RANK)),
+            {
+                "completionMode": "Indexed",
+                "completions": args.num_workers,
+                "parallelism": args.num_workers,
+                # Per worker: one worker's crashes never use up another's retries.
+                "backoffLimitPerIndex": args.retries.backoff_limit,
+                "maxFailedIndexes": 0,
+            },
+            args.retries.non_retriable_exit_codes,
+            exit_code_action="FailIndex",
+            pod_annotations=pod_annotations(args.worker),
+        )
+    ]
+
+
+def _headless_service(
+    name: str,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    selector: Mapping[str, str],
+    ports: Sequence[Manifest] = (),
+) -> Manifest:
+    spec: Manifest = {
+        "clusterIP": "None",
+        "selector": dict(selector),
+        # Peers look each other up before they report ready.
+        "publishNotReadyAddresses": True,
+    }
+    if ports:
+        spec["ports"] = list(ports)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_metadata(name, namespace, labels),
+        "spec": spec,
+    }
+
+
+def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest], storage: CheckpointBinding) -> Manifest:
+    assert args.login is not None
+    labels = labels_for(run, "login", args.pod.labels)
+    mounts = storage.mounts
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": object_metadata(f"{run}-login", args.pod.namespace, labels),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector_for(run, "login")},
+            "template": {
+                "metadata": template_metadata_of(
+                    pod_labels_of(labels, critical=True), pod_annotations(args.login)
+                ),
+                "spec": pod_spec(
+                    [container(args.login, env, mounts)],
+                    standard_placement(),
+                    args.pod.grace_period_seconds,
+                    storage.volumes,
+                    service_account_name=args.pod.service_account_name,
+                    container_specs=[args.login],
+                ),
+            },
+        },
+    }
