@@ -7,6 +7,7 @@ Fields the SDK does not define are added only with ``extra_fields`` (an explicit
 
 from __future__ import annotations
 
+import base64
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +29,14 @@ def _iso(t: float) -> str:
 
 
 def _kubeconfig(record: ClusterRecord) -> str:
+    """The cluster's ``kube_config`` as the API sends it: the kubeconfig document, base64-encoded.
+
+    The official CLI base64-decodes the field (together 3.1.1, ``lib/cli/api/clusters/get_credentials.py``).
+    """
+    return base64.b64encode(_kubeconfig_document(record).encode()).decode()
+
+
+def _kubeconfig_document(record: ClusterRecord) -> str:
     """A kubeconfig for the cluster: its twin's API server, else a server name that never resolves."""
     if record.kube_api is not None:
         return record.kube_api.kubeconfig(record.cluster_name, record.kube_token)

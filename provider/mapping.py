@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .kubeconfig import kubeconfig_text
 from .models import (
     REASON_PREEMPTED,
     AddOnUpdate,
@@ -214,6 +215,6 @@ def live_outputs(cluster: Cluster) -> dict[str, Any]:
         "preemptible_nodes": preemptible_nodes,
         "recent_preemptions": len(preemptions),
         "last_preempted_at": _iso(last),
-        "kube_config": cluster.kube_config,
+        "kube_config": kubeconfig_text(cluster.kube_config),
         "created_at": _iso(cluster.created_at),
     }

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from together_clusters.emulator.server import RunningEmulator
 
 from .conftest import DRIVER, GPU, REGION
@@ -84,6 +86,15 @@ def test_tg_clusters_commands(emu: RunningEmulator, http: Any, tmp_path: Path) -
     emu.admin.advance(700)
     updated = strict_cluster(_tg(emu, tmp_path, "clusters", "update", created.cluster_id, "--num-gpus", "16"))
     assert updated.num_gpus == 16 and updated.cluster_id == created.cluster_id
+
+    # tg base64-decodes kube_config, as the real API sends it (together 3.1.1, get_credentials.py).
+    credentials = json.loads(
+        _tg(emu, tmp_path, "clusters", "get-credentials", created.cluster_id, "--file", "-")
+    )
+    assert "kubeconfig" in credentials, credentials
+    kubeconfig = yaml.safe_load(credentials["kubeconfig"])
+    assert kubeconfig["kind"] == "Config"
+    assert kubeconfig["clusters"][0]["cluster"]["server"].startswith("https://")
 
     listed = strict_list(_tg(emu, tmp_path, "clusters", "list"))
     assert [c.cluster_id for c in listed.clusters] == [created.cluster_id]
