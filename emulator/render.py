@@ -120,10 +120,16 @@ def _control_plane_nodes(record: ClusterRecord, now: float) -> list[dict[str, An
     ]
 
 
-def cluster(record: ClusterRecord, now: float, extra_fields: bool = False) -> dict[str, Any]:
+def cluster(
+    record: ClusterRecord,
+    now: float,
+    extra_fields: bool = False,
+    volumes: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The cluster as ``GET /v1/compute/clusters/{id}`` shows it at emulated time ``now``, as JSON.
 
     ``extra_fields`` adds what the SDK does not define: each GPU node's ``compute_class`` and ``labels``.
+    ``volumes``: the shared volumes bound to it, as the storage API shows them (the platform keeps them).
     """
     # The first phase starts at creation, so it is always visible.
     phases = visible(record.schedule, now)
@@ -160,7 +166,7 @@ def cluster(record: ClusterRecord, now: float, extra_fields: bool = False) -> di
         "project_id": record.project_id,
         "region": record.region,
         "status": STATUS_BY_PHASE[phase],
-        "volumes": record.volumes,
+        "volumes": record.volumes if volumes is None else volumes,
         "control_plane_ready": data_plane_reached and not record.deleting,
         "created_at": _iso(record.created_at),
         "deleted_gpu_worker_nodes": [_gpu_worker_node(n, now, extra_fields) for n in record.deleted_nodes],
