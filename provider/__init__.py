@@ -29,7 +29,7 @@ from .errors import (
     WaitTimeoutError,
     WrongTargetError,
 )
-from .resource import Cluster, ClusterArgs, ClusterProvider
+from .resource import Cluster, ClusterArgs, ClusterProvider, Volume, VolumeArgs, VolumeProvider
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -64,6 +64,9 @@ __all__ = [
     "TransportError",
     "UnreadableReplyError",
     "ValidationError",
+    "Volume",
+    "VolumeArgs",
+    "VolumeProvider",
     "WaitTimeoutError",
     "WrongTargetError",
 ]

@@ -42,7 +42,9 @@ def _identity(client: TogetherClient) -> Identity:
         return Identity(endpoint=client.base_url, project_id=None, organization_id=None)
 
 
-def _check_target(client: TogetherClient, props: dict[str, Any], cluster_id: str) -> Identity:
+def _check_target(
+    client: TogetherClient, props: dict[str, Any], cluster_id: str, what: str = "cluster"
+) -> Identity:
     """Refuse to touch a cluster through another endpoint or project than the one it was created in.
 
     A state written before identities were recorded has none: it is taken as it is, and recorded.
@@ -58,7 +60,7 @@ def _check_target(client: TogetherClient, props: dict[str, Any], cluster_id: str
     if wrong:
         said = "; ".join(f"{k} recorded {recorded[k]!r}, now {current[k]!r}" for k in wrong)
         raise WrongTargetError(
-            f"cluster {cluster_id} was created through another API {' and '.join(wrong)} than the one "
+            f"{what} {cluster_id} was created through another API {' and '.join(wrong)} than the one "
             f"configured now ({said}). Nothing was read or changed. Point TOGETHER_BASE_URL / "
             "together:baseUrl and the API key back at the recorded endpoint and project, then run again."
         )

@@ -394,12 +394,15 @@ def plan_change(olds: dict[str, Any], news: dict[str, Any]) -> ChangePlan:
 
     refusals = [] if replace else conversion_refusals(olds, news)
     same_name = not _differs("cluster_name", olds.get("cluster_name"), news.get("cluster_name"))
+    # A volume is attached to one live cluster at a time: the new cluster can have it only once the old
+    # one is gone, so a cluster with a volume_id is deleted before its replacement is made.
+    with_volume = news.get("volume_id") is not None
     return ChangePlan(
         replace=replace,
         update=update,
         local=local,
         refusals=refusals,
-        delete_before_replace=bool(replace) and same_name,
+        delete_before_replace=bool(replace) and (same_name or with_volume),
     )
 
 

@@ -193,6 +193,13 @@ def test_renaming_replaces_create_before_delete():
     assert result.delete_before_replace is False
 
 
+def test_renaming_a_cluster_with_a_volume_deletes_before_it_replaces():
+    """The volume is attached to one live cluster at a time: the old one must go first."""
+    result = diff(BASE | {"volume_id": "vol-1"}, BASE | {"volume_id": "vol-1", "cluster_name": "demo-2"})
+    assert result.replaces == ["cluster_name"]
+    assert result.delete_before_replace is True
+
+
 def test_unknown_replace_field_counts_as_replace():
     assert diff(BASE, BASE | {"region": UNKNOWN}).replaces == ["region"]
 
