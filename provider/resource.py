@@ -128,6 +128,7 @@ class ClusterArgs:
     reservation_end_time: pulumi.Input[str] | None = None
     slurm_shm_size_gib: pulumi.Input[int] | None = None
     ready_timeout_minutes: pulumi.Input[float] | None = None
+    allow_data_loss: bool | None = None
     adopt_cluster_id: pulumi.Input[str] | None = None
 
 
@@ -174,9 +175,33 @@ class Cluster(Resource, module=RESOURCE_MODULE, name=RESOURCE_NAME):
         for name in OUTPUT_NAMES:
             props.setdefault(name, None)
         secret_opts = pulumi.ResourceOptions(additional_secret_outputs=list(SECRET_OUTPUTS))
+        own_opts = pulumi.ResourceOptions.merge(secret_opts, _keep_inline_volume(resource_name, props))
         super().__init__(
-            ClusterProvider(), resource_name, props, pulumi.ResourceOptions.merge(secret_opts, opts)
+            ClusterProvider(), resource_name, props, pulumi.ResourceOptions.merge(own_opts, opts)
         )
+
+
+def _keep_inline_volume(resource_name: str, props: dict[str, Any]) -> pulumi.ResourceOptions:
+    """Protect a cluster whose inline volume would be deleted with it, unless the code allows it.
+
+    A dynamic provider is not asked before a delete, so the engine's protection is what refuses
+    ``pulumi destroy`` (or dropping the cluster from the program) at preview; a replacement is refused
+    by the rules with the ways out. ``protect=False`` in ``opts`` overrides this.
+    """
+    if not isinstance(props.get("shared_volume"), dict) or props.get("allow_data_loss") is True:
+        return pulumi.ResourceOptions()
+    from .rules import inline_volume_at_risk
+
+    volume_name = inline_volume_at_risk(props)
+    if volume_name is None:
+        return pulumi.ResourceOptions()
+    pulumi.log.warn(
+        f"Cluster {resource_name}: its inline shared_volume {volume_name!r} is not lifecycle-independent, so "
+        "deleting or replacing the cluster would delete the volume and every checkpoint on it. The cluster "
+        "is protected until the code sets allow_data_loss=True; or keep the data on a Volume resource "
+        "(volume_id), or create the volume with is_lifecycle_independent=True."
+    )
+    return pulumi.ResourceOptions(protect=True)
 
 
 def _volume_operations() -> ModuleType:

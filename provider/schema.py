@@ -108,6 +108,13 @@ _FIELDS = (
     FieldSpec("slurm_shm_size_gib", OnChange.REPLACE, read_back=True),
     FieldSpec("ready_timeout_minutes", OnChange.LOCAL, default=60, doc="How long create waits for Ready."),
     FieldSpec(
+        "allow_data_loss",
+        OnChange.LOCAL,
+        default=False,
+        doc="Let a plan replace or delete the cluster with its inline shared_volume (not "
+        "lifecycle-independent), which goes with it; refused at preview otherwise.",
+    ),
+    FieldSpec(
         "adopt_cluster_id",
         OnChange.REPLACE,
         doc="Adopt this existing cluster instead of creating one (pulumi import does not work here).",

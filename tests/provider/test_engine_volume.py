@@ -49,8 +49,10 @@ pulumi.export("volume_id", volume.volume_id)
 
 
 class Stack:
-    def __init__(self, workdir: Path, base_url: str) -> None:
-        self.dir = _engine.write_project(workdir / "project", "volume-engine", PROGRAM)
+    def __init__(
+        self, workdir: Path, base_url: str, program: str = PROGRAM, name: str = "volume-engine"
+    ) -> None:
+        self.dir = _engine.write_project(workdir / "project", name, program)
         self.env = _engine.engine_env(
             workdir,
             pythonpath=[_engine.ROOT],
@@ -135,3 +137,54 @@ def test_destroy_keeps_the_volume_unless_data_loss_is_allowed(stack, emu):
     kept = _volume(emu, volume_id)
     assert kept is not None and kept["status"] == "available" and kept["cluster_id"] is None
     assert [c for c in emu.admin.clusters() if c["status"] != "Deleting"] == []
+
+
+INLINE_PROGRAM = """
+import pulumi
+from together_clusters.provider import Cluster, ClusterArgs
+
+config = pulumi.Config()
+cluster = Cluster(
+    "gpu",
+    ClusterArgs(
+        cluster_name="inline-engine",
+        region="us-central-8",
+        gpu_type=config.get("gpuType") or "H100_SXM",
+        num_gpus=8,
+        nvidia_version_id="nv-570-cu128-ubuntu2204",
+        shared_volume={"region": "us-central-8", "size_tib": 1, "volume_name": "inline-ckpt"},
+        allow_data_loss=config.get_bool("allowDataLoss"),
+        ready_timeout_minutes=5,
+    ),
+)
+pulumi.export("cluster_id", cluster.cluster_id)
+"""
+
+
+def test_an_inline_dependent_volume_is_never_deleted_by_a_plan_unless_opted_in(emu, tmp_path):
+    stack = Stack(tmp_path, emu.base_url, INLINE_PROGRAM, "inline-engine")
+    proc = stack.run(*UP)
+    assert proc.returncode == 0, _engine.output(proc)
+    assert "is protected until the code sets allow_data_loss=True" in _engine.output(proc)
+    cluster_id = stack.outputs()["cluster_id"]
+    [volume] = [v for v in emu.admin.volumes() if v["cluster_id"] == cluster_id]
+
+    # Another GPU type would replace the cluster and delete its volume: refused at preview, by name.
+    stack.config("gpuType", "H200_SXM")
+    preview = stack.run(*PREVIEW)
+    assert preview.returncode != 0
+    said = _engine.output(preview)
+    assert "'inline-ckpt'" in said and "allow_data_loss=True" in said and "Volume resource" in said
+    # And pulumi destroy is refused at preview too (the cluster is protected).
+    destroy = stack.run("destroy", *_engine.UP_FLAGS)
+    assert destroy.returncode != 0 and "protect" in _engine.output(destroy)
+    assert _volume(emu, volume["volume_id"]) is not None
+    assert stack.outputs()["cluster_id"] == cluster_id
+
+    # Opted in: the replacement goes ahead, and the destroy too.
+    stack.config("allowDataLoss", "true")
+    proc = stack.run(*UP)
+    assert proc.returncode == 0, _engine.output(proc)
+    assert stack.outputs()["cluster_id"] != cluster_id
+    proc = stack.run("destroy", *_engine.UP_FLAGS)
+    assert proc.returncode == 0, _engine.output(proc)
