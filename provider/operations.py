@@ -74,7 +74,8 @@ def create(props: dict[str, Any]) -> CreateResult:
     if inputs.get("adopt_cluster_id") and not props.get(ADOPTION_DONE):
         cluster = _adopt(client, inputs)
     else:
-        cluster = lifecycle.create_or_explain_conflict(client, create_request(inputs))
+        request = create_request(inputs, default_project_id=identity.project_id)
+        cluster = lifecycle.create_or_explain_conflict(client, request)
         cluster_id = str(cluster.cluster_id)
         lifecycle.report(f"cluster {cluster_id} ({cluster.cluster_name}) accepted; provisioning")
         try:

@@ -206,3 +206,21 @@ def test_preview_does_not_wait_on_an_unreachable_api(admin, monkeypatch):
     """The API checks the same at create; an API that is down must not fail or stall a preview."""
     monkeypatch.setenv("TOGETHER_BASE_URL", "http://127.0.0.1:9")
     assert ClusterProvider().check({}, inputs(region="mars-1")).failures == []
+
+
+def test_create_sends_a_project_id_the_stacks_else_the_keys(admin, monkeypatch):
+    from together_clusters.provider.client import TogetherClient
+
+    sent: list[str | None] = []
+    original = TogetherClient.create_cluster
+
+    def spy(self, request, *args, **kwargs):
+        sent.append(request.project_id)
+        return original(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(TogetherClient, "create_cluster", spy)
+    provider = ClusterProvider()
+    outs = provider.create(inputs(cluster_name="p1")).outs
+    assert sent == [outs["api_project_id"]] and sent[0]
+    provider.create(inputs(cluster_name="p2", project_id="proj-chosen"))
+    assert sent[1] == "proj-chosen"
