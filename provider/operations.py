@@ -15,6 +15,7 @@ from .client import Identity, TogetherClient
 from .errors import InputError, NotFoundError, WrongTargetError
 from .mapping import create_request, live_outputs, read_inputs, update_request
 from .models import Cluster as ApiCluster
+from .models import ClusterCreateRequest
 from .planning import ADOPTION_DONE, inputs_of
 from .rules import plan_change
 from .schema import with_defaults
@@ -74,7 +75,7 @@ def create(props: dict[str, Any]) -> CreateResult:
     if inputs.get("adopt_cluster_id") and not props.get(ADOPTION_DONE):
         cluster = _adopt(client, inputs)
     else:
-        request = create_request(inputs, default_project_id=identity.project_id)
+        request = _with_kept_volume(client, create_request(inputs, default_project_id=identity.project_id))
         cluster = lifecycle.create_or_explain_conflict(client, request)
         cluster_id = str(cluster.cluster_id)
         lifecycle.report(f"cluster {cluster_id} ({cluster.cluster_name}) accepted; provisioning")
@@ -83,6 +84,19 @@ def create(props: dict[str, Any]) -> CreateResult:
         except Exception as exc:
             raise lifecycle.cleanup_failed_create(client, cluster_id, exc) from exc
     return CreateResult(str(cluster.cluster_id), _state(inputs, cluster, identity))
+
+
+def _with_kept_volume(client: TogetherClient, request: ClusterCreateRequest) -> ClusterCreateRequest:
+    """A create with an inline lifecycle-independent volume that already exists, unattached (the volume of
+    the cluster this one replaces): attach it by id rather than make a new, empty one beside it."""
+    spec = request.shared_volume
+    if spec is None or spec.is_lifecycle_independent is not True:
+        return request
+    kept = [v for v in client.list_volumes() if v.volume_name == spec.volume_name and v.status == "available"]
+    if len(kept) != 1:
+        return request
+    lifecycle.report(f"attaching the kept volume {kept[0].volume_id} ({spec.volume_name}) to the new cluster")
+    return request.model_copy(update={"shared_volume": None, "volume_id": kept[0].volume_id})
 
 
 def _adopt(client: TogetherClient, inputs: dict[str, Any]) -> ApiCluster:

@@ -224,3 +224,20 @@ def test_create_sends_a_project_id_the_stacks_else_the_keys(admin, monkeypatch):
     assert sent == [outs["api_project_id"]] and sent[0]
     provider.create(inputs(cluster_name="p2", project_id="proj-chosen"))
     assert sent[1] == "proj-chosen"
+
+
+def test_a_replacement_gets_the_lifecycle_independent_inline_volume_back(admin):
+    """The old cluster's independent volume is available again once it is gone: the new one attaches it."""
+    provider = ClusterProvider()
+    shared = {
+        "region": "us-central-8",
+        "size_tib": 1,
+        "volume_name": "kept-ckpt",
+        "is_lifecycle_independent": True,
+    }
+    first = provider.create(inputs(cluster_name="inline-1", shared_volume=shared))
+    [volume] = admin.volumes()
+    provider.delete(first.id, first.outs)
+    second = provider.create(inputs(cluster_name="inline-1", gpu_type="H200_SXM", shared_volume=shared))
+    [again] = admin.volumes()
+    assert again["volume_id"] == volume["volume_id"] and again["cluster_id"] == second.id
