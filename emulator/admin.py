@@ -104,4 +104,8 @@ def router(platform: Platform) -> APIRouter:
     def clusters() -> dict[str, Any]:
         return {"clusters": platform.all_clusters()}
 
+    @r.get("/volumes")
+    def volumes() -> dict[str, Any]:
+        return {"volumes": platform.all_volumes()}
+
     return r

@@ -144,6 +144,10 @@ class AdminClient:
         """Every cluster of every API key."""
         return list(self._call("GET", "/clusters")["clusters"])
 
+    def volumes(self) -> list[dict[str, Any]]:
+        """Every shared volume of every owner, with its cluster (``cluster_id``), region and lifecycle."""
+        return list(self._call("GET", "/volumes")["volumes"])
+
     def close(self) -> None:
         """Close the HTTP connection pool."""
         self._http.close()

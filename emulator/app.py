@@ -28,8 +28,13 @@ from .shapes import (
     ClusterCreateRequest,
     ClusterDeleteResponse,
     ClusterList,
+    ClusterStorage,
     ClusterUpdateRequest,
     RegionList,
+    StorageCreateRequest,
+    StorageDeleteResponse,
+    StorageList,
+    StorageUpdateRequest,
 )
 from .state import Platform
 
@@ -138,12 +143,47 @@ def create_app(platform: Platform) -> FastAPI:
     async def delete_cluster(caller: CallerDep, cluster_id: str) -> JSONResponse:
         return _json(platform.delete_cluster(caller.owner, cluster_id))
 
+    _storage_routes(app, platform)
+
     # After the API's routes, which every request is matched against in order (admin ones are not in OpenAPI).
     app.include_router(admin.router(platform))
     if (twin_router := getattr(platform, "twin_admin_router", None)) is not None:
         app.include_router(twin_router())
     _document_400_not_422(app)
     return app
+
+
+def _storage_routes(app: FastAPI, platform: Platform) -> None:
+    """``/v1/compute/clusters/storage/volumes``: the shared volumes (the SDK's ``client.clusters.storage``)."""
+    volumes = "/v1/compute/clusters/storage/volumes"
+
+    @app.post(volumes, response_model=ClusterStorage, responses=_ERRORS, tags=["storage"])
+    async def create_volume(caller: CallerDep, body: StorageCreateRequest) -> JSONResponse:
+        return _json(platform.create_volume(caller.owner, caller.default_project_id, body))
+
+    @app.get(volumes, response_model=StorageList, responses=_ERRORS, tags=["storage"])
+    async def list_volumes(
+        caller: CallerDep,
+        project_id: Annotated[
+            str | None,
+            Query(alias="projectId", description="Only volumes of this project (the SDK's spelling)."),
+        ] = None,
+    ) -> JSONResponse:
+        return _json(platform.list_volumes(caller.owner, project_id))
+
+    @app.put(volumes, response_model=ClusterStorage, responses=_ERRORS, tags=["storage"])
+    async def update_volume(caller: CallerDep, body: StorageUpdateRequest) -> JSONResponse:
+        return _json(platform.update_volume(caller.owner, body))
+
+    @app.get(f"{volumes}/{{volume_id}}", response_model=ClusterStorage, responses=_ERRORS, tags=["storage"])
+    async def get_volume(caller: CallerDep, volume_id: str) -> JSONResponse:
+        return _json(platform.get_volume(caller.owner, volume_id))
+
+    @app.delete(
+        f"{volumes}/{{volume_id}}", response_model=StorageDeleteResponse, responses=_ERRORS, tags=["storage"]
+    )
+    async def delete_volume(caller: CallerDep, volume_id: str) -> JSONResponse:
+        return _json(platform.delete_volume(caller.owner, volume_id))
 
 
 def _document_400_not_422(app: FastAPI) -> None:

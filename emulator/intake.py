@@ -68,7 +68,6 @@ def new_record(
             schedule=control_plane_schedule(now, duration),
         ),
         add_ons=[a.model_dump(mode="json", exclude_none=True) | {"state": {}} for a in req.add_ons or []],
-        volumes=_volumes(req),
         echoed=_echoed(req),
     )
 
@@ -99,24 +98,6 @@ def _echoed(req: ClusterCreateRequest) -> dict[str, Any]:
     if req.duration_days is not None:
         echoed["duration_hours"] = req.duration_days * 24
     return echoed
-
-
-def _volumes(req: ClusterCreateRequest) -> list[dict[str, Any]]:
-    if req.shared_volume is not None:
-        v = req.shared_volume
-        return [
-            {
-                "volume_id": f"vol-{uuid.uuid4().hex[:12]}",
-                "volume_name": v.volume_name,
-                "size_tib": v.size_tib,
-                "status": "Available",
-            }
-        ]
-    if req.volume_id is not None:
-        return [
-            {"volume_id": req.volume_id, "volume_name": req.volume_id, "size_tib": 1, "status": "Available"}
-        ]
-    return []
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,21 @@ class EventRecord(BaseModel):
     at: float
 
 
+class VolumeRecord(BaseModel):
+    """A shared volume: standalone, or bound to the cluster ``cluster_id``."""
+
+    volume_id: str
+    owner: str
+    project_id: str
+    volume_name: str
+    region: str
+    size_tib: int
+    lifecycle_independent: bool
+    created_at: float
+    # The cluster it is attached to (None: attached to none, "available").
+    cluster_id: str | None = None
+
+
 class ClusterRecord(BaseModel):
     """One cluster and everything that happened to it."""
 
@@ -78,6 +93,7 @@ class ClusterRecord(BaseModel):
     deleted_nodes: list[NodeRecord] = Field(default_factory=list)
     events: list[EventRecord] = Field(default_factory=list)
     add_ons: list[dict[str, Any]] = Field(default_factory=list)
+    # Unused since volumes are the platform's own records (see emulator/storage.py); read from old state files.
     volumes: list[dict[str, Any]] = Field(default_factory=list)
     # Optional create-time fields echoed back as given (cluster_config, oidc_config, reservation times, ...).
     echoed: dict[str, Any] = Field(default_factory=dict)

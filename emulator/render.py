@@ -7,6 +7,7 @@ Fields the SDK does not define are added only with ``extra_fields`` (an explicit
 
 from __future__ import annotations
 
+import base64
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +29,14 @@ def _iso(t: float) -> str:
 
 
 def _kubeconfig(record: ClusterRecord) -> str:
+    """The cluster's ``kube_config`` as the API sends it: the kubeconfig document, base64-encoded.
+
+    The official CLI base64-decodes the field (together 3.1.1, ``lib/cli/api/clusters/get_credentials.py``).
+    """
+    return base64.b64encode(_kubeconfig_document(record).encode()).decode()
+
+
+def _kubeconfig_document(record: ClusterRecord) -> str:
     """A kubeconfig for the cluster: its twin's API server, else a server name that never resolves."""
     if record.kube_api is not None:
         return record.kube_api.kubeconfig(record.cluster_name, record.kube_token)
@@ -111,10 +120,16 @@ def _control_plane_nodes(record: ClusterRecord, now: float) -> list[dict[str, An
     ]
 
 
-def cluster(record: ClusterRecord, now: float, extra_fields: bool = False) -> dict[str, Any]:
+def cluster(
+    record: ClusterRecord,
+    now: float,
+    extra_fields: bool = False,
+    volumes: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The cluster as ``GET /v1/compute/clusters/{id}`` shows it at emulated time ``now``, as JSON.
 
     ``extra_fields`` adds what the SDK does not define: each GPU node's ``compute_class`` and ``labels``.
+    ``volumes``: the shared volumes bound to it, as the storage API shows them (the platform keeps them).
     """
     # The first phase starts at creation, so it is always visible.
     phases = visible(record.schedule, now)
@@ -151,7 +166,7 @@ def cluster(record: ClusterRecord, now: float, extra_fields: bool = False) -> di
         "project_id": record.project_id,
         "region": record.region,
         "status": STATUS_BY_PHASE[phase],
-        "volumes": record.volumes,
+        "volumes": record.volumes if volumes is None else volumes,
         "control_plane_ready": data_plane_reached and not record.deleting,
         "created_at": _iso(record.created_at),
         "deleted_gpu_worker_nodes": [_gpu_worker_node(n, now, extra_fields) for n in record.deleted_nodes],

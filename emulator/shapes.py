@@ -53,6 +53,10 @@ ClusterPhase = Literal[
     "CLUSTER_PHASE_DEGRADED",
     "CLUSTER_PHASE_DELETING",
 ]
+# ``ClusterStorage.status`` (together.types.clusters.cluster_storage).
+StorageStatus = Literal[
+    "scheduled", "available", "bound", "provisioning", "deleting", "failed", "access_revoked", "unknown"
+]
 DcgmDiagLevel = Literal[
     "DCGM_DIAG_LEVEL_SHORT", "DCGM_DIAG_LEVEL_MEDIUM", "DCGM_DIAG_LEVEL_LONG", "DCGM_DIAG_LEVEL_EXTENDED"
 ]
@@ -259,6 +263,23 @@ class Cluster(_Response):
     ums_project_id: str | None = None
 
 
+class ClusterStorage(_Response):
+    """A shared volume as ``/v1/compute/clusters/storage/volumes`` returns it (``together.types.clusters``)."""
+
+    size_tib: int
+    status: StorageStatus
+    volume_id: str
+    volume_name: str
+
+
+class StorageList(_Response):
+    volumes: list[ClusterStorage]
+
+
+class StorageDeleteResponse(_Response):
+    success: bool
+
+
 class ClusterList(_Response):
     clusters: list[Cluster]
 
@@ -374,3 +395,21 @@ class ClusterUpdateRequest(_Request):
     num_preemptible_gpus: int | None = None
     num_reserved_gpus: int | None = None
     reservation_end_time: datetime | None = None
+
+
+class StorageCreateRequest(_Request):
+    """Body of ``POST /v1/compute/clusters/storage/volumes`` (``StorageCreateParams``)."""
+
+    region: str
+    size_tib: int
+    volume_name: str
+    instance_cluster_id: str | None = None
+    is_lifecycle_independent: bool | None = None
+    project_id: str | None = None
+
+
+class StorageUpdateRequest(_Request):
+    """Body of ``PUT /v1/compute/clusters/storage/volumes`` (``StorageUpdateParams``): a resize."""
+
+    volume_id: str
+    size_tib: int | None = None

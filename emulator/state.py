@@ -13,13 +13,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from . import catalog, intake, render, validation
+from . import catalog, intake, render, storage, validation
 from .clock import EmulatedClock, to_datetime
 from .errors import conflict, invalid, not_found
 from .faults import FailedOutcome, FaultQueue, FaultRule, FaultSpec
 from .lifecycle import DEFAULT_GRACE_SECONDS, DEFAULT_SPEED
 from .records import ClusterRecord
-from .shapes import ClusterCreateRequest, ClusterUpdateRequest
+from .shapes import (
+    ClusterCreateRequest,
+    ClusterUpdateRequest,
+    StorageCreateRequest,
+    StorageUpdateRequest,
+)
 from .simulation import Simulation, default_pools, pool_key
 from .store import Store
 
@@ -51,6 +56,7 @@ class Platform:
         self._lock = threading.RLock()
         self._store = store
         self._sim = Simulation(self._duration)
+        self._volumes = storage.Volumes()
         self._faults = FaultQueue()
         # The clusters the running operation changed (see _op).
         self._touched: set[str] = set()
@@ -92,6 +98,8 @@ class Platform:
                 raise conflict(
                     f"cluster_name {req.cluster_name!r} is already used by another cluster", "cluster_name"
                 )
+            if req.volume_id is not None:
+                self._volumes.check_attach(owner, req.volume_id, req.region, self._sim.clusters)
             record = intake.new_record(
                 req,
                 seq=self._sim.next_seq(),
@@ -103,6 +111,12 @@ class Platform:
                 duration=self.clock.duration,
             )
             self._sim.add_cluster(record, now)
+            if req.shared_volume is not None:
+                self._volumes.create(
+                    owner, record.project_id, req.shared_volume, now, cluster_id=record.cluster_id
+                )
+            elif req.volume_id is not None:
+                self._volumes.attach(req.volume_id, record.cluster_id)
             self._touched.add(record.cluster_id)
             self._cluster_added(record)
             return self._render(record, now)
@@ -150,6 +164,49 @@ class Platform:
             self._sim.start_delete(self._owned(owner, cluster_id), now)
             self._touched.add(cluster_id)
             return {"cluster_id": cluster_id}
+
+    # --- the storage API ------------------------------------------------------------------------
+
+    def create_volume(self, owner: str, default_project_id: str, req: StorageCreateRequest) -> dict[str, Any]:
+        """Create a standalone shared volume for ``owner``; it is available at once."""
+        with self._op(saves="touched") as now:
+            return storage.view(self._volumes.create(owner, default_project_id, req, now))
+
+    def get_volume(self, owner: str, volume_id: str) -> dict[str, Any]:
+        """One of ``owner``'s volumes."""
+        with self._op(saves="touched"):
+            return storage.view(self._volumes.owned(owner, volume_id))
+
+    def list_volumes(self, owner: str, project_id: str | None = None) -> dict[str, Any]:
+        """``owner``'s volumes (of one project, when given), oldest first."""
+        with self._op(saves="touched"):
+            return {"volumes": [storage.view(v) for v in self._volumes.listed(owner, project_id)]}
+
+    def update_volume(self, owner: str, req: StorageUpdateRequest) -> dict[str, Any]:
+        """Resize a volume: it can only grow."""
+        with self._op(saves="touched"):
+            return storage.view(self._volumes.resize(owner, req))
+
+    def delete_volume(self, owner: str, volume_id: str) -> dict[str, Any]:
+        """Delete a volume no cluster uses."""
+        with self._op(saves="touched"):
+            self._volumes.delete(owner, volume_id, self._sim.clusters)
+            return {"success": True}
+
+    def all_volumes(self) -> list[dict[str, Any]]:
+        """Every volume of every owner with the cluster it is bound to, for tests that check what exists."""
+        with self._op(saves="touched"):
+            return [
+                storage.view(v)
+                | {
+                    "owner": v.owner[:12],
+                    "cluster_id": v.cluster_id,
+                    "region": v.region,
+                    "project_id": v.project_id,
+                    "is_lifecycle_independent": v.lifecycle_independent,
+                }
+                for v in self._volumes.listed_all()
+            ]
 
     # --- the admin API --------------------------------------------------------------------------
 
@@ -280,6 +337,7 @@ class Platform:
         """Forget every cluster, fault, pool change and setting; the clock keeps running."""
         with self._op():
             self._sim = Simulation(self._duration)
+            self._volumes = storage.Volumes()
             self._faults.clear()
             self.grace_seconds = self._initial_grace
             self.list_lag_s = 0.0
@@ -326,13 +384,16 @@ class Platform:
             self._touched = set()
             if due:
                 self._sim.advance_to(now)
+            # Volumes of clusters gone since the last operation (here or on a twin's pass) go with them.
+            self._volumes.settle(self._sim.clusters)
             try:
                 yield now
             finally:
                 self._persist(now, None if save_all else self._touched)
 
     def _render(self, record: ClusterRecord, now: float) -> dict[str, Any]:
-        return render.cluster(record, now, self.extra_fields)
+        volumes = [storage.view(v) for v in self._volumes.of_cluster(record.cluster_id)]
+        return render.cluster(record, now, self.extra_fields, volumes)
 
     def _owned(self, owner: str, cluster_id: str) -> ClusterRecord:
         record = self._sim.clusters.get(cluster_id)
@@ -352,6 +413,7 @@ class Platform:
             "unique_names": self.unique_names,
             "pools": self._sim.pools,
             "seq": self._sim.seq,
+            "volumes": self._volumes.to_json(),
             **self._faults.to_json(),
         }
         if touched is None:
@@ -373,6 +435,7 @@ class Platform:
             return None
         self._sim.pools = default_pools() | {k: int(v) for k, v in saved["pools"].items()}
         self._sim.seq = int(saved["seq"])
+        self._volumes.load_json(saved.get("volumes", []))
         self._faults.load_json(saved)
         return saved
 

@@ -34,7 +34,7 @@ from .errors import (
     WaitTimeoutError,
     WrongTargetError,
 )
-from .resource import Cluster, ClusterArgs, ClusterProvider
+from .resource import Cluster, ClusterArgs, ClusterProvider, Volume, VolumeArgs, VolumeProvider
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -69,6 +69,9 @@ __all__ = [
     "TransportError",
     "UnreadableReplyError",
     "ValidationError",
+    "Volume",
+    "VolumeArgs",
+    "VolumeProvider",
     "WaitTimeoutError",
     "WrongTargetError",
 ]

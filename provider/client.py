@@ -34,9 +34,14 @@ from .models import (
     ClusterCreateRequest,
     ClusterDeleteResponse,
     ClusterList,
+    ClusterStorage,
     ClusterUpdateRequest,
     Region,
     RegionList,
+    StorageCreateRequest,
+    StorageDeleteResponse,
+    StorageList,
+    StorageUpdateRequest,
     Whoami,
 )
 from .retry import RetryPolicy, parse_retry_after, should_retry_status
@@ -357,6 +362,64 @@ class TogetherClient:
             waited += step
             delay = min(delay * 1.5, 5.0)
 
+    # --- shared volumes -----------------------------------------------------------------------
+
+    def list_volumes(self, project_id: str | None = None) -> list[ClusterStorage]:
+        """Every shared volume the key can see, optionally only one project's."""
+        params = {"projectId": project_id} if project_id else None
+        reply = self._request("GET", VOLUMES_PATH, params=params)
+        return parse(StorageList, reply, f"GET {VOLUMES_PATH}").volumes
+
+    def get_volume(self, volume_id: str) -> ClusterStorage:
+        """One volume; ``NotFoundError`` when it does not exist (any more)."""
+        path = _volume_path(volume_id)
+        reply = parse(ClusterStorage, self._request("GET", path), f"GET {path}")
+        return _the_volume(volume_id, reply, f"GET {path}")
+
+    def resize_volume(self, volume_id: str, size_tib: int) -> ClusterStorage:
+        """Grow a volume to ``size_tib`` (the API refuses a shrink)."""
+        body = StorageUpdateRequest(volume_id=volume_id, size_tib=size_tib).to_json()
+        reply = parse(ClusterStorage, self._request("PUT", VOLUMES_PATH, json=body), f"PUT {VOLUMES_PATH}")
+        return _the_volume(volume_id, reply, f"PUT {VOLUMES_PATH}")
+
+    def delete_volume(self, volume_id: str) -> StorageDeleteResponse:
+        """Delete a volume; the API refuses (409) while a cluster uses it."""
+        path = _volume_path(volume_id)
+        return parse(StorageDeleteResponse, self._request("DELETE", path), f"DELETE {path}")
+
+    def create_volume(self, request: StorageCreateRequest) -> ClusterStorage:
+        """Create a volume exactly once: after a reply lost on the way, the new volume of that name is it."""
+        what = f"POST {VOLUMES_PATH}"
+        name = request.volume_name
+        before = {v.volume_id for v in self.list_volumes() if v.volume_name == name}
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                created = parse(
+                    ClusterStorage, self._send_once("POST", VOLUMES_PATH, json=request.to_json()), what
+                )
+                if not created.volume_id:
+                    raise errors.UnreadableReplyError(f"{what}: the reply has no volume_id")
+                return created
+            except errors.RateLimitError as exc:
+                if attempt >= self.retry.max_attempts:
+                    raise
+                self._wait(attempt, exc.retry_after, what, 429)
+            except (errors.ServerError, errors.TransportError, errors.UnreadableReplyError) as exc:
+                made = [v for v in self.list_volumes() if v.volume_name == name and v.volume_id not in before]
+                if len(made) == 1:
+                    log.info("create of volume %r: outcome unknown (%s); found it by name", name, exc)
+                    return made[0]
+                if len(made) > 1:
+                    ids = ", ".join(str(v.volume_id) for v in made)
+                    raise errors.AmbiguousCreateError(
+                        f"Creating volume {name!r} had no readable reply ({exc}), and several volumes with "
+                        f"that name appeared: {ids}. Keep one with adopt_volume_id='<id>' and delete the "
+                        "others (`tg clusters storage delete <id>`)."
+                    ) from exc
+                raise
+
     # --- internals ----------------------------------------------------------------------------
 
     def _list_named(self, name: str) -> list[Cluster]:
@@ -426,6 +489,24 @@ def _the_cluster(cluster_id: str, cluster: Cluster, what: str) -> Cluster:
             f"{what}: the reply is not cluster {cluster_id} (its cluster_id is {cluster.cluster_id!r})"
         )
     return cluster
+
+
+VOLUMES_PATH = "/v1/compute/clusters/storage/volumes"
+
+
+def _the_volume(volume_id: str, volume: ClusterStorage, what: str) -> ClusterStorage:
+    """``volume`` if it is the one asked for."""
+    if volume.volume_id != volume_id:
+        raise errors.UnreadableReplyError(
+            f"{what}: the reply is not volume {volume_id} (its volume_id is {volume.volume_id!r})"
+        )
+    return volume
+
+
+def _volume_path(volume_id: str) -> str:
+    if not volume_id or "/" in volume_id:
+        raise ValueError(f"volume_id must be a non-empty id without '/'; got {volume_id!r}")
+    return f"{VOLUMES_PATH}/{volume_id}"
 
 
 def _cluster_path(cluster_id: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .kubeconfig import kubeconfig_text
 from .models import (
     REASON_PREEMPTED,
     AddOnUpdate,
@@ -29,9 +30,15 @@ _CREATE_FIELDS = tuple(
 )
 
 
-def create_request(inputs: dict[str, Any]) -> ClusterCreateRequest:
-    """The POST body for these (validated) inputs."""
+def create_request(inputs: dict[str, Any], default_project_id: str | None = None) -> ClusterCreateRequest:
+    """The POST body for these (validated) inputs.
+
+    ``project_id`` is always sent when known: the stack's, else ``default_project_id`` (the key's own,
+    from ``/v3/whoami``), so the cluster lands in the project the provider records, not wherever the
+    server's default points.
+    """
     body = {name: inputs.get(name, FIELDS[name].default) for name in _CREATE_FIELDS}
+    body["project_id"] = body.get("project_id") or default_project_id
     return ClusterCreateRequest.model_validate({k: v for k, v in body.items() if v is not None})
 
 
@@ -214,6 +221,6 @@ def live_outputs(cluster: Cluster) -> dict[str, Any]:
         "preemptible_nodes": preemptible_nodes,
         "recent_preemptions": len(preemptions),
         "last_preempted_at": _iso(last),
-        "kube_config": cluster.kube_config,
+        "kube_config": kubeconfig_text(cluster.kube_config),
         "created_at": _iso(cluster.created_at),
     }

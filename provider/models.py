@@ -441,6 +441,50 @@ class ClusterUpdateRequest(_Request):
         return self.model_dump(mode="json", exclude_none=True)
 
 
+# --- shared volumes (``/v1/compute/clusters/storage/volumes``) -----------------------------------
+
+
+class ClusterStorage(_Response):
+    """A shared volume as the storage API returns it (the SDK's ``ClusterStorage``)."""
+
+    size_tib: int | None = None
+    status: str | None = None
+    volume_id: str | None = None
+    volume_name: str | None = None
+
+
+class StorageList(_Response):
+    volumes: list[ClusterStorage] = Field(default_factory=list)
+
+
+class StorageDeleteResponse(_Response):
+    success: bool | None = None
+
+
+class StorageCreateRequest(_Request):
+    """Body of ``POST /v1/compute/clusters/storage/volumes``."""
+
+    region: str
+    size_tib: int
+    volume_name: str
+    instance_cluster_id: str | None = None
+    is_lifecycle_independent: bool | None = None
+    project_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class StorageUpdateRequest(_Request):
+    """Body of ``PUT /v1/compute/clusters/storage/volumes``: a resize."""
+
+    volume_id: str
+    size_tib: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
 # --- who the key is (``GET /v3/whoami``) -------------------------------------------------------
 
 

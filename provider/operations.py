@@ -15,6 +15,7 @@ from .client import Identity, TogetherClient
 from .errors import InputError, NotFoundError, WrongTargetError
 from .mapping import create_request, live_outputs, read_inputs, update_request
 from .models import Cluster as ApiCluster
+from .models import ClusterCreateRequest
 from .planning import ADOPTION_DONE, inputs_of
 from .rules import plan_change
 from .schema import with_defaults
@@ -42,7 +43,9 @@ def _identity(client: TogetherClient) -> Identity:
         return Identity(endpoint=client.base_url, project_id=None, organization_id=None)
 
 
-def _check_target(client: TogetherClient, props: dict[str, Any], cluster_id: str) -> Identity:
+def _check_target(
+    client: TogetherClient, props: dict[str, Any], cluster_id: str, what: str = "cluster"
+) -> Identity:
     """Refuse to touch a cluster through another endpoint or project than the one it was created in.
 
     A state written before identities were recorded has none: it is taken as it is, and recorded.
@@ -58,7 +61,7 @@ def _check_target(client: TogetherClient, props: dict[str, Any], cluster_id: str
     if wrong:
         said = "; ".join(f"{k} recorded {recorded[k]!r}, now {current[k]!r}" for k in wrong)
         raise WrongTargetError(
-            f"cluster {cluster_id} was created through another API {' and '.join(wrong)} than the one "
+            f"{what} {cluster_id} was created through another API {' and '.join(wrong)} than the one "
             f"configured now ({said}). Nothing was read or changed. Point TOGETHER_BASE_URL / "
             "together:baseUrl and the API key back at the recorded endpoint and project, then run again."
         )
@@ -72,7 +75,8 @@ def create(props: dict[str, Any]) -> CreateResult:
     if inputs.get("adopt_cluster_id") and not props.get(ADOPTION_DONE):
         cluster = _adopt(client, inputs)
     else:
-        cluster = lifecycle.create_or_explain_conflict(client, create_request(inputs))
+        request = _with_kept_volume(client, create_request(inputs, default_project_id=identity.project_id))
+        cluster = lifecycle.create_or_explain_conflict(client, request)
         cluster_id = str(cluster.cluster_id)
         lifecycle.report(f"cluster {cluster_id} ({cluster.cluster_name}) accepted; provisioning")
         try:
@@ -80,6 +84,19 @@ def create(props: dict[str, Any]) -> CreateResult:
         except Exception as exc:
             raise lifecycle.cleanup_failed_create(client, cluster_id, exc)  # noqa: B904 - exc itself, restated
     return CreateResult(str(cluster.cluster_id), _state(inputs, cluster, identity))
+
+
+def _with_kept_volume(client: TogetherClient, request: ClusterCreateRequest) -> ClusterCreateRequest:
+    """A create with an inline lifecycle-independent volume that already exists, unattached (the volume of
+    the cluster this one replaces): attach it by id rather than make a new, empty one beside it."""
+    spec = request.shared_volume
+    if spec is None or spec.is_lifecycle_independent is not True:
+        return request
+    kept = [v for v in client.list_volumes() if v.volume_name == spec.volume_name and v.status == "available"]
+    if len(kept) != 1:
+        return request
+    lifecycle.report(f"attaching the kept volume {kept[0].volume_id} ({spec.volume_name}) to the new cluster")
+    return request.model_copy(update={"shared_volume": None, "volume_id": kept[0].volume_id})
 
 
 def _adopt(client: TogetherClient, inputs: dict[str, Any]) -> ApiCluster:

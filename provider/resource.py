@@ -3,7 +3,8 @@ the client.
 
 Stability promise: the engine pickles ``ClusterProvider`` into the state by reference, as
 ``together_clusters.provider.resource.ClusterProvider``, and records the type
-``pulumi-python:dynamic/together_clusters:Cluster``. Both names changed once, before the first release,
+``pulumi-python:dynamic/together_clusters:Cluster`` (and likewise ``VolumeProvider`` and
+``pulumi-python:dynamic/together_clusters:Volume``). Both names changed once, before the first release,
 when the distribution moved into one import namespace; from then on they stay as they are in every
 release, so state written today still refreshes and destroys later. The provider object carries no
 attributes: the API key is read per call.
@@ -15,7 +16,7 @@ by the provider host on the first call that needs them.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import Any
 
@@ -31,7 +32,16 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from .schema import FIELDS, OUTPUT_NAMES, RESOURCE_MODULE, RESOURCE_NAME, SECRET_OUTPUTS
+from .schema import (
+    FIELDS,
+    OUTPUT_NAMES,
+    RESOURCE_MODULE,
+    RESOURCE_NAME,
+    SECRET_OUTPUTS,
+    VOLUME_FIELDS,
+    VOLUME_OUTPUT_NAMES,
+    VOLUME_RESOURCE_NAME,
+)
 
 
 # What the calls do is imported on the first call, in the provider host: the program that declares
@@ -51,6 +61,14 @@ def _operations() -> ModuleType:
 def forget_catalog() -> None:
     """Drop the cached region catalog, as a new provider process would (for tests)."""
     _planning().forget_catalog()
+
+
+def _given(args: object | None) -> dict[str, Any]:
+    """The fields of an args dataclass that are set, as they are: not ``asdict``, which deep-copies every
+    value and fails on an ``Output`` (``ClusterArgs(volume_id=volume.volume_id)``)."""
+    if args is None:
+        return {}
+    return {f.name: v for f in fields(args) if (v := getattr(args, f.name)) is not None}  # type: ignore[arg-type]
 
 
 class ClusterProvider(ResourceProvider):
@@ -114,6 +132,7 @@ class ClusterArgs:
     reservation_end_time: pulumi.Input[str] | None = None
     slurm_shm_size_gib: pulumi.Input[int] | None = None
     ready_timeout_minutes: pulumi.Input[float] | None = 60
+    allow_data_loss: bool | None = None
     adopt_cluster_id: pulumi.Input[str] | None = None
 
 
@@ -153,7 +172,7 @@ class Cluster(Resource, module=RESOURCE_MODULE, name=RESOURCE_NAME):
         opts: pulumi.ResourceOptions | None = None,
         **kwargs: Any,
     ) -> None:
-        props: dict[str, Any] = {k: v for k, v in asdict(args).items() if v is not None} if args else {}
+        props: dict[str, Any] = _given(args)
         unknown = set(kwargs) - set(FIELDS)
         if unknown:
             raise TypeError(
@@ -165,6 +184,118 @@ class Cluster(Resource, module=RESOURCE_MODULE, name=RESOURCE_NAME):
         for name in OUTPUT_NAMES:
             props.setdefault(name, None)
         secret_opts = pulumi.ResourceOptions(additional_secret_outputs=list(SECRET_OUTPUTS))
+        own_opts = pulumi.ResourceOptions.merge(secret_opts, _keep_inline_volume(resource_name, props))
         super().__init__(
-            ClusterProvider(), resource_name, props, pulumi.ResourceOptions.merge(secret_opts, opts)
+            ClusterProvider(), resource_name, props, pulumi.ResourceOptions.merge(own_opts, opts)
         )
+
+
+def _keep_inline_volume(resource_name: str, props: dict[str, Any]) -> pulumi.ResourceOptions:
+    """Protect a cluster whose inline volume would be deleted with it, unless the code allows it.
+
+    A dynamic provider is not asked before a delete, so the engine's protection is what refuses
+    ``pulumi destroy`` (or dropping the cluster from the program) at preview; a replacement is refused
+    by the rules with the ways out. ``protect=False`` in ``opts`` overrides this.
+    """
+    if not isinstance(props.get("shared_volume"), dict) or props.get("allow_data_loss") is True:
+        return pulumi.ResourceOptions()
+    from .rules import inline_volume_at_risk
+
+    volume_name = inline_volume_at_risk(props)
+    if volume_name is None:
+        return pulumi.ResourceOptions()
+    pulumi.log.warn(
+        f"Cluster {resource_name}: its inline shared_volume {volume_name!r} is not lifecycle-independent, so "
+        "deleting or replacing the cluster would delete the volume and every checkpoint on it. The cluster "
+        "is protected until the code sets allow_data_loss=True; or keep the data on a Volume resource "
+        "(volume_id), or create the volume with is_lifecycle_independent=True."
+    )
+    return pulumi.ResourceOptions(protect=True)
+
+
+def _volume_operations() -> ModuleType:
+    from . import volume_operations
+
+    return volume_operations
+
+
+class VolumeProvider(ResourceProvider):
+    """CRUD for Together shared volumes. Holds no state of its own (it is pickled into the stack)."""
+
+    serialize_as_secret_always = False
+
+    def configure(self, req: ConfigureRequest) -> None:
+        _planning().configure(req)
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        return _volume_operations().check(olds, news)
+
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return _volume_operations().diff(id_, olds, news)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return _volume_operations().create(props)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return _volume_operations().read(id_, props)
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return _volume_operations().update(id_, olds, news)
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        _volume_operations().delete(id_, props)
+
+
+@dataclass
+class VolumeArgs:
+    """Inputs of a :class:`Volume`, named as in the Together storage API.
+
+    ``size_tib`` grows in place (a shrink is refused at preview). ``is_lifecycle_independent`` defaults
+    to True: the volume outlives any cluster that uses it, so a replaced cluster gets its data back.
+    ``allow_data_loss`` (ours, never sent) lets a plan replace the volume, and ``pulumi destroy`` delete
+    it; without it a replacement is refused at preview and a destroy leaves the volume (retained).
+    """
+
+    volume_name: pulumi.Input[str]
+    region: pulumi.Input[str]
+    size_tib: pulumi.Input[int]
+    is_lifecycle_independent: pulumi.Input[bool] | None = None
+    project_id: pulumi.Input[str] | None = None
+    instance_cluster_id: pulumi.Input[str] | None = None
+    allow_data_loss: bool | None = None
+    adopt_volume_id: pulumi.Input[str] | None = None
+
+
+class Volume(Resource, module=RESOURCE_MODULE, name=VOLUME_RESOURCE_NAME):
+    """A Together shared volume, for ``Cluster(volume_id=volume.volume_id)``.
+
+    Inside a Kubernetes cluster using it, the platform provides a static PersistentVolume named after
+    ``volume_name``; a claim bound to it (see the components' checkpoint store) sees the volume's files.
+    Outputs: ``volume_id`` (also the resource id) and ``status``, plus every input.
+    """
+
+    volume_id: pulumi.Output[str]
+    status: pulumi.Output[str]
+    volume_name: pulumi.Output[str]
+    size_tib: pulumi.Output[int]
+    region: pulumi.Output[str]
+
+    def __init__(
+        self,
+        resource_name: str,
+        args: VolumeArgs | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+        **kwargs: Any,
+    ) -> None:
+        props: dict[str, Any] = _given(args)
+        unknown = set(kwargs) - set(VOLUME_FIELDS)
+        if unknown:
+            raise TypeError(
+                f"Volume got unknown arguments {sorted(unknown)}; the inputs are {', '.join(VOLUME_FIELDS)}"
+            )
+        props.update({k: v for k, v in kwargs.items() if v is not None})
+        for name in (*VOLUME_FIELDS, *VOLUME_OUTPUT_NAMES):
+            props.setdefault(name, None)
+        # Its data is kept on destroy unless the code says otherwise (the preview shows the retain).
+        keep = pulumi.ResourceOptions(retain_on_delete=props.get("allow_data_loss") is not True)
+        super().__init__(VolumeProvider(), resource_name, props, pulumi.ResourceOptions.merge(keep, opts))

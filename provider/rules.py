@@ -393,13 +393,45 @@ def plan_change(olds: dict[str, Any], news: dict[str, Any]) -> ChangePlan:
         {OnChange.REPLACE: replace, OnChange.UPDATE: update, OnChange.LOCAL: local}[on_change].append(name)
 
     refusals = [] if replace else conversion_refusals(olds, news)
+    if replace and (loss := inline_volume_loss(olds, news, replace)) is not None:
+        refusals.append(loss)
     same_name = not _differs("cluster_name", olds.get("cluster_name"), news.get("cluster_name"))
+    # A volume is attached to one live cluster at a time: the new cluster can have it only once the old
+    # one is gone, so a cluster with a volume_id is deleted before its replacement is made.
+    with_volume = news.get("volume_id") is not None
     return ChangePlan(
         replace=replace,
         update=update,
         local=local,
         refusals=refusals,
-        delete_before_replace=bool(replace) and same_name,
+        delete_before_replace=bool(replace) and (same_name or with_volume),
+    )
+
+
+def inline_volume_at_risk(inputs: dict[str, Any]) -> str | None:
+    """The name of the cluster's inline ``shared_volume`` if it is deleted with the cluster, else None."""
+    volume = inputs.get("shared_volume")
+    if not isinstance(volume, dict) or volume.get("is_lifecycle_independent") is True:
+        return None
+    return str(volume.get("volume_name"))
+
+
+def inline_volume_loss(olds: dict[str, Any], news: dict[str, Any], replace: list[str]) -> Failure | None:
+    """The refusal of a replacement that would delete the old cluster's inline volume with its data."""
+    volume_name = inline_volume_at_risk(olds)
+    if volume_name is None or news.get("allow_data_loss") is True:
+        return None
+    cluster = repr(olds.get("cluster_name"))
+    if olds.get("cluster_id"):
+        cluster += f" ({olds['cluster_id']})"
+    return Failure(
+        replace[0],
+        f"changing {', '.join(replace)} would replace cluster {cluster} and delete its inline shared_volume "
+        f"{volume_name!r} with it (not lifecycle-independent), and every checkpoint on it. Ways out: keep "
+        f"{', '.join(replace)} as it is; put the data on a Volume resource (together_clusters.provider.Volume, "
+        "lifecycle-independent by default) attached with volume_id; for a new cluster, set "
+        "shared_volume.is_lifecycle_independent=True; or set allow_data_loss=True on the Cluster to delete "
+        "the volume.",
     )
 
 

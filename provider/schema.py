@@ -112,6 +112,13 @@ _FIELDS = (
     FieldSpec("slurm_shm_size_gib", OnChange.REPLACE, read_back=True),
     FieldSpec("ready_timeout_minutes", OnChange.LOCAL, default=60, doc="How long create waits for Ready."),
     FieldSpec(
+        "allow_data_loss",
+        OnChange.LOCAL,
+        default=False,
+        doc="Let a plan replace or delete the cluster with its inline shared_volume (not "
+        "lifecycle-independent), which goes with it; refused at preview otherwise.",
+    ),
+    FieldSpec(
         "adopt_cluster_id",
         OnChange.REPLACE,
         doc="Adopt this existing cluster instead of creating one (pulumi import does not work here).",
@@ -147,4 +154,60 @@ def with_defaults(inputs: dict[str, Any]) -> dict[str, Any]:
     return {
         name: (inputs.get(name) if inputs.get(name) is not None else spec.default)
         for name, spec in FIELDS.items()
+    }
+
+
+# --- the Volume resource: its own table, read like the Cluster's ------------------------------------
+
+VOLUME_RESOURCE_NAME = "Volume"
+VOLUME_TYPE = f"pulumi-python:dynamic/{RESOURCE_MODULE}:{VOLUME_RESOURCE_NAME}"
+
+_VOLUME_FIELDS = (
+    FieldSpec("volume_name", OnChange.REPLACE, required=True, read_back=True, doc="Name of the volume."),
+    FieldSpec("region", OnChange.REPLACE, required=True, doc="Region, from list_regions(): the cluster's."),
+    FieldSpec(
+        "size_tib",
+        OnChange.UPDATE,
+        required=True,
+        read_back=True,
+        doc="Size in whole TiB: grown in place; a shrink is refused at preview (the API cannot shrink).",
+    ),
+    FieldSpec(
+        "is_lifecycle_independent",
+        OnChange.REPLACE,
+        default=True,
+        doc="Kept when the cluster using it is deleted (default): a replaced cluster gets it back.",
+    ),
+    FieldSpec("project_id", OnChange.REPLACE, server_default=True, doc="Project owning the volume."),
+    FieldSpec(
+        "instance_cluster_id", OnChange.REPLACE, doc="Place it on the same infrastructure as this cluster."
+    ),
+    FieldSpec(
+        "allow_data_loss",
+        OnChange.LOCAL,
+        default=False,
+        doc="Let a plan delete this volume with its data (a replacement, or a destroy); refused otherwise.",
+    ),
+    FieldSpec(
+        "adopt_volume_id",
+        OnChange.REPLACE,
+        doc="Adopt this existing volume instead of creating one (pulumi import does not work here).",
+    ),
+)
+
+VOLUME_FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _VOLUME_FIELDS}
+VOLUME_OUTPUT_NAMES: tuple[str, ...] = (
+    "volume_id",
+    "status",
+    "api_endpoint",
+    "api_project_id",
+    "api_organization_id",
+)
+
+
+def volume_with_defaults(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A Volume's inputs with every known field present, defaults filled in; unknown keys dropped."""
+    return {
+        name: (inputs.get(name) if inputs.get(name) is not None else spec.default)
+        for name, spec in VOLUME_FIELDS.items()
     }

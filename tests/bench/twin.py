@@ -20,6 +20,7 @@ import httpx
 import yaml
 
 from together_clusters.emulator.kubernetes import binaries
+from together_clusters.provider.kubeconfig import kubeconfig_text
 
 from . import twin_drill
 from .context import Context
@@ -45,7 +46,7 @@ def twin_missing() -> str | None:
 
 def kube_client(kubeconfig: str, scratch: Path) -> httpx.Client | None:
     """An httpx client of the API server a kubeconfig names, with its credentials; None if it names none."""
-    config = yaml.safe_load(kubeconfig) or {}
+    config = yaml.safe_load(kubeconfig_text(kubeconfig) or "") or {}
     cluster = (config.get("clusters") or [{}])[0].get("cluster", {})
     user = (config.get("users") or [{}])[0].get("user", {})
     server = str(cluster.get("server", ""))

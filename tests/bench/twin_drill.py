@@ -26,6 +26,7 @@ from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import TERMINATION_DURATION
 from together_clusters.emulator.kubernetes.options import TerminationMode
+from together_clusters.provider.kubeconfig import kubeconfig_text
 
 from .context import Context
 from .figures import Figure, Goal
@@ -67,7 +68,7 @@ def _deploy(ctx: Context, emulator: Served) -> tuple[client.ApiClient, str]:
     job = str(_engine.stack_outputs(project, env)["job_name"])
     with api_client(emulator.url) as api:
         [cluster] = api.get("/v1/compute/clusters").json()["clusters"]
-    kube = config.new_client_from_config_dict(yaml.safe_load(cluster["kube_config"]))
+    kube = config.new_client_from_config_dict(yaml.safe_load(kubeconfig_text(cluster["kube_config"]) or ""))
     core: Any = client.CoreV1Api(kube)
     core.create_namespaced_persistent_volume_claim(
         "default",

@@ -14,6 +14,8 @@ import re
 from collections import Counter
 from typing import Any
 
+from together_clusters.provider.kubeconfig import kubeconfig_text
+
 from .stack import Stack
 
 # Field in the state -> field of the live cluster: what the code owns.
@@ -29,7 +31,9 @@ SECRET_OUTPUTS = {"kube_config"}
 
 
 def kube_tokens(clusters: list[dict[str, Any]]) -> set[str]:
-    return {m for c in clusters for m in re.findall(r"token: (\S+)", c.get("kube_config") or "")}
+    return {
+        m for c in clusters for m in re.findall(r"token: (\S+)", kubeconfig_text(c.get("kube_config")) or "")
+    }
 
 
 def violations(

@@ -32,3 +32,24 @@ def test_in_process_campaign_keeps_every_invariant(tmp_path, capsys: pytest.Capt
     assert results.sequences == sequences
     assert results.faults_injected > 0
     assert results.violations == []
+
+
+def test_volume_campaign_loses_orphans_and_duplicates_no_volume(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .volume_campaign import VolumeCampaign
+
+    sequences = int(os.environ.get("CAMPAIGN_SEQUENCES", "10"))
+    seed = int(os.environ.get("CAMPAIGN_SEED", "9"))
+    campaign = VolumeCampaign(tmp_path, seed)
+    try:
+        results = campaign.run(sequences)
+    finally:
+        campaign.close()
+    with capsys.disabled():
+        print(f"\nvolume {results.summary()} (seed {seed})")
+        for violation in results.violations:
+            print(f"VIOLATION {violation}")
+    assert results.sequences == sequences
+    assert results.faults_injected > 0
+    assert results.violations == []

@@ -771,3 +771,28 @@ def test_a_name_too_long_for_job_set_pod_names_is_refused_at_preview_naming_the_
     assert "fresh_job_per_attempt=False" in str(refused.value)
     with pytest.raises(ValueError, match="starting with a letter"):
         render_named(kind, "7b-run")
+
+
+def test_a_checkpoint_store_on_a_together_volume_binds_its_claim_to_the_static_volume(
+    program: Program,
+) -> None:
+    program.run(
+        lambda: CheckpointStore(
+            "ckpt", CheckpointStoreArgs(storage=SHARED), opts=opts_with(provider()), volume_name="checkpoints"
+        )
+    )
+    claim = program.kubernetes_objects()["PersistentVolumeClaim/ckpt"]
+    assert_schema_valid(claim)
+    assert claim["spec"]["volumeName"] == "checkpoints" and claim["spec"]["storageClassName"] == ""
+
+
+def test_the_checkpoint_claim_is_retained_on_delete_and_nothing_else() -> None:
+    from together_clusters.components.checkpoint_store import keep_claims
+
+    def transformed(type_: str) -> pulumi.ResourceTransformationResult | None:
+        args = pulumi.ResourceTransformationArgs(None, type_, "x", {}, pulumi.ResourceOptions())  # type: ignore[arg-type]
+        return keep_claims(args)
+
+    kept = transformed("kubernetes:core/v1:PersistentVolumeClaim")
+    assert kept is not None and kept.opts.retain_on_delete is True
+    assert transformed("kubernetes:batch/v1:Job") is None

@@ -18,6 +18,7 @@ from together.types import (
     ClusterListResponse,
     WhoamiProjectAPIKey,
 )
+from together.types.clusters import ClusterStorage, StorageDeleteResponse, StorageListResponse
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -63,3 +64,15 @@ def strict_delete(raw_json: str) -> ClusterDeleteResponse:
 
 def strict_whoami(raw_json: str) -> WhoamiProjectAPIKey:
     return strict(WhoamiProjectAPIKey, raw_json)
+
+
+def strict_volume(raw_json: str) -> ClusterStorage:
+    return strict(ClusterStorage, raw_json)
+
+
+def strict_volumes(raw_json: str) -> StorageListResponse:
+    return strict(StorageListResponse, raw_json)
+
+
+def strict_volume_delete(raw_json: str) -> StorageDeleteResponse:
+    return strict(StorageDeleteResponse, raw_json)

@@ -12,8 +12,12 @@ def test_openapi_lists_public_paths(http: Any) -> None:
         "/v1/compute/clusters",
         "/v1/compute/clusters/{cluster_id}",
         "/v1/compute/regions",
+        "/v1/compute/clusters/storage/volumes",
+        "/v1/compute/clusters/storage/volumes/{volume_id}",
         "/v3/whoami",
     }
+    assert set(paths["/v1/compute/clusters/storage/volumes"]) == {"get", "post", "put"}
+    assert set(paths["/v1/compute/clusters/storage/volumes/{volume_id}"]) == {"get", "delete"}
     assert set(paths["/v1/compute/clusters"]) == {"get", "post"}
     assert set(paths["/v1/compute/clusters/{cluster_id}"]) == {"get", "put", "delete"}
     schemas = doc["components"]["schemas"]

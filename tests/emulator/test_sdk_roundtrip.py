@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -47,7 +48,9 @@ def test_sdk_round_trip(sdk: Any, admin: Any) -> None:
     assert [a.name for a in cluster.add_ons] == ["dash"]
     assert cluster.volumes[0].volume_name == "data" and cluster.volumes[0].size_tib == 2
     assert cluster.cluster_config is not None and cluster.cluster_config.load_balancer == "NONE"
-    assert f"https://{cluster.cluster_id}.k8s.emulator.invalid" in cluster.kube_config
+    assert (
+        f"https://{cluster.cluster_id}.k8s.emulator.invalid" in base64.b64decode(cluster.kube_config).decode()
+    )
     assert cluster.project_id.startswith("proj-") and "key-alice" not in created.http_response.text
 
     admin.advance(700)

@@ -13,17 +13,37 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from together_clusters.emulator.server import RunningEmulator
+from together_clusters.provider.client import TogetherClient
+from together_clusters.provider.mapping import live_outputs
 
 from .conftest import DRIVER, GPU, REGION
-from .strict import strict_cluster, strict_delete, strict_list, strict_regions, strict_whoami
+from .strict import (
+    strict_cluster,
+    strict_delete,
+    strict_list,
+    strict_regions,
+    strict_volume,
+    strict_volume_delete,
+    strict_volumes,
+    strict_whoami,
+)
 
 TG = Path(sys.executable).with_name("tg")
 KEY = "key-tg-cli"
 
 
 def _tg(emu: RunningEmulator, home: Path, *args: str) -> Any:
-    """Run ``tg <args> --json --non-interactive`` against the emulator; its stdout, decoded."""
+    """Run ``tg <args> --json --non-interactive`` against the emulator; its stdout (it must succeed)."""
+    proc = _run_tg(emu, home, *args)
+    assert proc.returncode == 0, f"tg {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def _run_tg(emu: RunningEmulator, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``tg <args> --json --non-interactive`` against the emulator, however it ends."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOGETHER_")}
     env.update(
         HOME=str(home),
@@ -37,15 +57,13 @@ def _tg(emu: RunningEmulator, home: Path, *args: str) -> Any:
         TOGETHER_CREDENTIALS_PATH=str(home / "credentials.json"),
         CI="1",
     )
-    proc = subprocess.run(
+    return subprocess.run(
         [str(TG), *args, "--json", "--non-interactive"],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 0, f"tg {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
 
 
 def test_tg_clusters_commands(emu: RunningEmulator, http: Any, tmp_path: Path) -> None:
@@ -85,6 +103,15 @@ def test_tg_clusters_commands(emu: RunningEmulator, http: Any, tmp_path: Path) -
     updated = strict_cluster(_tg(emu, tmp_path, "clusters", "update", created.cluster_id, "--num-gpus", "16"))
     assert updated.num_gpus == 16 and updated.cluster_id == created.cluster_id
 
+    # tg base64-decodes kube_config, as the real API sends it (together 3.1.1, get_credentials.py).
+    credentials = json.loads(
+        _tg(emu, tmp_path, "clusters", "get-credentials", created.cluster_id, "--file", "-")
+    )
+    assert "kubeconfig" in credentials, credentials
+    kubeconfig = yaml.safe_load(credentials["kubeconfig"])
+    assert kubeconfig["kind"] == "Config"
+    assert kubeconfig["clusters"][0]["cluster"]["server"].startswith("https://")
+
     listed = strict_list(_tg(emu, tmp_path, "clusters", "list"))
     assert [c.cluster_id for c in listed.clusters] == [created.cluster_id]
     assert listed.clusters[0].status == "Ready"
@@ -94,3 +121,103 @@ def test_tg_clusters_commands(emu: RunningEmulator, http: Any, tmp_path: Path) -
     [live] = emu.admin.clusters()
     assert live["status"] == "Deleting"
     assert KEY not in json.dumps(live)
+
+
+def _create_cluster(emu: RunningEmulator, home: Path, name: str, *extra: str) -> Any:
+    return strict_cluster(
+        _tg(
+            emu,
+            home,
+            "clusters",
+            "create",
+            "--name",
+            name,
+            "--num-gpus",
+            "8",
+            "--region",
+            REGION,
+            "--gpu-type",
+            GPU,
+            "--billing-type",
+            "ON_DEMAND",
+            "--nvidia-version-id",
+            DRIVER,
+            *extra,
+        )
+    )
+
+
+def test_tg_retrieve_and_get_credentials_agree_with_the_providers_outputs(
+    emu: RunningEmulator, tmp_path: Path
+) -> None:
+    created = _create_cluster(emu, tmp_path, "agree")
+    emu.admin.advance(700)
+    shown = strict_cluster(_tg(emu, tmp_path, "clusters", "retrieve", created.cluster_id))
+    credentials = json.loads(
+        _tg(emu, tmp_path, "clusters", "get-credentials", created.cluster_id, "--file", "-")
+    )
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
+        outputs = live_outputs(client.get_cluster(created.cluster_id))
+    assert outputs["cluster_id"] == shown.cluster_id
+    assert outputs["status"] == shown.status == "Ready"
+    assert outputs["desired_preemptible_gpus"] == shown.desired_preemptible_gpus
+    assert outputs["standard_nodes"] == len(shown.gpu_worker_nodes) == 1
+    # The provider's kube_config output is exactly the kubeconfig tg writes.
+    assert outputs["kube_config"] == credentials["kubeconfig"]
+
+
+def test_tg_clusters_storage_commands(emu: RunningEmulator, tmp_path: Path) -> None:
+    client = TogetherClient(api_key=KEY, base_url=emu.base_url)
+    created = strict_volume(
+        _tg(
+            emu,
+            tmp_path,
+            "clusters",
+            "storage",
+            "create",
+            "--region",
+            REGION,
+            "--size-tib",
+            "2",
+            "--volume-name",
+            "ckpt",
+            "--is-lifecycle-independent",
+        )
+    )
+    assert (created.volume_name, created.size_tib, created.status) == ("ckpt", 2, "available")
+    seen = client.get_volume(created.volume_id)
+    assert (seen.volume_name, seen.size_tib, seen.status) == ("ckpt", 2, "available")
+
+    listed = strict_volumes(_tg(emu, tmp_path, "clusters", "storage", "list"))
+    assert [v.volume_id for v in listed.volumes] == [created.volume_id]
+    assert [v.volume_id for v in client.list_volumes()] == [created.volume_id]
+
+    grown = strict_volume(
+        _tg(emu, tmp_path, "clusters", "storage", "update", created.volume_id, "--size-tib", "3")
+    )
+    assert grown.size_tib == 3 and client.get_volume(created.volume_id).size_tib == 3
+    # A shrink is refused, and the volume keeps its size.
+    shrink = _run_tg(emu, tmp_path, "clusters", "storage", "update", created.volume_id, "--size-tib", "1")
+    assert shrink.returncode != 0 and "size_tib" in shrink.stdout + shrink.stderr
+    assert (
+        strict_volume(_tg(emu, tmp_path, "clusters", "storage", "retrieve", created.volume_id)).size_tib == 3
+    )
+
+    # A cluster using it: the volume is bound, shows in the cluster, and cannot be deleted meanwhile.
+    cluster = _create_cluster(emu, tmp_path, "with-volume", "--volume", created.volume_id)
+    assert [(v.volume_id, v.volume_name) for v in cluster.volumes] == [(created.volume_id, "ckpt")]
+    bound = strict_volume(_tg(emu, tmp_path, "clusters", "storage", "retrieve", created.volume_id))
+    assert bound.status == "bound" and client.get_volume(created.volume_id).status == "bound"
+    refused = _run_tg(emu, tmp_path, "clusters", "storage", "delete", created.volume_id)
+    assert refused.returncode != 0 and "attached" in refused.stdout + refused.stderr
+
+    # Lifecycle-independent: the cluster's deletion leaves the volume, available again.
+    _tg(emu, tmp_path, "clusters", "delete", cluster.cluster_id)
+    emu.admin.advance(3600)
+    assert strict_volume(_tg(emu, tmp_path, "clusters", "storage", "retrieve", created.volume_id)).status == (
+        "available"
+    )
+    deleted = strict_volume_delete(_tg(emu, tmp_path, "clusters", "storage", "delete", created.volume_id))
+    assert deleted.success
+    assert strict_volumes(_tg(emu, tmp_path, "clusters", "storage", "list")).volumes == []
+    client.close()

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import together
 
-from .conftest import create_body
+from .conftest import REGION, create_body
 
 CREATE_CASES = [
     ({"num_gpus": 4}, "num_gpus", "got 4"),
@@ -73,6 +73,10 @@ def test_message_names_field_and_value(http: Any) -> None:
 
 def test_valid_special_cases_are_accepted(http: Any) -> None:
     client = http()
+    volume = client.post(
+        "/v1/compute/clusters/storage/volumes", json={"region": REGION, "size_tib": 1, "volume_name": "kept"}
+    )
+    assert volume.status_code == 200, volume.text
     ok = [
         create_body(cluster_name="slurm", cluster_type="SLURM", slurm_shm_size_gib=64),
         create_body(
@@ -85,7 +89,7 @@ def test_valid_special_cases_are_accepted(http: Any) -> None:
         create_body(
             cluster_name="pair", nvidia_version_id=None, cuda_version="12.4", nvidia_driver_version="550"
         ),
-        create_body(cluster_name="vol", volume_id="vol-existing"),
+        create_body(cluster_name="vol", volume_id=volume.json()["volume_id"]),
     ]
     for body in ok:
         reply = client.post("/v1/compute/clusters", json=body)

@@ -213,3 +213,38 @@ def test_preview_does_not_wait_on_an_unreachable_api(admin, monkeypatch):
     """The API checks the same at create; an API that is down must not fail or stall a preview."""
     monkeypatch.setenv("TOGETHER_BASE_URL", "http://127.0.0.1:9")
     assert ClusterProvider().check({}, inputs(region="mars-1")).failures == []
+
+
+def test_create_sends_a_project_id_the_stacks_else_the_keys(admin, monkeypatch):
+    from together_clusters.provider.client import TogetherClient
+
+    sent: list[str | None] = []
+    original = TogetherClient.create_cluster
+
+    def spy(self, request, *args, **kwargs):
+        sent.append(request.project_id)
+        return original(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(TogetherClient, "create_cluster", spy)
+    provider = ClusterProvider()
+    outs = provider.create(inputs(cluster_name="p1")).outs
+    assert sent == [outs["api_project_id"]] and sent[0]
+    provider.create(inputs(cluster_name="p2", project_id="proj-chosen"))
+    assert sent[1] == "proj-chosen"
+
+
+def test_a_replacement_gets_the_lifecycle_independent_inline_volume_back(admin):
+    """The old cluster's independent volume is available again once it is gone: the new one attaches it."""
+    provider = ClusterProvider()
+    shared = {
+        "region": "us-central-8",
+        "size_tib": 1,
+        "volume_name": "kept-ckpt",
+        "is_lifecycle_independent": True,
+    }
+    first = provider.create(inputs(cluster_name="inline-1", shared_volume=shared))
+    [volume] = admin.volumes()
+    provider.delete(first.id, first.outs)
+    second = provider.create(inputs(cluster_name="inline-1", gpu_type="H200_SXM", shared_volume=shared))
+    [again] = admin.volumes()
+    assert again["volume_id"] == volume["volume_id"] and again["cluster_id"] == second.id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime
 
 from together_clusters.provider.mapping import live_outputs, read_inputs
@@ -25,7 +26,11 @@ def node(node_id: str, **extra) -> dict:
 
 
 def cluster(
-    nodes: list[dict], allocated: int, desired: int = 16, events: list[dict] | None = None
+    nodes: list[dict],
+    allocated: int,
+    desired: int = 16,
+    events: list[dict] | None = None,
+    kube_config: str | None = "apiVersion: v1",
 ) -> Cluster:
     return Cluster.model_validate(
         {
@@ -40,7 +45,7 @@ def cluster(
             "desired_preemptible_gpus": desired,
             "gpu_type": "H100_SXM",
             "gpu_worker_nodes": nodes,
-            "kube_config": "apiVersion: v1",
+            "kube_config": kube_config,
             "num_capacity_pool_gpus": 0,
             "num_cpu_workers": 0,
             "num_gpus": 16,
@@ -103,3 +108,18 @@ def test_standard_nodes_use_the_same_classes_as_the_counts():
     assert [n.node_id for n in standard_nodes(cluster(nodes, allocated=8))] == ["s1"]
     marked = [node("p1", compute_class="preemptible"), node("s1", compute_class="standard")]
     assert [n.node_id for n in standard_nodes(cluster(marked, allocated=0))] == ["s1"]
+
+
+KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
+
+
+def test_the_kube_config_output_is_the_decoded_kubeconfig():
+    """The API sends ``kube_config`` base64-encoded (as tg decodes it); the output is the text to load."""
+    wire = base64.b64encode(KUBECONFIG.encode()).decode()
+    assert live_outputs(cluster([], 0, kube_config=wire))["kube_config"] == KUBECONFIG
+
+
+def test_a_plain_yaml_kube_config_is_taken_as_it_is():
+    assert live_outputs(cluster([], 0, kube_config=KUBECONFIG))["kube_config"] == KUBECONFIG
+    assert live_outputs(cluster([], 0, kube_config=None))["kube_config"] is None
+    assert live_outputs(cluster([], 0, kube_config=""))["kube_config"] == ""

@@ -193,6 +193,13 @@ def test_renaming_replaces_create_before_delete():
     assert result.delete_before_replace is False
 
 
+def test_renaming_a_cluster_with_a_volume_deletes_before_it_replaces():
+    """The volume is attached to one live cluster at a time: the old one must go first."""
+    result = diff(BASE | {"volume_id": "vol-1"}, BASE | {"volume_id": "vol-1", "cluster_name": "demo-2"})
+    assert result.replaces == ["cluster_name"]
+    assert result.delete_before_replace is True
+
+
 def test_unknown_replace_field_counts_as_replace():
     assert diff(BASE, BASE | {"region": UNKNOWN}).replaces == ["region"]
 
@@ -336,3 +343,30 @@ def test_conversion_is_refused_with_old_inputs_as_the_engine_sends_them():
     olds = BASE | {"num_gpus": 16.0, "num_preemptible_gpus": 8.0}
     failures = check(BASE | {"num_gpus": 8, "num_preemptible_gpus": 16}, olds=olds)
     assert "convert standard nodes into preemptible ones" in failures["num_gpus"]
+
+
+INLINE = {"region": "us-central-8", "size_tib": 1, "volume_name": "ckpt"}
+
+
+def test_replacing_a_cluster_with_an_inline_dependent_volume_is_refused_naming_the_volume_and_ways_out():
+    olds = BASE | {"shared_volume": INLINE, "cluster_id": "c-1"}
+    failures = check(BASE | {"shared_volume": INLINE, "gpu_type": "H200_SXM"}, olds)
+    message = failures["gpu_type"]
+    assert "'ckpt'" in message and "cluster 'demo'" in message
+    assert "Volume" in message and "is_lifecycle_independent" in message and "allow_data_loss=True" in message
+
+
+def test_an_inline_volume_may_go_with_the_cluster_when_opted_in_or_independent():
+    olds = BASE | {"shared_volume": INLINE}
+    news = BASE | {"shared_volume": INLINE, "gpu_type": "H200_SXM"}
+    assert check(news | {"allow_data_loss": True}, olds) == {}
+    independent = INLINE | {"is_lifecycle_independent": True}
+    assert (
+        check(
+            BASE | {"shared_volume": independent, "gpu_type": "H200_SXM"},
+            BASE | {"shared_volume": independent},
+        )
+        == {}
+    )
+    # allow_data_loss is ours alone: changing it is no change to the cluster.
+    assert not diff(olds, olds | {"allow_data_loss": True}).replaces

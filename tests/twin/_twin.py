@@ -28,6 +28,7 @@ from together_clusters.emulator.kubernetes.local_pods import rewrite
 from together_clusters.emulator.kubernetes.local_runtime import root_for
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
+from together_clusters.provider.kubeconfig import kubeconfig_text
 
 COMPUTE_CLASS = "together.ai/compute-class"
 REGION = "us-central-8"
@@ -69,8 +70,8 @@ def alive(pids: list[int]) -> list[int]:
 
 
 def kube_clients(kubeconfig: str) -> client.ApiClient:
-    """A Kubernetes API client from a kubeconfig document (as the API returns it)."""
-    return config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+    """A Kubernetes API client from a kubeconfig: as the API returns it (base64) or as a stack outputs it."""
+    return config.new_client_from_config_dict(yaml.safe_load(kubeconfig_text(kubeconfig) or ""))
 
 
 @dataclass
@@ -108,7 +109,7 @@ class TwinCluster:
         return cls(
             emulator,
             cluster["cluster_id"],
-            cluster["kube_config"],
+            kubeconfig_text(cluster["kube_config"]) or "",
             http,
             kube_clients(cluster["kube_config"]),
         )
