@@ -132,7 +132,7 @@ class ClusterArgs:
     reservation_end_time: pulumi.Input[str] | None = None
     slurm_shm_size_gib: pulumi.Input[int] | None = None
     ready_timeout_minutes: pulumi.Input[float] | None = 60
-    allow_data_loss: bool | None = None
+    allow_data_loss: bool | None = False  # a plain bool: it decides `protect` when the program runs
     adopt_cluster_id: pulumi.Input[str] | None = None
 
 
@@ -262,7 +262,7 @@ class VolumeArgs:
     is_lifecycle_independent: pulumi.Input[bool] | None = None
     project_id: pulumi.Input[str] | None = None
     instance_cluster_id: pulumi.Input[str] | None = None
-    allow_data_loss: bool | None = None
+    allow_data_loss: bool | None = False  # a plain bool: it decides `protect` when the program runs
     adopt_volume_id: pulumi.Input[str] | None = None
 
 
