@@ -348,14 +348,19 @@ class TogetherClient:
             if waited >= timeout_s:
                 raise errors.AmbiguousCreateError(
                     f"Creating cluster {name!r} had no readable reply ({cause}), and no cluster with that "
-                    f"name appeared in the listing within {timeout_s:.0f}s, so it was probably not created. "
-                    f"Check with `tg clusters list`: if a cluster named {name!r} shows up later, adopt it with "
-                    "adopt_cluster_id='<id>'; otherwise run `pulumi up` again."
+                    f"name appeared in the listing within {timeout_s:.0f}s; the listing may lag behind the "
+                    "create. Check with `tg clusters list`, or run `pulumi up` again: it looks for a cluster of that name before it creates, and "
+                    "if it finds one it says how to take it into the stack instead of making a second."
                 )
             step = min(delay, timeout_s - waited)
             self._sleep(step)
             waited += step
             delay = min(delay * 1.5, 5.0)
+
+    def holders_of(self, name: str) -> set[str]:
+        """Ids of the clusters that held ``name`` as of this process's listing of names (shared by the
+        creates of a burst), plus the clusters this client made: some may be gone or going since."""
+        return self._holders_before(name)
 
     # --- internals ----------------------------------------------------------------------------
 

@@ -23,14 +23,16 @@ def describe(cluster: Cluster | None) -> str:
     )
 
 
-def create_or_explain_conflict(client: TogetherClient, request: ClusterCreateRequest) -> Cluster:
+def create_or_explain_conflict(
+    client: TogetherClient, request: ClusterCreateRequest, reconcile_timeout_s: float | None = None
+) -> Cluster:
     """POST the cluster. When its name is taken, say by which cluster and how to take it over.
 
     The usual cause is a cluster this stack made in an ``up`` that was interrupted before the
     state was written: it is running outside the state, and adopting it puts it back.
     """
     try:
-        return client.create_cluster(request)
+        return client.create_cluster(request, reconcile_timeout_s)
     except ConflictError as exc:
         holders = [
             c.cluster_id

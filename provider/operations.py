@@ -10,7 +10,7 @@ from typing import Any
 
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
-from . import lifecycle, settings
+from . import lifecycle, namesakes, settings
 from .client import Identity, TogetherClient
 from .errors import InputError, NotFoundError, WrongTargetError
 from .mapping import create_request, live_outputs, read_inputs, update_request
@@ -72,7 +72,11 @@ def create(props: dict[str, Any]) -> CreateResult:
     if inputs.get("adopt_cluster_id") and not props.get(ADOPTION_DONE):
         cluster = _adopt(client, inputs)
     else:
-        cluster = lifecycle.create_or_explain_conflict(client, create_request(inputs))
+        request = create_request(inputs)
+        namesakes.refuse_untracked_namesake(client, request.cluster_name, identity)
+        # A lost reply is looked for as long as the create itself may take, not a fixed few seconds.
+        reconcile_s = settings.reconcile_timeout_override() or _timeout_s(inputs)
+        cluster = lifecycle.create_or_explain_conflict(client, request, reconcile_s)
         cluster_id = str(cluster.cluster_id)
         lifecycle.report(f"cluster {cluster_id} ({cluster.cluster_name}) accepted; provisioning")
         try:
