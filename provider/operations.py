@@ -70,7 +70,7 @@ def create(props: dict[str, Any]) -> CreateResult:
     client = settings.connect()
     identity = _identity(client)
     if inputs.get("adopt_cluster_id") and not props.get(ADOPTION_DONE):
-        cluster = _adopt(client, inputs)
+        cluster = _adopt(client, inputs, identity)
     else:
         request = create_request(inputs)
         namesakes.refuse_untracked_namesake(client, request.cluster_name, identity)
@@ -86,7 +86,7 @@ def create(props: dict[str, Any]) -> CreateResult:
     return CreateResult(str(cluster.cluster_id), _state(inputs, cluster, identity))
 
 
-def _adopt(client: TogetherClient, inputs: dict[str, Any]) -> ApiCluster:
+def _adopt(client: TogetherClient, inputs: dict[str, Any], identity: Identity) -> ApiCluster:
     """Take an existing cluster into the stack, then make it match the code in place."""
     cluster_id = inputs["adopt_cluster_id"]
     try:
@@ -94,6 +94,9 @@ def _adopt(client: TogetherClient, inputs: dict[str, Any]) -> ApiCluster:
     except NotFoundError:
         cluster = None
     if cluster is None or cluster.status == "Deleting":
+        # The adopted cluster was replaced and the replacement's create was cut off: the stack holds nothing
+        # and the code still names the cluster it deleted. The replacement, if it was made, is the one to take.
+        namesakes.refuse_untracked_namesake(client, inputs["cluster_name"], identity)
         raise InputError(
             "adopt_cluster_id",
             cluster_id,

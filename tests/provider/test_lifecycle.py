@@ -272,3 +272,24 @@ def test_preview_does_not_wait_on_an_unreachable_api(admin, monkeypatch):
     """The API checks the same at create; an API that is down must not fail or stall a preview."""
     monkeypatch.setenv("TOGETHER_BASE_URL", "http://127.0.0.1:9")
     assert ClusterProvider().check({}, inputs(region="mars-1")).failures == []
+
+
+def test_the_rerun_of_a_cut_off_replacement_of_an_adopted_cluster_names_the_replacement(admin, emu):
+    """An adopted cluster was replaced (deleted first, same name) and the new one's create was cut off:
+    the stack holds nothing and the code still names the deleted cluster. The rerun names the replacement
+    to adopt, instead of only saying the adopted one is gone (which no config change could get past)."""
+    from together_clusters.provider.client import TogetherClient
+    from together_clusters.provider.errors import UntrackedClusterError
+    from together_clusters.provider.mapping import create_request
+
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
+        adopted = client.create_cluster(create_request(inputs(cluster_name="readopt")))
+        admin.advance(600)
+        client.delete_cluster(adopted.cluster_id)
+        admin.advance(600)
+        replacement = client.create_cluster(create_request(inputs(cluster_name="readopt")))
+    with pytest.raises(UntrackedClusterError) as caught:
+        ClusterProvider().create(inputs(cluster_name="readopt", adopt_cluster_id=adopted.cluster_id))
+    assert caught.value.cluster_id == replacement.cluster_id
+    with pytest.raises(InputError, match="no such live cluster"):
+        ClusterProvider().create(inputs(cluster_name="nothing-else", adopt_cluster_id=adopted.cluster_id))
