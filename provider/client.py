@@ -40,12 +40,11 @@ from .models import (
     Whoami,
 )
 from .retry import RetryPolicy, parse_retry_after, should_retry_status
+from .settings import API_KEY_ENV, BASE_URL_ENV
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.together.ai"
-API_KEY_ENV = "TOGETHER_API_KEY"
-BASE_URL_ENV = "TOGETHER_BASE_URL"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 # How long a create with an ambiguous outcome keeps looking for its cluster in the listing, which may lag.
 RECONCILE_TIMEOUT_S = 90.0

@@ -14,7 +14,9 @@ import traceback
 from types import ModuleType
 from typing import Any
 
-from together_clusters.errors import TogetherError
+from together_clusters.errors import AuthenticationError, TogetherError, TransportError, UnreadableReplyError
+
+from .settings import API_KEY_CONFIG, API_KEY_ENV, BASE_URL_CONFIG, BASE_URL_ENV
 
 
 class _OneLineForExpected:
@@ -34,8 +36,19 @@ class _OneLineForExpected:
 
 
 def one_line(error: TogetherError) -> str:
-    """``<ErrorType>: <message>`` on one line."""
-    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+    """``<ErrorType>: <message>`` on one line, with the setting to change when the API refused the key or
+    could not be reached (the client's message says what happened, not where the key or URL came from)."""
+    text = " ".join(str(error).split())
+    fix = _setting_to_change(error)
+    return f"{type(error).__name__}: {text}" + (f" ({fix})" if fix and fix not in text else "")
+
+
+def _setting_to_change(error: TogetherError) -> str | None:
+    if isinstance(error, AuthenticationError):
+        return f"set a valid key in {API_KEY_ENV} or `pulumi config set --secret {API_KEY_CONFIG} <key>`"
+    if isinstance(error, TransportError) and not isinstance(error, UnreadableReplyError):
+        return f"check {BASE_URL_ENV} or `pulumi config set {BASE_URL_CONFIG} <url>`"
+    return None
 
 
 def install(host: ModuleType | None = None) -> None:

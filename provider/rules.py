@@ -535,7 +535,14 @@ def _version_key(version: Any) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else 0 for part in str(version).split("."))
 
 
-def missing_driver_failure(region_name: Any) -> Failure:
+def missing_driver_failure(region_name: Any, unread_because: str | None = None) -> Failure:
+    """No driver chosen and none could be picked: says why the catalog was not read, when it knows."""
+    if unread_because:
+        return Failure(
+            "nvidia_version_id",
+            f"{unread_because}. The API is needed to pick region {region_name!r}'s default driver; or "
+            "set nvidia_version_id (see `tg clusters list-regions`), or cuda_version with nvidia_driver_version.",
+        )
     return Failure(
         "nvidia_version_id",
         f"no driver chosen and the catalog of region {region_name!r} could not be read to pick its default: "

@@ -293,3 +293,29 @@ def test_the_rerun_of_a_cut_off_replacement_of_an_adopted_cluster_names_the_repl
     assert caught.value.cluster_id == replacement.cluster_id
     with pytest.raises(InputError, match="no such live cluster"):
         ClusterProvider().create(inputs(cluster_name="nothing-else", adopt_cluster_id=adopted.cluster_id))
+
+
+def _driver_failure(**env) -> str:
+    settings.forget_clients()
+    forget_catalog()
+    no_driver = {k: v for k, v in inputs().items() if k != "nvidia_version_id"}
+    failures = {f.property: f.reason for f in ClusterProvider().check({}, no_driver).failures}
+    return failures["nvidia_version_id"]
+
+
+def test_a_preview_that_cannot_ask_the_api_says_why_and_what_to_set(admin, monkeypatch):
+    """Before: every cause read 'the catalog of region ... could not be read ... set nvidia_version_id'."""
+    monkeypatch.delenv("TOGETHER_API_KEY")
+    missing = _driver_failure()
+    assert missing.startswith("No Together API key: set TOGETHER_API_KEY") and "together:apiKey" in missing
+
+    monkeypatch.setenv("TOGETHER_API_KEY", KEY)
+    admin.add_fault(status=401, path="/v1/compute/regions", message="invalid API key")
+    refused = _driver_failure()
+    assert "refused the API key (HTTP 401: invalid API key)" in refused and "TOGETHER_API_KEY" in refused
+
+    monkeypatch.setenv("TOGETHER_BASE_URL", "http://127.0.0.1:9")
+    down = _driver_failure()
+    assert "http://127.0.0.1:9 could not be reached" in down and "TOGETHER_BASE_URL" in down
+    for message in (missing, refused, down):
+        assert "\n" not in message and "nvidia_version_id" in message

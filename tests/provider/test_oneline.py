@@ -40,3 +40,13 @@ def test_outside_the_provider_host_nothing_is_changed() -> None:
     plain.traceback = traceback  # type: ignore[attr-defined]
     oneline.install(plain)
     assert plain.traceback is traceback  # type: ignore[attr-defined]
+
+
+def test_a_refused_key_and_an_unreachable_api_name_the_setting_to_change() -> None:
+    from together_clusters.errors import AuthenticationError, TransportError
+
+    refused = oneline.one_line(AuthenticationError("invalid API key", status_code=401))
+    assert refused.startswith("AuthenticationError: Together API error 401: invalid API key (set a valid key")
+    assert "TOGETHER_API_KEY" in refused and "together:apiKey" in refused
+    down = oneline.one_line(TransportError("POST http://127.0.0.1:9/v1/compute/clusters failed: refused"))
+    assert down.endswith("(check TOGETHER_BASE_URL or `pulumi config set together:baseUrl <url>`)")
