@@ -118,6 +118,10 @@ def check(olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         # ``olds`` are the resource's previous inputs: it exists, and this adoption already happened.
         inputs[ADOPTION_DONE] = True
     new_cluster = not old_inputs or replaces
+    if not new_cluster and not has_driver_selector(inputs) and old_inputs.get("nvidia_version_id"):
+        # The driver the first check resolved (the region's newest) stays the cluster's: carried forward,
+        # a later diff does not show it as removed.
+        inputs["nvidia_version_id"] = old_inputs["nvidia_version_id"]
     needs_driver = (
         new_cluster
         and adopting is None

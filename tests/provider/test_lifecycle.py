@@ -319,3 +319,16 @@ def test_a_preview_that_cannot_ask_the_api_says_why_and_what_to_set(admin, monke
     assert "http://127.0.0.1:9 could not be reached" in down and "TOGETHER_BASE_URL" in down
     for message in (missing, refused, down):
         assert "\n" not in message and "nvidia_version_id" in message
+
+
+def test_a_scale_up_keeps_the_driver_the_first_check_resolved(admin):
+    """Before: the checked inputs of a scale-up lacked the driver picked at create, so the engine's diff
+    showed `-nvidia_version_id` although nothing changes it."""
+    provider = ClusterProvider()
+    no_driver = {k: v for k, v in inputs().items() if k != "nvidia_version_id"}
+    first = provider.check({}, no_driver)
+    assert first.inputs["nvidia_version_id"] == "nv-570-cu128-ubuntu2204"
+    scaled = provider.check(first.inputs, no_driver | {"num_gpus": 16})
+    assert scaled.failures == []
+    assert scaled.inputs["nvidia_version_id"] == first.inputs["nvidia_version_id"]
+    assert provider.diff("id", first.inputs, scaled.inputs).replaces == []
