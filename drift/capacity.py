@@ -11,9 +11,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from together_clusters.platform import LifecycleReason
+
 # Preemptible GPUs are billed at half the on-demand price: a fixed platform discount.
 PREEMPTIBLE_DISCOUNT = 0.5
-LIFECYCLE_REASONS = ("TogetherPreempted", "TogetherScaledUp", "TogetherScaledDown")
+LIFECYCLE_REASONS = (LifecycleReason.PREEMPTED, LifecycleReason.SCALED_UP, LifecycleReason.SCALED_DOWN)
 
 
 @dataclass(frozen=True)

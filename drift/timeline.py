@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .capacity import parse_time
+from together_clusters.platform import GPUS_PER_NODE, PREEMPTIBLE, ComputeClass, LifecycleReason
 
-PREEMPTIBLE = "preemptible"
-DEFAULT_NODE_GPUS = 8
+from .capacity import parse_time
 
 
 @dataclass(frozen=True)
@@ -35,11 +34,11 @@ class Timeline:
 def _node_class(node: Mapping[str, Any] | None, event: Mapping[str, Any]) -> str:
     if node is not None and node.get("compute_class"):
         return str(node["compute_class"])
-    if event.get("reason") == "TogetherPreempted":
+    if event.get("reason") == LifecycleReason.PREEMPTED:
         return PREEMPTIBLE  # only preemptible nodes are ever preempted
     message = str(event.get("message", ""))
     # Without a per-node marking the event's own wording is all there is.
-    return PREEMPTIBLE if PREEMPTIBLE in message.lower() else "standard"
+    return PREEMPTIBLE if PREEMPTIBLE in message.lower() else ComputeClass.STANDARD
 
 
 def changes(snapshot: Mapping[str, Any]) -> list[tuple[datetime, int]]:
@@ -50,14 +49,14 @@ def changes(snapshot: Mapping[str, Any]) -> list[tuple[datetime, int]]:
         node = nodes.get(str(event.get("node_id")))
         if _node_class(node, event) != PREEMPTIBLE:
             continue
-        gpus = int((node or {}).get("num_gpus") or DEFAULT_NODE_GPUS)
+        gpus = int((node or {}).get("num_gpus") or GPUS_PER_NODE)
         at = parse_time(event["timestamp"])
         reason = event.get("reason")
-        if reason == "TogetherScaledUp":
+        if reason == LifecycleReason.SCALED_UP:
             found.append((at, gpus))
-        elif reason == "TogetherScaledDown":
+        elif reason == LifecycleReason.SCALED_DOWN:
             found.append((at, -gpus))
-        elif reason == "TogetherPreempted":
+        elif reason == LifecycleReason.PREEMPTED:
             if node is None:
                 found.append((at, -gpus))
             elif node.get("deleted_at"):
@@ -80,6 +79,6 @@ def allocation_timeline(snapshot: Mapping[str, Any], start: datetime, end: datet
     preemptions = sorted(
         parse_time(e["timestamp"])
         for e in snapshot.get("events") or []
-        if e.get("reason") == "TogetherPreempted" and start <= parse_time(e["timestamp"]) <= end
+        if e.get("reason") == LifecycleReason.PREEMPTED and start <= parse_time(e["timestamp"]) <= end
     )
     return Timeline(points, preemptions, int(snapshot.get("desired_preemptible_gpus") or 0))

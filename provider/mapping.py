@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from together_clusters.platform import GPUS_PER_NODE, ComputeClass, LifecycleReason
+
 from .models import (
-    REASON_PREEMPTED,
     AddOnUpdate,
     Cluster,
     ClusterCreateRequest,
     ClusterUpdateRequest,
     GPUWorkerNode,
 )
-from .rules import GPUS_PER_NODE, normalize
+from .rules import normalize
 from .schema import FIELDS, OnChange
 
-PREEMPTIBLE = "preemptible"
-STANDARD = "standard"
+PREEMPTIBLE = ComputeClass.PREEMPTIBLE
+STANDARD = ComputeClass.STANDARD
 
 # Inputs sent on create; ours (LOCAL) and adoption are not.
 _CREATE_FIELDS = tuple(
@@ -199,7 +200,7 @@ def standard_capacity_settled(
 def live_outputs(cluster: Cluster) -> dict[str, Any]:
     """The outputs owned by the platform, from a live cluster."""
     standard_nodes, preemptible_nodes = node_counts(cluster)
-    preemptions = [e for e in cluster.node_lifecycle_events or [] if e.reason == REASON_PREEMPTED]
+    preemptions = [e for e in cluster.node_lifecycle_events or [] if e.reason == LifecycleReason.PREEMPTED]
     last = max((e.timestamp for e in preemptions if e.timestamp), default=None)
     return {
         "cluster_id": cluster.cluster_id,

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from pulumi.runtime.rpc import UNKNOWN
 
+from together_clusters.platform import GPUS_PER_NODE
+
 from .schema import FIELDS, OnChange
 from .vocabulary import BILLING_TYPES, CLUSTER_TYPES, GPU_TYPES
 
 if TYPE_CHECKING:
     from .models import Region, RegionDriverVersion
-
-GPUS_PER_NODE = 8
 
 
 @dataclass(frozen=True)
