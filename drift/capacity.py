@@ -15,7 +15,8 @@ from together_clusters.platform import LifecycleReason
 
 # Preemptible GPUs are billed at half the on-demand price: a fixed platform discount.
 PREEMPTIBLE_DISCOUNT = 0.5
-LIFECYCLE_REASONS = (LifecycleReason.PREEMPTED, LifecycleReason.SCALED_UP, LifecycleReason.SCALED_DOWN)
+LIFECYCLE_REASONS = frozenset(LifecycleReason)
+"""Every reason the SDK or the platform's documentation names (a preemption goes by two names)."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def window_end(snapshots: Sequence[Mapping[str, Any] | None], now: datetime) -> 
 
 
 def recent_events(snapshot: Mapping[str, Any], start: datetime, end: datetime) -> list[Event]:
-    """Node lifecycle events (preempted, scaled up, scaled down) in ``[start, end]``, oldest first."""
+    """Node lifecycle events (every :class:`LifecycleReason`) in ``[start, end]``, oldest first."""
     events = [
         Event(str(e["timestamp"]), str(e["reason"]), str(e.get("node_id", "")), str(e.get("message", "")))
         for e in snapshot.get("events") or []

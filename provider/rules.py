@@ -234,6 +234,17 @@ def _validate_billing(known: dict[str, Any], unknown: set[str]) -> list[Failure]
                 "cluster_type SLURM needs slurm_shm_size_gib (shared memory in GiB); set it.",
             )
         )
+    preemptible = known.get("num_preemptible_gpus")
+    if known.get("cluster_type") == "SLURM" and preemptible:
+        # The platform's preemptible-compute docs: Slurm clusters do not support preemptible nodes (yet).
+        failures.append(
+            Failure(
+                "num_preemptible_gpus",
+                f"num_preemptible_gpus is {preemptible} but cluster_type is SLURM: Slurm clusters do not "
+                "support preemptible nodes. Set num_preemptible_gpus to 0 (or remove it), or use "
+                "cluster_type='KUBERNETES'.",
+            )
+        )
     shm = known.get("slurm_shm_size_gib")
     if shm is not None and (not _is_int(shm) or shm <= 0):
         failures.append(
