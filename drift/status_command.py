@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from together_clusters.provider.client import TogetherClient
+from together_clusters.provider.errors import NotFoundError, WrongTargetError
+from together_clusters.provider.settings import API_KEY_CONFIG, API_KEY_ENV
 
 from . import api_settings, capacity, live
 from .arguments import add_project_options, non_negative
@@ -84,11 +86,30 @@ def _snapshots(resources: Sequence[StateResource], stack_api: api_settings.ApiSe
     by_settings: dict[api_settings.ApiSettings, list[str]] = {}
     for res in resources:
         by_settings.setdefault(api_settings.for_cluster(res, stack_api), []).append(res.id)
+    by_id = {res.id: res for res in resources}
     found: dict[str, Any] = {}
     for settings, ids in by_settings.items():
         with TogetherClient(api_key=settings.api_key, base_url=settings.base_url) as client:
+            _refuse_another_project(client, [by_id[i] for i in ids])
             found.update(live.fetch_snapshots(ids, client))
     return found
+
+
+def _refuse_another_project(client: TogetherClient, resources: Sequence[StateResource]) -> None:
+    """A key of another project than the one a cluster was created in cannot see it: the API's 404 would
+    read as "deleted". Refused instead, naming both projects (the provider refuses the same)."""
+    try:
+        here = client.whoami().project_id
+    except NotFoundError:  # an API without whoami: nothing to compare
+        return
+    for res in resources:
+        recorded = res.outputs.get(api_settings.RECORDED_PROJECT)
+        if isinstance(recorded, str) and recorded and here and recorded != here:
+            raise WrongTargetError(
+                f"cluster {res.id} ({res.name}) was created in project {recorded!r}, and the API key in use "
+                f"belongs to project {here!r}, which cannot see it. Use a key of project {recorded!r} "
+                f"(`pulumi config set --secret {API_KEY_CONFIG} <key>` or {API_KEY_ENV})."
+            )
 
 
 def _timelines(
