@@ -65,7 +65,8 @@ GPUS_PER_NODE = 8
 """GPUs of one worker node: GPU counts come in whole nodes."""
 
 GRACE_PERIOD_LIMIT_SECONDS = 300
-"""A preempted node is deleted this many seconds after it is cordoned: the most a pod gets after SIGTERM."""
+"""A preempted node is deleted at the latest this many seconds after it is cordoned (sooner once its pods have
+exited): the most a pod gets after SIGTERM."""
 
 DISRUPTION_CONDITION = "DisruptionTarget"
 """Pod condition Kubernetes sets on pods being removed by a disruption (eviction, node deletion)."""
