@@ -175,8 +175,29 @@ def preempt_on_twin(twin_url: str, node: str, termination: TerminationMode) -> N
             raise DrillError(f"the emulator preempted {taken} instead of {node}")
 
 
+def await_cordon(core: client.CoreV1Api, node: str, timeout_seconds: float = 60.0) -> None:
+    """Wait until the twin has played T+0 on the Node (cordoned, or already gone): the emulator cordons its
+    record at once and the Node on its next pass, and a drill that returned in between would leave the node
+    looking schedulable (the next drill could pick it again)."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        try:
+            found = core.read_node(node, _request_timeout=_TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        if found.spec is not None and found.spec.unschedulable:
+            return
+        if time.monotonic() >= deadline:
+            raise DrillError(
+                f"the emulator preempted {node} but did not cordon it within {timeout_seconds:g}s"
+            )
+        time.sleep(_POLL_SECONDS / 5)
+
+
 def announce_game_day(core: client.CoreV1Api, node: str, grace_seconds: int) -> None:
-    """T+0 of a game day: cordon and the ``TogetherPreempted`` Event, as the platform records them."""
+    """T+0 of a game day: cordon and the ``TogetherPreemptionNotified`` Event, as the platform records them."""
     message = (
         f"Game day: node {node} is being preempted (drill): cordoned, pods have {grace_seconds}s to "
         "terminate; the node is uncordoned afterwards instead of deleted"
@@ -358,6 +379,7 @@ def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], 
     started = time.monotonic()
     if args.twin_url:
         preempt_on_twin(args.twin_url, node, termination)
+        await_cordon(core, node)
     else:
         announce_game_day(core, node, grace)
     try:
