@@ -28,9 +28,7 @@ from functools import cached_property
 from typing import Any
 
 from together_clusters.errors import PlacementRefused
-
-from .checkpoint import contract
-from .platform import (
+from together_clusters.platform import (
     CHECKPOINT_ANNOTATION,
     CHECKPOINT_OPT_OUTS,
     COMPUTE_CLASS_LABEL,
@@ -42,6 +40,8 @@ from .platform import (
     Taint,
 )
 from .violations import Violation
+
+from .checkpoint import contract
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 """Kubernetes' default when a pod spec does not set terminationGracePeriodSeconds."""

@@ -60,6 +60,21 @@ is immutable"). pulumi-kubernetes knows the immutable fields of built-in kinds (
 replaces those; for a custom kind it only patches, so a changed spec has to be declared a replacement."""
 
 
+PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
+"""pulumi-kubernetes applies server-side with a field manager named at random per provider run
+(``pulumi-kubernetes-<hex>``) and recorded in the state with the object. An ``up`` killed after it applied an
+object but before it recorded it leaves the object owned by a manager no later run has: the rerun's apply
+then fails with a field-manager conflict on every field it changes (``conflict with
+"pulumi-kubernetes-78ac014f": ...env[name="QUEUE_URL"].value``). Forcing the apply lets the declared
+value win, as the program owns these objects."""
+
+
+def with_forced_apply(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` with the annotation that makes pulumi-kubernetes force its server-side apply."""
+    annotations = {**(metadata.get("annotations") or {}), PATCH_FORCE_ANNOTATION: "true"}
+    return {**metadata, "annotations": annotations}
+
+
 def create(
     resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions
 ) -> pulumi.CustomResource:
@@ -69,6 +84,7 @@ def create(
     deleted, its pods given their grace period to save, before its successor is created under the same name.
     """
     fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    fields["metadata"] = with_forced_apply(fields.get("metadata") or {})
     kind = (manifest["apiVersion"], manifest["kind"])
     if kind in IMMUTABLE_SPEC_KINDS:
         opts = pulumi.ResourceOptions.merge(

@@ -17,6 +17,8 @@ from .stack_state import StateResource
 
 # The output in which the provider records the endpoint a cluster was created on (when it does).
 RECORDED_ENDPOINT = "api_endpoint"
+# ... and the project (``status`` refuses a key of another project, which cannot see the cluster).
+RECORDED_PROJECT = "api_project_id"
 
 
 @dataclass(frozen=True)

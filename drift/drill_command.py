@@ -10,9 +10,8 @@ from typing import Any
 import httpx
 
 from together_clusters._extras import requires_extra
-from together_clusters.components.platform import GRACE_PERIOD_LIMIT_SECONDS
-from together_clusters.emulator.kubernetes.options import TerminationMode
 from together_clusters.errors import MissingExtraError
+from together_clusters.platform import GRACE_PERIOD_LIMIT_SECONDS, TerminationMode
 
 from .drill_report import drill_json, drill_text
 
@@ -25,11 +24,11 @@ DESCRIPTION = """Play the platform's preemption of one preemptible node, watch w
 Two ways to preempt, one way to watch:
 
 - **twin** (``--twin URL``, an emulator with ``--kubernetes``): the emulator's admin API preempts the node, so
-  the sequence is the platform's own (cordon, ``TogetherPreempted`` Event, termination by the chosen mode,
-  the Node deleted at T+grace, a refill later).
-- **game day** (a real cluster, the default): cordon, a ``TogetherPreempted`` Event on the Node, eviction of
-  its pods with their grace capped at 300 s (retried while a PodDisruptionBudget refuses), watch, then
-  uncordon instead of deleting the node.
+  the sequence is the platform's own (cordon, ``TogetherPreemptionNotified`` Event, termination by the chosen
+  mode, the Node deleted once its pods have exited, at the latest at T+grace, a refill later).
+- **game day** (a real cluster, the default): cordon, a ``TogetherPreemptionNotified`` Event on the Node,
+  eviction of its pods with their grace capped at 300 s (retried while a PodDisruptionBudget refuses), watch,
+  then uncordon instead of deleting the node.
 
 Every workload (Job, JobSet, Deployment, StatefulSet, ...) that had pods on the node is watched until each
 lost pod has a Running replacement, the workload completes or fails, or the timeout. The step a replacement

@@ -10,8 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-# A Python exception's last traceback line ("together_clusters.provider.errors.TransportError: GET ... failed").
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure|Timeout)\w*: .+")
+# A Python exception's last traceback line ("together_clusters.provider.errors.TransportError: GET ... failed"),
+# or the one line the provider reports an expected error in, as the engine prefixes it ("Preview failed:
+# ServerError: Together API error 503 ...").
+_EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Z][\w ]* failed: )?((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure|Timeout)\w*: .+)"
+)
 _ERROR_LINE = re.compile(r"\berror: (\S.*)")
 # Engine lines that only say that something failed, not what.
 _NOISE = (
@@ -29,8 +33,9 @@ def cause_line(*texts: str) -> str:
     """The cause of a failure, on one line, from the texts that describe it (most telling first)."""
     lines = [ln.strip() for text in texts for ln in text.splitlines() if ln.strip()]
     for line in lines:
-        if _EXCEPTION_LINE.match(line):
-            return line
+        exception = _EXCEPTION_LINE.match(line)
+        if exception is not None:
+            return exception.group(1)
     for message in _error_messages(lines):
         return message
     return lines[-1] if lines else "no output from the engine"

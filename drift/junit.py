@@ -10,7 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from .drift_render import stack_text
+from .drift_report import stack_text
 from .results import StackResult
 
 SUITE = "together-clusters drift"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .drift_render import DRIFT_TITLE, MISSING_TITLE, PENDING_TITLE, info_lines, plural
+from .drift_report import DRIFT_TITLE, MISSING_TITLE, PENDING_TITLE, info_lines, plural
 from .results import StackResult, fleet_exit_code
 from .table import fmt
 

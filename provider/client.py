@@ -45,12 +45,11 @@ from .models import (
     Whoami,
 )
 from .retry import RetryPolicy, parse_retry_after, should_retry_status
+from .settings import API_KEY_ENV, BASE_URL_ENV
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.together.ai"
-API_KEY_ENV = "TOGETHER_API_KEY"
-BASE_URL_ENV = "TOGETHER_BASE_URL"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 # How long a create with an ambiguous outcome keeps looking for its cluster in the listing, which may lag.
 RECONCILE_TIMEOUT_S = 90.0
@@ -353,9 +352,9 @@ class TogetherClient:
             if waited >= timeout_s:
                 raise errors.AmbiguousCreateError(
                     f"Creating cluster {name!r} had no readable reply ({cause}), and no cluster with that "
-                    f"name appeared in the listing within {timeout_s:.0f}s, so it was probably not created. "
-                    f"Check with `tg clusters list`: if a cluster named {name!r} shows up later, adopt it with "
-                    "adopt_cluster_id='<id>'; otherwise run `pulumi up` again."
+                    f"name appeared in the listing within {timeout_s:.0f}s; the listing may lag behind the "
+                    "create. Check with `tg clusters list`, or run `pulumi up` again: it looks for a cluster of that name before it creates, and "
+                    "if it finds one it says how to take it into the stack instead of making a second."
                 )
             step = min(delay, timeout_s - waited)
             self._sleep(step)
@@ -419,6 +418,11 @@ class TogetherClient:
                         "others (`tg clusters storage delete <id>`)."
                     ) from exc
                 raise
+
+    def holders_of(self, name: str) -> set[str]:
+        """Ids of the clusters that held ``name`` as of this process's listing of names (shared by the
+        creates of a burst), plus the clusters this client made: some may be gone or going since."""
+        return self._holders_before(name)
 
     # --- internals ----------------------------------------------------------------------------
 

@@ -3,11 +3,12 @@ until gone, clean up after a failed create. Each wait has its own deadline."""
 
 from __future__ import annotations
 
+from together_clusters.platform import GPUS_PER_NODE
+
 from .client import TogetherClient
 from .errors import ConflictError, NotFoundError, ProvisioningFailedError, TogetherError
 from .mapping import standard_capacity_settled, standard_nodes
 from .models import FAILED_PHASES, Cluster, ClusterCreateRequest
-from .rules import GPUS_PER_NODE
 from .waiting import TRANSIENT_ERRORS, report, wait_until
 
 DELETE_TIMEOUT_S = 30 * 60
@@ -23,14 +24,16 @@ def describe(cluster: Cluster | None) -> str:
     )
 
 
-def create_or_explain_conflict(client: TogetherClient, request: ClusterCreateRequest) -> Cluster:
+def create_or_explain_conflict(
+    client: TogetherClient, request: ClusterCreateRequest, reconcile_timeout_s: float | None = None
+) -> Cluster:
     """POST the cluster. When its name is taken, say by which cluster and how to take it over.
 
     The usual cause is a cluster this stack made in an ``up`` that was interrupted before the
     state was written: it is running outside the state, and adopting it puts it back.
     """
     try:
-        return client.create_cluster(request)
+        return client.create_cluster(request, reconcile_timeout_s)
     except ConflictError as exc:
         holders = [
             c.cluster_id

@@ -10,7 +10,7 @@ from typing import Any
 
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
-from . import lifecycle, settings
+from . import lifecycle, namesakes, settings
 from .client import Identity, TogetherClient
 from .errors import InputError, NotFoundError, WrongTargetError
 from .mapping import create_request, live_outputs, read_inputs, update_request
@@ -73,10 +73,13 @@ def create(props: dict[str, Any]) -> CreateResult:
     client = settings.connect()
     identity = _identity(client)
     if inputs.get("adopt_cluster_id") and not props.get(ADOPTION_DONE):
-        cluster = _adopt(client, inputs)
+        cluster = _adopt(client, inputs, identity)
     else:
         request = _with_kept_volume(client, create_request(inputs, default_project_id=identity.project_id))
-        cluster = lifecycle.create_or_explain_conflict(client, request)
+        namesakes.refuse_untracked_namesake(client, request.cluster_name, identity)
+        # A lost reply is looked for as long as the create itself may take, not a fixed few seconds.
+        reconcile_s = settings.reconcile_timeout_override() or _timeout_s(inputs)
+        cluster = lifecycle.create_or_explain_conflict(client, request, reconcile_s)
         cluster_id = str(cluster.cluster_id)
         lifecycle.report(f"cluster {cluster_id} ({cluster.cluster_name}) accepted; provisioning")
         try:
@@ -99,7 +102,7 @@ def _with_kept_volume(client: TogetherClient, request: ClusterCreateRequest) -> 
     return request.model_copy(update={"shared_volume": None, "volume_id": kept[0].volume_id})
 
 
-def _adopt(client: TogetherClient, inputs: dict[str, Any]) -> ApiCluster:
+def _adopt(client: TogetherClient, inputs: dict[str, Any], identity: Identity) -> ApiCluster:
     """Take an existing cluster into the stack, then make it match the code in place."""
     cluster_id = inputs["adopt_cluster_id"]
     try:
@@ -107,6 +110,9 @@ def _adopt(client: TogetherClient, inputs: dict[str, Any]) -> ApiCluster:
     except NotFoundError:
         cluster = None
     if cluster is None or cluster.status == "Deleting":
+        # The adopted cluster was replaced and the replacement's create was cut off: the stack holds nothing
+        # and the code still names the cluster it deleted. The replacement, if it was made, is the one to take.
+        namesakes.refuse_untracked_namesake(client, inputs["cluster_name"], identity)
         raise InputError(
             "adopt_cluster_id",
             cluster_id,

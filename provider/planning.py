@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult
 
 from . import settings
-from .errors import TogetherError
+from .errors import AuthenticationError, TogetherError, TransportError, UnreadableReplyError
 from .rules import (
     catalog_fields_to_check,
     default_driver,
@@ -53,28 +53,45 @@ def _whole_numbers(value: Any) -> Any:
     return value
 
 
-_catalogs: dict[tuple[str, str], list[Region]] = {}
+# Per endpoint and key: the catalog, and why it could not be read (None when it was).
+_catalogs: dict[tuple[str, str], tuple[list[Region], str | None]] = {}
 _catalog_lock = threading.Lock()
 
 
-def _region_catalog() -> list[Region]:
-    """What the API offers, for checks at preview; empty (checks skipped) when it cannot be asked now.
+def _region_catalog() -> tuple[list[Region], str | None]:
+    """What the API offers, for checks at preview, and why it is empty (checks skipped) when it cannot be
+    asked now.
 
     One bounded try, once per provider process (every resource of a preview shares it): the API
     validates the same choices again at create, so an unreachable API must not slow a preview down.
     """
     try:
         client = settings.connect()
-    except TogetherError:
-        return []
+    except TogetherError as exc:  # no API key, or a base URL that is not one: the message names the fix
+        return [], str(exc).rstrip(".")
     key = (client.base_url, client.api_key_fingerprint)
     with _catalog_lock:
         if key not in _catalogs:
             try:
-                _catalogs[key] = client.list_regions(attempts=1, timeout_s=CATALOG_TIMEOUT_S)
-            except TogetherError:
-                _catalogs[key] = []
+                _catalogs[key] = (client.list_regions(attempts=1, timeout_s=CATALOG_TIMEOUT_S), None)
+            except TogetherError as exc:
+                _catalogs[key] = ([], why_unread(exc, client.base_url))
         return _catalogs[key]
+
+
+def why_unread(error: TogetherError, base_url: str) -> str:
+    """One clause: why the API could not be asked, and the variable or config key that fixes it."""
+    if isinstance(error, AuthenticationError):
+        return (
+            f"the API at {base_url} refused the API key (HTTP {error.status_code}: {error.message}): set a "
+            f"valid key in {settings.API_KEY_ENV} or `pulumi config set --secret {settings.API_KEY_CONFIG} <key>`"
+        )
+    if isinstance(error, TransportError) and not isinstance(error, UnreadableReplyError):
+        return (
+            f"the API at {base_url} could not be reached ({error}): check {settings.BASE_URL_ENV} or "
+            f"`pulumi config set {settings.BASE_URL_CONFIG} <url>`"
+        )
+    return f"the API at {base_url} could not list its regions ({error})"
 
 
 def forget_catalog() -> None:
@@ -101,6 +118,10 @@ def check(olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         # ``olds`` are the resource's previous inputs: it exists, and this adoption already happened.
         inputs[ADOPTION_DONE] = True
     new_cluster = not old_inputs or replaces
+    if not new_cluster and not has_driver_selector(inputs) and old_inputs.get("nvidia_version_id"):
+        # The driver the first check resolved (the region's newest) stays the cluster's: carried forward,
+        # a later diff does not show it as removed.
+        inputs["nvidia_version_id"] = old_inputs["nvidia_version_id"]
     needs_driver = (
         new_cluster
         and adopting is None
@@ -109,12 +130,12 @@ def check(olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
     )
     fields = catalog_fields_to_check(old_inputs, inputs)
     if not failures and (fields or needs_driver):
-        catalog = _region_catalog()
+        catalog, unread_because = _region_catalog()
         failures += validate_against_catalog(inputs, catalog, fields)
         if needs_driver and not failures:
             driver = default_driver(catalog, inputs.get("region"))
             if driver is None:
-                failures.append(missing_driver_failure(inputs.get("region")))
+                failures.append(missing_driver_failure(inputs.get("region"), unread_because))
             else:
                 inputs["nvidia_version_id"] = driver.id
                 report(

@@ -47,14 +47,16 @@ from .schema import (
 # What the calls do is imported on the first call, in the provider host: the program that declares
 # clusters never loads the rules, and a preview never loads the HTTP client unless it needs the catalog.
 def _planning() -> ModuleType:
-    from . import planning
+    from . import oneline, planning
 
+    oneline.install()
     return planning
 
 
 def _operations() -> ModuleType:
-    from . import operations
+    from . import oneline, operations
 
+    oneline.install()
     return operations
 
 

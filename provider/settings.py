@@ -7,7 +7,7 @@ pickles into the state.
 
 One ``TogetherClient`` (one connection pool, one ``whoami``) serves every operation of the
 process for a given key and endpoint. ``TOGETHER_RECONCILE_TIMEOUT_S`` sets how long a create
-whose reply was lost looks for its cluster in the listing (default 90 s).
+whose reply was lost looks for its cluster in the listing (default: the create's own deadline).
 """
 
 from __future__ import annotations
@@ -24,8 +24,13 @@ _clients: dict[tuple[str, str], TogetherClient] = {}
 _lock = threading.Lock()
 
 RECONCILE_TIMEOUT_ENV = "TOGETHER_RECONCILE_TIMEOUT_S"
+API_KEY_ENV = "TOGETHER_API_KEY"
+BASE_URL_ENV = "TOGETHER_BASE_URL"
 API_KEY_CONFIG = "together:apiKey"
 BASE_URL_CONFIG = "together:baseUrl"
+# The stack config key the templates and examples read into a Cluster's ``adopt_cluster_id``: how a stack
+# takes in a cluster it made but never recorded (a killed `pulumi up`) without a code change.
+ADOPT_CONFIG_KEY = "adoptClusterId"
 
 
 def take_stack_config(config: Any) -> None:
@@ -61,10 +66,19 @@ def forget_clients() -> None:
         _clients.clear()
 
 
+def reconcile_timeout_override() -> float | None:
+    """``TOGETHER_RECONCILE_TIMEOUT_S`` when set: how long an ambiguous create looks for its cluster.
+
+    Unset, a create looks for as long as its own deadline (``ready_timeout_minutes``) allows.
+    """
+    try:
+        value = float(os.environ.get(RECONCILE_TIMEOUT_ENV) or 0)
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
 def _reconcile_timeout_s() -> float:
     from .client import RECONCILE_TIMEOUT_S
 
-    try:
-        return float(os.environ.get(RECONCILE_TIMEOUT_ENV) or RECONCILE_TIMEOUT_S)
-    except ValueError:
-        return RECONCILE_TIMEOUT_S
+    return reconcile_timeout_override() or RECONCILE_TIMEOUT_S

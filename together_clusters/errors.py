@@ -11,6 +11,7 @@
     ├── TransportError               no usable answer: connection refused, reset, read timeout
     │   └── UnreadableReplyError     a 2xx reply whose body is not the JSON we asked for
     ├── AmbiguousCreateError         a create whose outcome could not be established; names what to check
+    ├── UntrackedClusterError        a live cluster has the name a create needs, and the stack does not track it
     ├── WaitTimeoutError             our own deadline passed while waiting for a state
     ├── ProvisioningFailedError      the cluster reached a phase it will not leave (tests failed)
     ├── ConfigurationError           the package is not set up: no API key, bad base URL
@@ -138,6 +139,20 @@ class UnreadableReplyError(TransportError):
 
 class AmbiguousCreateError(TogetherError):
     """A create whose outcome could not be established. The message says which name to look for."""
+
+
+class UntrackedClusterError(TogetherError):
+    """A create found a live cluster of the same name, in the same project, that the stack does not track.
+
+    Most often the stack's own earlier attempt (a killed ``pulumi up``, a create whose reply was lost while
+    the listing lagged). Nothing was created; the message gives the cluster's id and age and how to take it
+    into the stack. Attributes: ``cluster_id``, ``cluster_name``.
+    """
+
+    def __init__(self, message: str, *, cluster_id: str, cluster_name: str) -> None:
+        self.cluster_id = cluster_id
+        self.cluster_name = cluster_name
+        super().__init__(message)
 
 
 class WaitTimeoutError(TogetherError):

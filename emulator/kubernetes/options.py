@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from together_clusters.platform import PREEMPTION_REASONS, LifecycleReason, TerminationMode
 
 from . import binaries
 from .nodes import NodeOptions
-
-
-class TerminationMode(StrEnum):
-    """How a preempted node's pods are terminated; the platform does not document which, so all are tested."""
-
-    EVICTION = "eviction"
-    """Through the Eviction API, as node termination handlers do (PodDisruptionBudgets apply; the API server
-    sets the pod condition ``DisruptionTarget``). The default."""
-    DELETE = "delete"
-    """A plain pod delete with the pod's grace period (no disruption condition)."""
-    SIGNAL = "signal"
-    """SIGTERM to the containers, no API call: they exit 143, the pod fails without a disruption condition."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +17,9 @@ class TwinOptions:
 
     termination: TerminationMode = TerminationMode.EVICTION
     """How a preempted node's pods are terminated unless a preemption names its own mode."""
+    preemption_reason: LifecycleReason = LifecycleReason.PREEMPTION_NOTIFIED
+    """The reason of the Kubernetes Event on a preempted Node: the documentation's name by default, the SDK's
+    (and the announcement's) ``TogetherPreempted`` when asked; consumers must read either."""
     nodes: NodeOptions = field(default_factory=NodeOptions)
     job_pod_failure_backoff: str | None = None
     """Shorten the Job controller's delay before it replaces a failed pod (a Go duration; upstream 10s)."""
@@ -51,6 +43,13 @@ def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
         choices=[m.value for m in TerminationMode],
         default=TerminationMode.EVICTION.value,
         help="how a preempted node's pods are terminated (default: eviction)",
+    )
+    group.add_argument(
+        "--preemption-reason",
+        choices=sorted(r.value for r in PREEMPTION_REASONS),
+        default=LifecycleReason.PREEMPTION_NOTIFIED.value,
+        help="the reason of the Kubernetes Event on a preempted Node (default: TogetherPreemptionNotified, "
+        "the documentation's; TogetherPreempted is the SDK's)",
     )
     group.add_argument(
         "--preemptible-taint",
@@ -83,6 +82,7 @@ def twin_options(args: argparse.Namespace) -> TwinOptions | None:
         raise SystemExit(f"emulator: {exc}") from None
     return TwinOptions(
         termination=TerminationMode(args.termination),
+        preemption_reason=LifecycleReason(args.preemption_reason),
         nodes=NodeOptions(preemptible_taint=args.preemptible_taint),
         job_pod_failure_backoff=args.job_pod_failure_backoff,
         jobset=args.jobset,

@@ -26,14 +26,16 @@ from kubernetes.client import ApiClient, ApiextensionsV1Api, Configuration, Core
 from kubernetes.client.exceptions import ApiException
 
 from together_clusters.errors import TwinError, TwinTimeout
+from together_clusters.platform import TerminationMode, preemption
 
-from . import jobset, kwok_config, preemption
+from . import jobset, kwok_config
 from .binaries import Binaries
 from .controlplane import ControlPlane
 from .kubeconfig import KubeApi
+from .kwok_signal import KWOK_SIGNAL
 from .local_runtime import LocalRuntime, root_for
 from .nodes import ClusterView, NodeView, node_manifest
-from .options import TerminationMode, TwinOptions
+from .options import TwinOptions
 from .restarts import Restarts
 
 _log = logging.getLogger("together_clusters.emulator.kubernetes")
@@ -74,6 +76,7 @@ class Twin:
         serving: Callable[[str], None],
         failed: Callable[[str], None],
         keep_data: bool,
+        exited: Callable[[str, str], None] = lambda cluster_id, node_name: None,
         duration: Callable[[float], float] = lambda seconds: seconds,
     ) -> None:
         self.binaries = binaries
@@ -85,6 +88,8 @@ class Twin:
         self._serving = serving
         # Told once the twin gives up on a cluster's control plane (a process that keeps ending).
         self._failed = failed
+        # Told when every pod of a preempted Node (cluster id, Node name) has exited: the platform reclaims it.
+        self._exited = exited
         self._keep_data = keep_data
         # Real seconds for a duration of the platform's clock (local processes' grace periods).
         self._duration = duration
@@ -328,7 +333,9 @@ class Twin:
                     )
                 continue
             if node.preemption is not None and not preemption.is_announced(existing[name]):
-                preemption.announce(core, node, node.preemption)
+                preemption.announce(
+                    core, name, node.preemption.at, node.preemption.message, self.options.preemption_reason
+                )
                 with self._lock:
                     mode = self._modes.pop((view.cluster_id, name), self.options.termination)
                 plane.draining[name] = mode
@@ -339,6 +346,16 @@ class Twin:
                 continue
             if self._drain(core, draining, self._nominal(draining.preemption.grace_seconds), mode):
                 plane.draining.pop(name)
+        # The platform reclaims a preempted node as soon as its pods have exited (at the latest at T+grace).
+        for name, node in wanted.items():
+            if (
+                node.preemption is not None
+                and name in existing
+                and preemption.is_announced(existing[name])
+                and name not in plane.draining
+                and preemption.pods_exited(core, name)
+            ):
+                self._exited(view.cluster_id, name)
 
     def _nominal(self, real_seconds: float) -> float:
         """The platform's whole seconds in a real duration. A pod's grace period is in the pod's (emulated)
@@ -349,8 +366,8 @@ class Twin:
     def _drain(core: CoreV1Api, node: NodeView, grace_seconds: float, mode: TerminationMode) -> bool:
         """Terminate the node's pods; ``True`` once none is left to terminate."""
         done = True
-        for pod in preemption.pods_to_terminate(core, node.name, mode):
-            done = preemption.terminate(core, pod, mode, grace_seconds) and done
+        for pod in preemption.pods_to_terminate(core, node.name, mode, KWOK_SIGNAL):
+            done = preemption.terminate(core, pod, mode, grace_seconds, KWOK_SIGNAL) and done
         return done
 
 

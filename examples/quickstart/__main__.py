@@ -7,6 +7,7 @@ local emulator and points them there. Every value can be changed with `pulumi co
 import pulumi
 
 from together_clusters.provider import Cluster, ClusterArgs
+from together_clusters.provider.settings import ADOPT_CONFIG_KEY
 
 config = pulumi.Config()
 
@@ -18,6 +19,8 @@ cluster = Cluster(
         gpu_type=config.require("gpuType"),
         num_gpus=config.require_int("numGpus"),
         num_preemptible_gpus=config.require_int("numPreemptibleGpus"),
+        # Set only to take in a cluster this stack made but never recorded (the error of a rerun names it).
+        adopt_cluster_id=config.get(ADOPT_CONFIG_KEY),
         ready_timeout_minutes=config.get_float("readyTimeoutMinutes") or 60,
     ),
 )

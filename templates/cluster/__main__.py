@@ -1,13 +1,15 @@
 """A Together AI GPU cluster with standard and preemptible GPUs.
 
 Stack config (``pulumi config set KEY VALUE``): ``region``, ``gpuType``, ``numGpus``, ``numPreemptibleGpus``;
-``clusterName`` (default ``<project>-<stack>``); the API key as the secret ``together:apiKey`` or the
+``clusterName`` (default ``<project>-<stack>``); ``adoptClusterId`` (take in a cluster this stack made but never
+recorded, as the error of a rerun says); the API key as the secret ``together:apiKey`` or the
 environment variable ``TOGETHER_API_KEY``.
 """
 
 import pulumi
 
 from together_clusters.provider import Cluster, ClusterArgs
+from together_clusters.provider.settings import ADOPT_CONFIG_KEY
 
 config = pulumi.Config()
 
@@ -19,6 +21,8 @@ cluster = Cluster(
         gpu_type=config.require("gpuType"),
         num_gpus=config.require_int("numGpus"),
         num_preemptible_gpus=config.get_int("numPreemptibleGpus") or 0,
+        # Set only to take in a cluster this stack made but never recorded (the error of a rerun names it).
+        adopt_cluster_id=config.get(ADOPT_CONFIG_KEY),
     ),
 )
 

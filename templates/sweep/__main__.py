@@ -27,6 +27,7 @@ from together_clusters.components import (
     provider_for,
 )
 from together_clusters.provider import Cluster, ClusterArgs
+from together_clusters.provider.settings import ADOPT_CONFIG_KEY
 
 TRIALS = tuple(
     {"learning_rate": learning_rate, "warmup_steps": warmup_steps}
@@ -43,6 +44,8 @@ cluster = Cluster(
         gpu_type=config.require("gpuType"),
         num_gpus=8,  # one standard node: a cluster needs at least one
         num_preemptible_gpus=config.require_int("numPreemptibleGpus"),
+        # Set only to take in a cluster this stack made but never recorded (the error of a rerun names it).
+        adopt_cluster_id=config.get(ADOPT_CONFIG_KEY),
     ),
 )
 kubernetes = provider_for(cluster, render_dir=config.get("renderYamlTo"))

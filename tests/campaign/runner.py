@@ -1,6 +1,10 @@
 """The fault campaign: seeded, bounded random sequences of create, update, refresh, adopt, replace and
 delete, each operation under an injected fault, over real HTTP (the provider -> tests/faultproxy.py ->
-the emulator), with the invariants of ``invariants.py`` checked after every sequence.
+the emulator), with the invariants of ``invariants.py`` checked after every operation.
+
+A live cluster the stack does not track counts as a violation the moment it exists, unless the very next
+run of that stack recovers it: takes it in, or refuses to create naming it (``UntrackedClusterError``),
+after which the campaign follows the recovery the error names, as a user would, and counts it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from tests.faultproxy import Fault, FaultProxy
 from together_clusters.emulator.server import RunningEmulator, start_emulator
 from together_clusters.provider import settings
 from together_clusters.provider.client import TogetherClient
-from together_clusters.provider.errors import TogetherError, WrongTargetError
+from together_clusters.provider.errors import TogetherError, UntrackedClusterError, WrongTargetError
 from together_clusters.provider.mapping import create_request
 from together_clusters.provider.resource import forget_catalog
 
@@ -96,6 +100,10 @@ class Results:
     failed_operations: int = 0
     violations: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # Untracked live clusters that appeared (a create lost while the listing lagged) and were recovered
+    # by the next run of their stack.
+    untracked_appeared: int = 0
+    untracked_recovered: int = 0
 
     @property
     def faults_injected(self) -> int:
@@ -106,7 +114,8 @@ class Results:
             f"fault campaign: {self.sequences} sequences, {sum(self.operations.values())} operations "
             f"({dict(sorted(self.operations.items()))}), {self.faults_injected} faults injected "
             f"({len(self.faults)} kinds), {self.failed_operations} operations failed as faults made them, "
-            f"{len(self.violations)} violations"
+            f"{self.untracked_appeared} untracked clusters appeared, {self.untracked_recovered} recovered "
+            f"by the next run, {len(self.violations)} violations"
         )
 
 
@@ -169,30 +178,90 @@ class Campaign:
         self.emu.admin.settings(unique_names=self.unique_names)
         name = f"s{self.seed}-{index}"
         code = _code(f"{name}-cluster", rng)
+        pending: set[str] = set()  # untracked live clusters the next run of the stack must recover
+        steps = rng.randint(3, 6)
+        step = 0
         with self._captured():
-            for _ in range(rng.randint(3, 6)):
-                self._operation(rng, stack, name, code, outside)
+            # One more (fault-free) run when the last one left an untracked cluster: the run that recovers it.
+            while step < steps or pending:
+                where = f"sequence {index} step {step}"
+                refusal = self._operation(rng, stack, name, code, outside, rerun=bool(pending))
                 settings.forget_clients()
-        self._check(stack, outside, f"sequence {index}")
+                pending = self._after_step(stack, code, name, outside, pending, refusal, where)
+                step += 1
         with self._captured():
             for resource in list(stack.resources):
                 stack.destroy(resource)
         self._delete_outside(outside)
         self._check(stack, set(), f"sequence {index} after destroy")
+        # Reported above; deleted so that one sequence's leftover is not counted again by every later one.
+        self._delete_outside(self._untracked(stack, set()))
         self.results.sequences += 1
 
+    def _after_step(
+        self,
+        stack: Stack,
+        code: dict[str, Any],
+        name: str,
+        outside: set[str],
+        pending: set[str],
+        refusal: UntrackedClusterError | None,
+        where: str,
+    ) -> set[str]:
+        """Check every invariant after a step; returns the untracked clusters the next run must recover."""
+        untracked = self._untracked(stack, outside)
+        for cluster_id in sorted(pending):
+            if refusal is not None and refusal.cluster_id == cluster_id:
+                # The run refused and named it: do what the error says, as a user would.
+                code["adopt_cluster_id"] = cluster_id
+                try:
+                    stack.up(name, dict(code))
+                except (TogetherError, CheckFailed) as exc:
+                    self.results.violations.append(f"{where}: the recovery {refusal} named failed: {exc}")
+                untracked = self._untracked(stack, outside)
+            if cluster_id in untracked:
+                self.results.violations.append(
+                    f"{where}: untracked cluster {cluster_id} not recovered by the rerun"
+                )
+            else:
+                self.results.untracked_recovered += 1
+        appeared = untracked - pending
+        self.results.untracked_appeared += len(appeared)
+        self._check(stack, outside | appeared, where)
+        return appeared
+
+    def _untracked(self, stack: Stack, outside: set[str]) -> set[str]:
+        tracked = {r.id for r in stack.resources.values()}
+        return {c["cluster_id"] for c in self._live()} - tracked - outside
+
     def _operation(
-        self, rng: random.Random, stack: Stack, name: str, code: dict[str, Any], outside: set[str]
-    ) -> None:
+        self,
+        rng: random.Random,
+        stack: Stack,
+        name: str,
+        code: dict[str, Any],
+        outside: set[str],
+        rerun: bool = False,
+    ) -> UntrackedClusterError | None:
+        """One random operation under a random fault; returns the refusal of an untracked namesake.
+
+        ``rerun``: the last step left an untracked cluster; this is the stack's next run, a fault-free
+        ``up`` (the campaign asserts that this run recovers it).
+        """
         exists = name in stack.resources
         op = rng.choice(
             ["update", "update", "refresh", "replace", "delete"] if exists else ["create", "create", "adopt"]
         )
+        if rerun:
+            op = "create" if not exists else "update"
         if op == "adopt":
             # Adopt the cluster made outside for an earlier adoption that failed, or make one now.
             stray = next(iter(outside), None) or self._make_outside(code)
-            outside.add(stray)
-            code["adopt_cluster_id"] = stray
+            if stray is None:
+                op = "create"
+            else:
+                outside.add(stray)
+                code["adopt_cluster_id"] = stray
         elif op == "update":
             # One compute class per update: the platform cannot convert one into the other.
             if rng.random() < 0.5:
@@ -202,8 +271,9 @@ class Campaign:
         elif op == "replace":
             code["gpu_type"] = "H200_SXM" if code["gpu_type"] == "H100_SXM" else "H100_SXM"
         fault = rng.choice(ALL_FAULTS) if rng.random() < 0.8 else None
-        if fault in TARGET_FAULTS and op in ("create", "adopt"):
+        if (fault in TARGET_FAULTS and op in ("create", "adopt")) or rerun:
             fault = None
+        refusal: UntrackedClusterError | None = None
         self._inject(fault, rng)
         self.results.operations[op] += 1
         try:
@@ -214,6 +284,10 @@ class Campaign:
             else:
                 stack.destroy(name)
                 code.pop("adopt_cluster_id", None)
+        except UntrackedClusterError as exc:
+            self.results.failed_operations += 1
+            refusal = exc
+            self.results.failures.append(f"{name} {op} under {fault}: refused: {exc}")
         except WrongTargetError:
             self.results.failed_operations += 1
             if fault not in TARGET_FAULTS:
@@ -233,6 +307,7 @@ class Campaign:
             self._clear_faults()
         if op == "adopt" and name in stack.resources:
             outside.discard(code["adopt_cluster_id"])
+        return refusal
 
     def _inject(self, fault: str | None, rng: random.Random) -> None:
         if fault is None:
@@ -262,11 +337,16 @@ class Campaign:
 
     # --- outside the stack --------------------------------------------------------------------
 
-    def _make_outside(self, code: dict[str, Any]) -> str:
-        """A cluster made with the API directly (as a user with `tg` would), for adoption."""
+    def _make_outside(self, code: dict[str, Any]) -> str | None:
+        """A cluster made with the API directly (as a user with `tg` would), for adoption; None (and the
+        reason logged) when the API refuses it, e.g. a 409 for a name a live cluster already holds."""
         inputs = {k: v for k, v in code.items() if k != "adopt_cluster_id"}
-        with TogetherClient(api_key=KEY, base_url=self.emu.base_url) as direct:
-            return str(direct.create_cluster(create_request(inputs)).cluster_id)
+        try:
+            with TogetherClient(api_key=KEY, base_url=self.emu.base_url) as direct:
+                return str(direct.create_cluster(create_request(inputs)).cluster_id)
+        except TogetherError as exc:
+            self.results.failures.append(f"making a cluster to adopt: {exc}")
+            return None
 
     def _delete_outside(self, ids: set[str]) -> None:
         with TogetherClient(api_key=KEY, base_url=self.emu.base_url) as direct:

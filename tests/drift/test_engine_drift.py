@@ -240,6 +240,24 @@ def test_status_and_drift_take_key_and_endpoint_from_the_stack_config(deployed: 
     assert API_KEY not in status.stdout + status.stderr + drift.stdout + drift.stderr
 
 
+def test_status_with_another_projects_key_exits_1_naming_the_projects(deployed: Deployed):
+    """Before: the other project's key got a 404, the live cluster showed as 'MISSING (not found by the
+    API)' and status exited 0."""
+    deployed.restore()
+    other = "tgp_v1_another-project-key"
+    bare = {**deployed.env, "TOGETHER_API_KEY": other}
+    deployed.pulumi("config", "set", "--secret", "together:apiKey", other)
+    try:
+        with writes_nothing(deployed):
+            status = deployed.cli("status", env=bare)
+    finally:
+        deployed.pulumi("config", "set", "--secret", "together:apiKey", API_KEY)
+    assert status.returncode == 1, status.stdout + status.stderr
+    [message] = status.stderr.splitlines()
+    assert f"cluster {deployed.cluster_id}" in message and "which cannot see it" in message
+    assert "together:apiKey" in message and "MISSING" not in status.stdout
+
+
 def test_api_down_exits_1_with_the_cause_on_one_line(deployed: Deployed):
     deployed.restore()
     # Every API request answered 503 at once (no Retry-After wait): the provider gives up after its retries.

@@ -27,6 +27,16 @@ def test_the_exception_a_provider_raised_is_the_cause():
     )
 
 
+def test_the_one_line_a_provider_reports_an_expected_error_in_is_the_cause():
+    """The provider reports a TogetherError as one line, which the engine prefixes with the operation."""
+    diagnostic = (
+        "Preview failed: ServerError: Together API error 503 GET http://h/v1/compute/clusters/c-1: down\n"
+    )
+    assert cause_line(diagnostic, "code: 255\n stderr:") == (
+        "ServerError: Together API error 503 GET http://h/v1/compute/clusters/c-1: down"
+    )
+
+
 def test_else_the_engines_own_error_line():
     stderr = "\n code: 255\n stdout: \n stderr: error: no stack named 'nope' found\n"
     assert cause_line(stderr) == "no stack named 'nope' found"

@@ -19,7 +19,7 @@ from together_clusters.drift.classify import (
     SpecDrift,
     classify,
 )
-from together_clusters.drift.drift_render import drift_text, fleet_json, fleet_text
+from together_clusters.drift.drift_report import drift_text, fleet_json, fleet_text
 from together_clusters.drift.junit import junit_xml
 from together_clusters.drift.markdown import markdown_summary
 from together_clusters.drift.results import StackResult, fleet_exit_code, worst_exit_code

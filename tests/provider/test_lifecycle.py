@@ -177,19 +177,85 @@ def test_adoption_refuses_a_cluster_that_does_not_match(admin, emu):
     assert "region: live 'us-east-2', code 'us-central-8'" in str(caught.value)
 
 
-def test_name_taken_by_a_cluster_outside_the_state_says_how_to_adopt_it(admin, emu):
-    """An `up` interrupted after the POST leaves a running cluster the state does not know."""
+@pytest.mark.parametrize("unique_names", [True, False])
+def test_a_killed_up_leaves_a_cluster_the_rerun_refuses_to_duplicate(admin, emu, unique_names):
+    """`pulumi up` SIGKILLed while its create waited for Ready: the cluster runs, the state has nothing.
+
+    The rerun creates nothing, whatever the API's name mode, and names the cluster, its age and the
+    recovery that needs no code change (before: a second cluster where duplicate names are allowed).
+    """
+    from together_clusters.provider.client import TogetherClient
+    from together_clusters.provider.errors import UntrackedClusterError
+    from together_clusters.provider.mapping import create_request
+
+    admin.settings(unique_names=unique_names)
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
+        stray = client.create_cluster(create_request(inputs(cluster_name="interrupted")))
+    with pytest.raises(UntrackedClusterError) as caught:
+        ClusterProvider().create(inputs(cluster_name="interrupted"))
+    message = str(caught.value)
+    assert caught.value.cluster_id == stray.cluster_id
+    assert "\n" not in message
+    assert f"adopt_cluster_id='{stray.cluster_id}'" in message
+    assert f"pulumi config set adoptClusterId {stray.cluster_id}" in message
+    assert ", created " in message and " ago)" in message
+    assert [c["cluster_id"] for c in admin.clusters()] == [stray.cluster_id]
+    # The recovery it names works: adopting takes the cluster into the stack.
+    adopted = ClusterProvider().create(inputs(cluster_name="interrupted", adopt_cluster_id=stray.cluster_id))
+    assert adopted.id == stray.cluster_id
+
+
+def test_a_cluster_being_deleted_does_not_block_the_create(admin, emu):
     from together_clusters.provider.client import TogetherClient
     from together_clusters.provider.mapping import create_request
 
     with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
-        stray = client.create_cluster(create_request(inputs(cluster_name="interrupted")))
-    with pytest.raises(ConflictError) as caught:
-        ClusterProvider().create(inputs(cluster_name="interrupted"))
-    message = str(caught.value)
-    assert caught.value.status_code == 409 and "HTTP 409" in message
-    assert f"adopt_cluster_id='{stray.cluster_id}'" in message
+        old = client.create_cluster(create_request(inputs(cluster_name="replaced")))
+        admin.advance(600)
+        client.delete_cluster(old.cluster_id)
+    made = ClusterProvider().create(inputs(cluster_name="replaced"))
+    assert made.id != old.cluster_id
+
+
+@pytest.mark.parametrize("unique_names", [True, False])
+def test_a_create_lost_while_the_listing_lagged_is_found_by_the_next_run(admin, monkeypatch, unique_names):
+    """The reply of the POST is lost and the listing lags past the reconcile window: the first run says
+    it could not tell; the next run of the stack finds the cluster and refuses to make a second."""
+    from together_clusters.provider.errors import AmbiguousCreateError, UntrackedClusterError
+
+    admin.settings(unique_names=unique_names, list_lag_s=3)
+    admin.add_fault(reply="drop", method="POST", path="/v1/compute/clusters", count=1)
+    monkeypatch.setenv("TOGETHER_RECONCILE_TIMEOUT_S", "0.5")
+    with pytest.raises(AmbiguousCreateError):
+        ClusterProvider().create(inputs(cluster_name="lagged"))
+    (made,) = admin.clusters()
+    settings.forget_clients()
+    admin.settings(list_lag_s=0)
+    with pytest.raises(UntrackedClusterError) as caught:
+        ClusterProvider().create(inputs(cluster_name="lagged"))
+    assert caught.value.cluster_id == made["cluster_id"]
     assert len(admin.clusters()) == 1
+
+
+def test_the_reconcile_window_is_the_creates_own_deadline(admin, monkeypatch):
+    """A lost reply is looked for as long as the create may take (ready_timeout_minutes), not a fixed
+    few seconds: a listing that lags 3 s finds the cluster in the same run."""
+    from together_clusters.provider.client import TogetherClient
+
+    windows: list[float] = []
+    reconcile = TogetherClient.reconcile
+
+    def spy(self, name, before, cause, timeout_s):
+        windows.append(timeout_s)
+        return reconcile(self, name, before, cause, timeout_s)
+
+    monkeypatch.setattr(TogetherClient, "reconcile", spy)
+    monkeypatch.delenv("TOGETHER_RECONCILE_TIMEOUT_S", raising=False)
+    admin.settings(list_lag_s=3)  # the emulator's timestamps are wall-clock: 3 real seconds
+    admin.add_fault(reply="drop", method="POST", path="/v1/compute/clusters", count=1)
+    made = ClusterProvider().create(inputs(cluster_name="slow-listing", ready_timeout_minutes=2))
+    assert windows == [120.0]
+    assert [c["cluster_id"] for c in admin.clusters()] == [made.id]
 
 
 def test_preview_checks_region_gpu_type_and_driver_against_the_catalog(admin):
@@ -248,3 +314,63 @@ def test_a_replacement_gets_the_lifecycle_independent_inline_volume_back(admin):
     second = provider.create(inputs(cluster_name="inline-1", gpu_type="H200_SXM", shared_volume=shared))
     [again] = admin.volumes()
     assert again["volume_id"] == volume["volume_id"] and again["cluster_id"] == second.id
+
+
+def test_the_rerun_of_a_cut_off_replacement_of_an_adopted_cluster_names_the_replacement(admin, emu):
+    """An adopted cluster was replaced (deleted first, same name) and the new one's create was cut off:
+    the stack holds nothing and the code still names the deleted cluster. The rerun names the replacement
+    to adopt, instead of only saying the adopted one is gone (which no config change could get past)."""
+    from together_clusters.provider.client import TogetherClient
+    from together_clusters.provider.errors import UntrackedClusterError
+    from together_clusters.provider.mapping import create_request
+
+    with TogetherClient(api_key=KEY, base_url=emu.base_url) as client:
+        adopted = client.create_cluster(create_request(inputs(cluster_name="readopt")))
+        admin.advance(600)
+        client.delete_cluster(adopted.cluster_id)
+        admin.advance(600)
+        replacement = client.create_cluster(create_request(inputs(cluster_name="readopt")))
+    with pytest.raises(UntrackedClusterError) as caught:
+        ClusterProvider().create(inputs(cluster_name="readopt", adopt_cluster_id=adopted.cluster_id))
+    assert caught.value.cluster_id == replacement.cluster_id
+    with pytest.raises(InputError, match="no such live cluster"):
+        ClusterProvider().create(inputs(cluster_name="nothing-else", adopt_cluster_id=adopted.cluster_id))
+
+
+def _driver_failure(**env) -> str:
+    settings.forget_clients()
+    forget_catalog()
+    no_driver = {k: v for k, v in inputs().items() if k != "nvidia_version_id"}
+    failures = {f.property: f.reason for f in ClusterProvider().check({}, no_driver).failures}
+    return failures["nvidia_version_id"]
+
+
+def test_a_preview_that_cannot_ask_the_api_says_why_and_what_to_set(admin, monkeypatch):
+    """Before: every cause read 'the catalog of region ... could not be read ... set nvidia_version_id'."""
+    monkeypatch.delenv("TOGETHER_API_KEY")
+    missing = _driver_failure()
+    assert missing.startswith("No Together API key: set TOGETHER_API_KEY") and "together:apiKey" in missing
+
+    monkeypatch.setenv("TOGETHER_API_KEY", KEY)
+    admin.add_fault(status=401, path="/v1/compute/regions", message="invalid API key")
+    refused = _driver_failure()
+    assert "refused the API key (HTTP 401: invalid API key)" in refused and "TOGETHER_API_KEY" in refused
+
+    monkeypatch.setenv("TOGETHER_BASE_URL", "http://127.0.0.1:9")
+    down = _driver_failure()
+    assert "http://127.0.0.1:9 could not be reached" in down and "TOGETHER_BASE_URL" in down
+    for message in (missing, refused, down):
+        assert "\n" not in message and "nvidia_version_id" in message
+
+
+def test_a_scale_up_keeps_the_driver_the_first_check_resolved(admin):
+    """Before: the checked inputs of a scale-up lacked the driver picked at create, so the engine's diff
+    showed `-nvidia_version_id` although nothing changes it."""
+    provider = ClusterProvider()
+    no_driver = {k: v for k, v in inputs().items() if k != "nvidia_version_id"}
+    first = provider.check({}, no_driver)
+    assert first.inputs["nvidia_version_id"] == "nv-570-cu128-ubuntu2204"
+    scaled = provider.check(first.inputs, no_driver | {"num_gpus": 16})
+    assert scaled.failures == []
+    assert scaled.inputs["nvidia_version_id"] == first.inputs["nvidia_version_id"]
+    assert provider.diff("id", first.inputs, scaled.inputs).replaces == []
