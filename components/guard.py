@@ -39,9 +39,9 @@ from together_clusters.platform import (
     PREEMPTIBLE,
     Taint,
 )
-from .violations import Violation
 
 from .checkpoint import contract
+from .violations import Violation
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 """Kubernetes' default when a pod spec does not set terminationGracePeriodSeconds."""

@@ -8,7 +8,6 @@ import pytest
 from together_clusters.emulator.server import start_emulator
 from together_clusters.provider import settings
 from together_clusters.provider.errors import (
-    ConflictError,
     InputError,
     ProvisioningFailedError,
     WaitTimeoutError,
