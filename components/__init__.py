@@ -6,6 +6,11 @@ modules (``platform``, ``placement``, ``manifests``, ``guard``) import without P
 
 from __future__ import annotations
 
+if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py
+    from together_clusters._identity import refuse
+
+    refuse(__name__)
+
 import importlib
 from typing import TYPE_CHECKING, Any
 

@@ -16,3 +16,8 @@ the capacity figures (``capacity``, ``timeline``), the drill's report (``drill_r
 (``drift_report``, ``junit``, ``markdown``, ``status_render``). Shells: the engine (``workspace``,
 ``observe``, ``fleet``), the API (``live``), Kubernetes (``drill``) and matplotlib (``plot``).
 """
+
+if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py
+    from together_clusters._identity import refuse
+
+    refuse(__name__)

@@ -12,3 +12,8 @@ pools and timed actions), ``faults`` (injected faults), ``state`` (the platform'
 ``app``/``admin`` (HTTP), ``injector`` (request ids and HTTP faults in front of the app), ``server``
 (background thread), ``__main__`` (CLI).
 """
+
+if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py
+    from together_clusters._identity import refuse
+
+    refuse(__name__)

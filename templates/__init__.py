@@ -10,6 +10,11 @@ whose config prompts have descriptions and defaults), usable offline from its lo
 
 from __future__ import annotations
 
+if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py
+    from together_clusters._identity import refuse
+
+    refuse(__name__)
+
 from pathlib import Path
 
 DIRECTORY = Path(__file__).resolve().parent

@@ -150,8 +150,9 @@ def test_trial_parameters_come_from_the_index(tmp_path: Path) -> None:
 def test_the_runtime_imports_without_pulumi() -> None:
     code = (
         "import sys; sys.modules['pulumi'] = None; sys.modules['pulumi_kubernetes'] = None\n"
-        "import components.checkpoint, components.guard, components.manifests, components.placement\n"
-        "import components\n"
+        "import together_clusters.components.checkpoint, together_clusters.components.guard\n"
+        "import together_clusters.components.manifests, together_clusters.components.placement\n"
+        "from together_clusters import components\n"
         "try:\n    components.BatchJob\nexcept ImportError:\n    print('lazy')\n"
     )
     result = subprocess.run(
