@@ -80,6 +80,16 @@ def stack_names(workspace: auto.LocalWorkspace) -> list[str]:
     )
 
 
+def selected_stack(workspace: auto.LocalWorkspace) -> str:
+    """The workspace's current stack, the one ``pulumi`` acts on without ``--stack``."""
+    current = engine_call(f"reading the selected stack of {workspace.work_dir}", workspace.stack)
+    if current is None:
+        raise EngineError(
+            f"no stack is selected in {workspace.work_dir}: give -s/--stack NAME, or run pulumi stack select NAME"
+        )
+    return current.name
+
+
 T = TypeVar("T")
 
 

@@ -135,6 +135,7 @@ def test_game_day_cordons_announces_evicts_and_gives_the_node_back(
         kubeconfig_file(cluster, tmp_path),
         "--node",
         victim,
+        "--yes",
         "--json",
         "--timeout",
         "120",
