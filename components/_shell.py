@@ -7,9 +7,10 @@ from typing import Any, TypeVar
 
 import pulumi
 
+from together_clusters.platform import DEFAULT_PREEMPTIBLE_TAINT, Taint
+
 from . import guard, kube
 from .inputs import Placeholders, without_placeholders
-from .platform import DEFAULT_PREEMPTIBLE_TAINT, Taint
 
 TYPE_PREFIX = "together:components"
 

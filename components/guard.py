@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from together_clusters.errors import PlacementRefused
-
-from .checkpoint import contract
-from .platform import (
+from together_clusters.platform import (
     CHECKPOINT_ANNOTATION,
     CHECKPOINT_OPT_OUTS,
     COMPUTE_CLASS_LABEL,
@@ -36,6 +34,8 @@ from .platform import (
     PREEMPTIBLE,
     Taint,
 )
+
+from .checkpoint import contract
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 """Kubernetes' default when a pod spec does not set terminationGracePeriodSeconds."""

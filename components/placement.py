@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .platform import COMPUTE_CLASS_LABEL, DEFAULT_PREEMPTIBLE_TAINT, PREEMPTIBLE, ComputeClass, Taint
+from together_clusters.platform import (
+    COMPUTE_CLASS_LABEL,
+    DEFAULT_PREEMPTIBLE_TAINT,
+    PREEMPTIBLE,
+    ComputeClass,
+    Taint,
+)
 
 HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
 

@@ -11,9 +11,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from together_clusters.platform import LifecycleReason
+
 # Preemptible GPUs are billed at half the on-demand price: a fixed platform discount.
 PREEMPTIBLE_DISCOUNT = 0.5
-LIFECYCLE_REASONS = ("TogetherPreempted", "TogetherScaledUp", "TogetherScaledDown")
+LIFECYCLE_REASONS = frozenset(LifecycleReason)
+"""Every reason the SDK or the platform's documentation names (a preemption goes by two names)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def window_end(snapshots: Sequence[Mapping[str, Any] | None], now: datetime) -> 
 
 
 def recent_events(snapshot: Mapping[str, Any], start: datetime, end: datetime) -> list[Event]:
-    """Node lifecycle events (preempted, scaled up, scaled down) in ``[start, end]``, oldest first."""
+    """Node lifecycle events (every :class:`LifecycleReason`) in ``[start, end]``, oldest first."""
     events = [
         Event(str(e["timestamp"]), str(e["reason"]), str(e.get("node_id", "")), str(e.get("message", "")))
         for e in snapshot.get("events") or []

@@ -32,11 +32,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pulumi.runtime.rpc import UNKNOWN
+
 from together_clusters.provider.rules import plan_change
 from together_clusters.provider.schema import FIELDS
 
 from .baseline import Baseline
-from .stack_state import UNKNOWN, StateResource, is_bookkeeping, is_secret, managed_resources, short_type
+from .stack_state import StateResource, is_bookkeeping, is_secret, managed_resources, short_type
 
 EXIT_IN_SYNC = 0
 EXIT_ERROR = 1

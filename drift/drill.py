@@ -12,20 +12,15 @@ import httpx
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from together_clusters.components.platform import (
+from together_clusters.errors import DrillError
+from together_clusters.platform import (
     COMPUTE_CLASS_LABEL,
     GRACE_PERIOD_LIMIT_SECONDS,
     PREEMPTIBLE,
+    TerminationMode,
+    preemption,
 )
-from together_clusters.emulator.kubernetes import preemption
-from together_clusters.emulator.kubernetes.nodes import (
-    PREEMPTED_AT_ANNOTATION,
-    NodeView,
-    Preemption,
-    node_name,
-)
-from together_clusters.emulator.kubernetes.options import TerminationMode
-from together_clusters.errors import DrillError
+from together_clusters.platform.preemption import PREEMPTED_AT_ANNOTATION
 
 from .drill_report import DrillReport, Outcome, Resumed, WorkloadReport, parse_resumed
 
@@ -166,26 +161,18 @@ def preempt_on_twin(twin_url: str, node: str, termination: TerminationMode) -> N
     """Preempt exactly ``node`` through the emulator's admin API (the platform's own pick, the oldest node,
     could be another one than the drill watches)."""
     with httpx.Client(base_url=twin_url.rstrip("/"), timeout=30) as http:
-        clusters = http.get("/_emulator/clusters")
-        clusters.raise_for_status()
-        owner, node_id = next(
-            (
-                (c["cluster_id"], n["node_id"])
-                for c in clusters.json()["clusters"]
-                for n in c.get("gpu_worker_nodes") or []
-                if node_name(n["node_id"]) == node
-            ),
-            (None, None),
-        )
-        if owner is None:
+        found = http.get(f"/_emulator/kubernetes/nodes/{node}")
+        if found.status_code == 404:
             raise DrillError(f"node {node} belongs to no cluster of the emulator at {twin_url}")
+        found.raise_for_status()
+        owner, node_id = found.json()["cluster_id"], found.json()["node_id"]
         reply = http.post(
             "/_emulator/kubernetes/preempt",
             json={"cluster_id": owner, "node_ids": [node_id], "termination": termination.value},
         )
         if reply.status_code != 200:
             raise DrillError(f"the emulator refused the preemption: HTTP {reply.status_code} {reply.text}")
-        taken = [node_name(n) for n in reply.json()["preempted"]]
+        taken = reply.json()["preempted_nodes"]
         if taken != [node]:
             raise DrillError(f"the emulator preempted {taken} instead of {node}")
 
@@ -196,8 +183,7 @@ def announce_game_day(core: client.CoreV1Api, node: str, grace_seconds: int) -> 
         f"Game day: node {node} is being preempted (drill): cordoned, pods have {grace_seconds}s to "
         "terminate; the node is uncordoned afterwards instead of deleted"
     )
-    view = NodeView(name=node, compute_class=PREEMPTIBLE, gpu_type="", region="", instance_id="")
-    preemption.announce(core, view, Preemption(at=time.time(), grace_seconds=grace_seconds, message=message))
+    preemption.announce(core, node, time.time(), message)
 
 
 def evict_remaining(core: client.CoreV1Api, node: str, grace_seconds: int) -> None:

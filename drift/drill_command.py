@@ -9,9 +9,8 @@ from typing import Any
 
 import httpx
 
-from together_clusters.components.platform import GRACE_PERIOD_LIMIT_SECONDS
-from together_clusters.emulator.kubernetes.options import TerminationMode
 from together_clusters.errors import DrillError
+from together_clusters.platform import GRACE_PERIOD_LIMIT_SECONDS, TerminationMode
 
 from .arguments import print_error
 from .drill_report import drill_json, drill_text

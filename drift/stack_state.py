@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pulumi.runtime.rpc import _special_secret_sig as SECRET_MARK
+from pulumi.runtime.rpc import _special_sig_key as SECRET_SIG
+
 from together_clusters.provider.rules import parse_time
 from together_clusters.provider.schema import CLUSTER_TYPE
 
-# The engine marks a secret with this key (and an unknown value in a preview with UNKNOWN).
-SECRET_SIG = "4dabf18193072939515e22adb298388d"
-SECRET_MARK = "1b47061264138c4ac30d75fd1eb44270"
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+# The engine's secret marker, from its SDK (the one home of the fact; the SDK is pinned): a secret is a map
+# whose SECRET_SIG key holds SECRET_MARK. The SDK keeps both names private and has no public spelling for
+# them. (A value unknown in a preview is pulumi.runtime.rpc.UNKNOWN.)
 
 # Resources that are the engine's bookkeeping rather than infrastructure.
 _BOOKKEEPING_TYPES = ("pulumi:pulumi:Stack",)

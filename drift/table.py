@@ -6,7 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .stack_state import UNKNOWN, is_secret
+from pulumi.runtime.rpc import UNKNOWN
+
+from .stack_state import is_secret
 
 
 def fmt(value: Any) -> str:

@@ -9,6 +9,8 @@ import secrets
 import uuid
 from typing import Any
 
+from together_clusters.platform import ComputeClass
+
 from .clock import nominal
 from .faults import ProvisioningOutcome
 from .lifecycle import Duration, cluster_schedule, control_plane_schedule
@@ -64,7 +66,7 @@ def new_record(
         control_plane=NodeRecord(
             node_id=f"{req.cluster_name}-control-plane-0",
             instance_id=f"i-{secrets.token_hex(8)}",
-            compute_class="standard",
+            compute_class=ComputeClass.STANDARD,
             schedule=control_plane_schedule(now, duration),
         ),
         add_ons=[a.model_dump(mode="json", exclude_none=True) | {"state": {}} for a in req.add_ons or []],

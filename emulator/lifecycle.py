@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from together_clusters.platform import GRACE_PERIOD_LIMIT_SECONDS
+
 from .clock import nominal
 from .faults import ProvisioningOutcome
 from .records import Timed
@@ -40,7 +42,7 @@ CONTROL_PLANE_RUNNING_AFTER_S = 100.0
 # How long the fulfillment worker takes to notice free preemptible capacity and hand it out.
 PREEMPTIBLE_FILL_DELAY_S = 30.0
 DELETE_DURATION_S = 60.0
-DEFAULT_GRACE_SECONDS = 300.0
+DEFAULT_GRACE_SECONDS = float(GRACE_PERIOD_LIMIT_SECONDS)
 # Emulated seconds per real second unless told otherwise.
 DEFAULT_SPEED = 60.0
 

@@ -6,16 +6,16 @@ a record is rendered as of a given time, so what is visible follows the clock wi
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
+
+from together_clusters.platform import ComputeClass
 
 from .catalog import GPUS_PER_NODE
 from .faults import ProvisioningOutcome
 from .kubernetes.kubeconfig import KubeApi
 from .shapes import BillingType, ClusterType, GpuType
-
-ComputeClass = Literal["standard", "preemptible"]
 
 
 class Timed(BaseModel):
@@ -101,4 +101,4 @@ class ClusterRecord(BaseModel):
 
     @property
     def allocated_preemptible_gpus(self) -> int:
-        return GPUS_PER_NODE * len(self.live("preemptible"))
+        return GPUS_PER_NODE * len(self.live(ComputeClass.PREEMPTIBLE))

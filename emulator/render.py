@@ -10,12 +10,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from together_clusters.platform import COMPUTE_CLASS_LABEL
+
 from .catalog import GPUS_PER_NODE
 from .clock import to_datetime
 from .lifecycle import NODE_STATUS_BY_PHASE, READY, STATUS_BY_PHASE, visible
 from .records import ClusterRecord, NodeRecord, Timed
-
-COMPUTE_CLASS_LABEL = "together.ai/compute-class"
 
 
 @lru_cache(maxsize=1 << 16)

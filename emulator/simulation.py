@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from together_clusters.provider.models import REASON_PREEMPTED, REASON_SCALED_DOWN, REASON_SCALED_UP
+from together_clusters.platform import ComputeClass, LifecycleReason
 
 from . import catalog
 from .catalog import DEFAULT_PREEMPTIBLE_POOL_GPUS, GPUS_PER_NODE
@@ -28,7 +28,7 @@ from .lifecycle import (
     node_schedule,
     visible,
 )
-from .records import ClusterRecord, ComputeClass, EventRecord, NodeRecord
+from .records import ClusterRecord, EventRecord, NodeRecord
 
 ActionKind = Literal["remove", "delete", "fill"]
 # When actions fall due at the same moment: removals free nodes before deletions and fills look at them.
@@ -116,7 +116,9 @@ class Simulation:
         self._want_fill(record, at)
 
     def _finish_delete(self, record: ClusterRecord, at: float) -> None:
-        returned = GPUS_PER_NODE * len([n for n in record.live("preemptible") if n.cordoned_at is None])
+        returned = GPUS_PER_NODE * len(
+            [n for n in record.live(ComputeClass.PREEMPTIBLE) if n.cordoned_at is None]
+        )
         del self.clusters[record.cluster_id]
         if returned:
             self._release(pool_key(record.region, record.gpu_type), returned, at)
@@ -128,7 +130,7 @@ class Simulation:
         granted = max(0, min(missing, self.pools.get(key, 0) // GPUS_PER_NODE))
         for _ in range(granted):
             self.pools[key] -= GPUS_PER_NODE
-            self._add_node(record, "preemptible", at, event=True)
+            self._add_node(record, ComputeClass.PREEMPTIBLE, at, event=True)
 
     def _want_fill(self, record: ClusterRecord, at: float) -> None:
         """Have the fulfillment worker look at the cluster soon, if it is short and its pool is not empty."""
@@ -156,7 +158,10 @@ class Simulation:
         self._earliest_due = None
         for _ in range(record.num_gpus // GPUS_PER_NODE):
             self._add_node(
-                record, "standard", record.created_at + self.duration(DATA_PLANE_START_S), event=False
+                record,
+                ComputeClass.STANDARD,
+                record.created_at + self.duration(DATA_PLANE_START_S),
+                event=False,
             )
         self.clusters[record.cluster_id] = record
         self._want_fill(record, now)
@@ -185,12 +190,12 @@ class Simulation:
         """Add or remove standard nodes (newest first) to match ``num_gpus``."""
         self._earliest_due = None
         target = num_gpus // GPUS_PER_NODE
-        current = record.live("standard")
+        current = record.live(ComputeClass.STANDARD)
         for node in reversed(current[target:]):
             self._drop_node(record, node, now)
         appears_at = max(now, record.created_at + self.duration(DATA_PLANE_START_S))
         for _ in range(target - len(current)):
-            self._add_node(record, "standard", appears_at, event=True)
+            self._add_node(record, ComputeClass.STANDARD, appears_at, event=True)
         record.num_gpus = num_gpus
 
     def set_desired_preemptible(self, record: ClusterRecord, desired: int, now: float) -> None:
@@ -199,7 +204,7 @@ class Simulation:
         record.desired_preemptible_gpus = desired
         released = 0
         # Cordoned nodes are already on their way out; release healthy ones, newest first.
-        for node in reversed([n for n in record.live("preemptible") if n.cordoned_at is None]):
+        for node in reversed([n for n in record.live(ComputeClass.PREEMPTIBLE) if n.cordoned_at is None]):
             if record.allocated_preemptible_gpus <= desired:
                 break
             self._drop_node(record, node, now)
@@ -218,7 +223,9 @@ class Simulation:
     ) -> list[NodeRecord]:
         """Cordon ``count`` healthy preemptible nodes now (the oldest, or exactly ``node_ids``); each is
         removed ``grace_seconds`` (nominal) later."""
-        candidates = [n for n in record.live("preemptible") if n.cordoned_at is None and n.appears_at <= now]
+        candidates = [
+            n for n in record.live(ComputeClass.PREEMPTIBLE) if n.cordoned_at is None and n.appears_at <= now
+        ]
         if node_ids is not None:
             by_id = {n.node_id: n for n in candidates}
             for node_id in node_ids:
@@ -247,7 +254,7 @@ class Simulation:
                 f"{grace_seconds:g}s to terminate before the node is deleted"
             )
             record.events.append(
-                EventRecord(node_id=node.node_id, reason=REASON_PREEMPTED, message=message, at=now)
+                EventRecord(node_id=node.node_id, reason=LifecycleReason.PREEMPTED, message=message, at=now)
             )
         return candidates[:count]
 
@@ -266,7 +273,9 @@ class Simulation:
         if event:
             message = f"Added {compute_class} node {node.node_id} ({GPUS_PER_NODE} GPUs)"
             record.events.append(
-                EventRecord(node_id=node.node_id, reason=REASON_SCALED_UP, message=message, at=appears_at)
+                EventRecord(
+                    node_id=node.node_id, reason=LifecycleReason.SCALED_UP, message=message, at=appears_at
+                )
             )
 
     def _drop_node(self, record: ClusterRecord, node: NodeRecord, at: float) -> None:
@@ -280,7 +289,7 @@ class Simulation:
         record.deleted_nodes.append(node)
         message = f"Removed {node.compute_class} node {node.node_id} ({GPUS_PER_NODE} GPUs)"
         record.events.append(
-            EventRecord(node_id=node.node_id, reason=REASON_SCALED_DOWN, message=message, at=at)
+            EventRecord(node_id=node.node_id, reason=LifecycleReason.SCALED_DOWN, message=message, at=at)
         )
 
     # --- pools ----------------------------------------------------------------------------------

@@ -3,11 +3,12 @@ until gone, clean up after a failed create. Each wait has its own deadline."""
 
 from __future__ import annotations
 
+from together_clusters.platform import GPUS_PER_NODE
+
 from .client import TogetherClient
 from .errors import ConflictError, NotFoundError, ProvisioningFailedError, TogetherError
 from .mapping import standard_capacity_settled, standard_nodes
 from .models import FAILED_PHASES, Cluster, ClusterCreateRequest
-from .rules import GPUS_PER_NODE
 from .waiting import TRANSIENT_ERRORS, report, wait_until
 
 DELETE_TIMEOUT_S = 30 * 60

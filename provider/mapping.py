@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from together_clusters.platform import GPUS_PER_NODE, ComputeClass, compute_class_of_node, is_preemption
+
 from .models import (
-    REASON_PREEMPTED,
     AddOnUpdate,
     Cluster,
     ClusterCreateRequest,
     ClusterUpdateRequest,
     GPUWorkerNode,
 )
-from .rules import GPUS_PER_NODE, normalize
+from .rules import normalize
 from .schema import FIELDS, OnChange
 
-PREEMPTIBLE = "preemptible"
-STANDARD = "standard"
+PREEMPTIBLE = ComputeClass.PREEMPTIBLE
+STANDARD = ComputeClass.STANDARD
 
 # Inputs sent on create; ours (LOCAL) and adoption are not.
 _CREATE_FIELDS = tuple(
@@ -142,18 +143,24 @@ def marked_compute_class(node: GPUWorkerNode) -> str | None:
 def _compute_classes(cluster: Cluster) -> dict[str, str]:
     """``preemptible`` or ``standard`` per live node id.
 
-    A node's own ``compute_class`` marking wins. Without one, the newest unmarked nodes covering
+    A node's own ``compute_class`` marking wins, then the class its name encodes (``gpu-dp...``,
+    ``gpu-preemptible-dp...``). Without either, the newest unmarked nodes covering
     ``allocated_preemptible_gpus`` are taken as the preemptible ones.
     """
     nodes = [n for n in cluster.gpu_worker_nodes if n.node_id]
-    unmarked = [n for n in nodes if marked_compute_class(n) is None]
+    unmarked = [n for n in nodes if _own_class(n) is None]
     newest = min((cluster.allocated_preemptible_gpus or 0) // GPUS_PER_NODE, len(unmarked))
     guessed = {n.node_id for n in unmarked[len(unmarked) - newest :]}
     classes: dict[str, str] = {}
     for node in nodes:
         guess = PREEMPTIBLE if node.node_id in guessed else STANDARD
-        classes[str(node.node_id)] = marked_compute_class(node) or guess
+        classes[str(node.node_id)] = _own_class(node) or guess
     return classes
+
+
+def _own_class(node: GPUWorkerNode) -> str | None:
+    """The class the node tells by itself: its marking, else its name."""
+    return marked_compute_class(node) or compute_class_of_node(str(node.node_id or ""))
 
 
 def node_counts(cluster: Cluster) -> tuple[int, int]:
@@ -199,8 +206,10 @@ def standard_capacity_settled(
 def live_outputs(cluster: Cluster) -> dict[str, Any]:
     """The outputs owned by the platform, from a live cluster."""
     standard_nodes, preemptible_nodes = node_counts(cluster)
-    preemptions = [e for e in cluster.node_lifecycle_events or [] if e.reason == REASON_PREEMPTED]
+    # Either name of a preemption counts, once per node (a node announced under both is one preemption).
+    preemptions = [e for e in cluster.node_lifecycle_events or [] if is_preemption(e.reason)]
     last = max((e.timestamp for e in preemptions if e.timestamp), default=None)
+    preempted_nodes = {e.node_id for e in preemptions if e.node_id}
     return {
         "cluster_id": cluster.cluster_id,
         "status": cluster.status,
@@ -212,7 +221,7 @@ def live_outputs(cluster: Cluster) -> dict[str, Any]:
         ),
         "standard_nodes": standard_nodes,
         "preemptible_nodes": preemptible_nodes,
-        "recent_preemptions": len(preemptions),
+        "recent_preemptions": len(preempted_nodes) + sum(1 for e in preemptions if not e.node_id),
         "last_preempted_at": _iso(last),
         "kube_config": cluster.kube_config,
         "created_at": _iso(cluster.created_at),

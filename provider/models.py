@@ -20,11 +20,6 @@ FAILED_PHASES: frozenset[str] = frozenset(
     {"CLUSTER_PHASE_ACCEPTANCE_TESTS_FAILED", "CLUSTER_PHASE_NCCL_TESTS_FAILED"}
 )
 
-# Lifecycle event reasons the platform records (NodeLifecycleEvent.reason).
-REASON_PREEMPTED = "TogetherPreempted"
-REASON_SCALED_UP = "TogetherScaledUp"
-REASON_SCALED_DOWN = "TogetherScaledDown"
-
 
 class _Response(BaseModel):
     """Base of everything the server sends, read as leniently as the official SDK reads it.
@@ -236,7 +231,7 @@ DeletedGPUWorkerNode = GPUWorkerNode
 
 
 class NodeLifecycleEvent(_Response):
-    """A node lifecycle event: ``TogetherScaledUp``, ``TogetherScaledDown`` or ``TogetherPreempted``."""
+    """A node lifecycle event; its reasons: :class:`together_clusters.platform.LifecycleReason`."""
 
     message: str | None = None
     node_id: str | None = None

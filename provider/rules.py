@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from pulumi.runtime.rpc import UNKNOWN
 
+from together_clusters.platform import GPUS_PER_NODE
+
 from .schema import FIELDS, OnChange
 from .vocabulary import BILLING_TYPES, CLUSTER_TYPES, GPU_TYPES
 
 if TYPE_CHECKING:
     from .models import Region, RegionDriverVersion
-
-GPUS_PER_NODE = 8
 
 
 @dataclass(frozen=True)
@@ -232,6 +232,17 @@ def _validate_billing(known: dict[str, Any], unknown: set[str]) -> list[Failure]
             Failure(
                 "slurm_shm_size_gib",
                 "cluster_type SLURM needs slurm_shm_size_gib (shared memory in GiB); set it.",
+            )
+        )
+    preemptible = known.get("num_preemptible_gpus")
+    if known.get("cluster_type") == "SLURM" and preemptible:
+        # The platform's preemptible-compute docs: Slurm clusters do not support preemptible nodes (yet).
+        failures.append(
+            Failure(
+                "num_preemptible_gpus",
+                f"num_preemptible_gpus is {preemptible} but cluster_type is SLURM: Slurm clusters do not "
+                "support preemptible nodes. Set num_preemptible_gpus to 0 (or remove it), or use "
+                "cluster_type='KUBERNETES'.",
             )
         )
     shm = known.get("slurm_shm_size_gib")

@@ -12,7 +12,7 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..platform import GRACE_PERIOD_LIMIT_SECONDS
+from together_clusters.platform import GRACE_PERIOD_LIMIT_SECONDS
 
 ENV_BACKEND = "CHECKPOINT_BACKEND"
 """``filesystem`` (the shared volume) or ``s3``."""

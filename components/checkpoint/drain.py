@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any, Generic, TypeVar
 
-from ..platform import GRACE_PERIOD_LIMIT_SECONDS
+from together_clusters.platform import GRACE_PERIOD_LIMIT_SECONDS
+
 from .contract import ENV_DRAIN_BUDGET, drain_budget_seconds
 
 log = logging.getLogger(__name__)

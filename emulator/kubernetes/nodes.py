@@ -2,7 +2,7 @@
 
 The twin mirrors every GPU worker node that has booted (phase RUNNING) and not been removed: a Node labelled
 with its compute class and GPU type, with ``nvidia.com/gpu: 8``. A node being preempted carries when and for
-how long, so the twin can play the drill (see :mod:`together_clusters.emulator.kubernetes.preemption`).
+how long, so the twin can play the sequence (see :mod:`together_clusters.platform.preemption`).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from together_clusters.components.platform import (
+from together_clusters.platform import (
     COMPUTE_CLASS_LABEL,
     DEFAULT_PREEMPTIBLE_TAINT,
     PREEMPTIBLE,
+    LifecycleReason,
 )
-from together_clusters.provider.models import REASON_PREEMPTED
 
 from ..catalog import GPUS_PER_NODE
 from ..lifecycle import visible
@@ -29,8 +29,6 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 REGION_LABEL = "topology.kubernetes.io/region"
 INSTANCE_ID_ANNOTATION = "together.ai/instance-id"
-PREEMPTED_AT_ANNOTATION = "together.ai/preempted-at"
-"""Set on a Node when it is cordoned for preemption (RFC 3339), so the drill is played once."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,7 @@ def cluster_view(record: ClusterRecord, now: float) -> ClusterView:
                 (
                     e.message
                     for e in record.events
-                    if e.node_id == node.node_id and e.reason == REASON_PREEMPTED and e.at <= now
+                    if e.node_id == node.node_id and e.reason == LifecycleReason.PREEMPTED and e.at <= now
                 ),
                 f"Node {node.node_id} is being preempted",
             )

@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from together_clusters.platform import TerminationMode
 
 from . import binaries
 from .nodes import NodeOptions
-
-
-class TerminationMode(StrEnum):
-    """How a preempted node's pods are terminated; the platform does not document which, so all are tested."""
-
-    EVICTION = "eviction"
-    """Through the Eviction API, as node termination handlers do (PodDisruptionBudgets apply; the API server
-    sets the pod condition ``DisruptionTarget``). The default."""
-    DELETE = "delete"
-    """A plain pod delete with the pod's grace period (no disruption condition)."""
-    SIGNAL = "signal"
-    """SIGTERM to the containers, no API call: they exit 143, the pod fails without a disruption condition."""
 
 
 @dataclass(frozen=True)

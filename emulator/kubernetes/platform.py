@@ -15,6 +15,9 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
+from together_clusters.platform import TerminationMode
+
+from ..errors import not_found
 from ..lifecycle import failed_at
 from ..records import ClusterRecord
 from ..state import Platform
@@ -22,7 +25,7 @@ from . import binaries as binaries_module
 from .binaries import Binaries
 from .kubeconfig import KubeApi
 from .nodes import ClusterView, cluster_view, node_name
-from .options import TerminationMode, TwinOptions
+from .options import TwinOptions
 from .twin import Twin
 
 
@@ -123,7 +126,17 @@ class TwinnedPlatform(Platform):
                 names = [node_name(n) for n in result["preempted"]]
                 self.twin.set_termination(cluster_id, names, termination)
         result["termination"] = (termination or self.twin.options.termination).value
+        result["preempted_nodes"] = [node_name(n) for n in result["preempted"]]
         return result
+
+    def node_named(self, name: str) -> dict[str, str]:
+        """The cluster and platform node id behind the Kubernetes Node ``name`` (the twin names Nodes after
+        node ids: a client of the twin asks here rather than knowing how)."""
+        for cluster in self.all_clusters():
+            for node in cluster.get("gpu_worker_nodes") or []:
+                if node_name(node["node_id"]) == name:
+                    return {"name": name, "cluster_id": cluster["cluster_id"], "node_id": node["node_id"]}
+        raise not_found(f"node {name} belongs to no cluster of the emulator", "name")
 
     def close(self) -> None:
         """Stop every control plane (their data stays beside a state file)."""
@@ -160,5 +173,9 @@ def _router(platform: TwinnedPlatform) -> APIRouter:
     @r.post("/preempt")
     def preempt(body: _PreemptBody) -> dict[str, Any]:
         return platform.preempt(body.cluster_id, body.count, body.node_ids, body.termination)
+
+    @r.get("/nodes/{name}")
+    def node(name: str) -> dict[str, str]:
+        return platform.node_named(name)
 
     return r

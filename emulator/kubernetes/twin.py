@@ -25,13 +25,16 @@ from typing import Any, cast
 from kubernetes.client import ApiClient, ApiextensionsV1Api, Configuration, CoreV1Api, StorageV1Api
 from kubernetes.client.exceptions import ApiException
 
-from . import jobset, kwok_config, preemption
+from together_clusters.platform import TerminationMode, preemption
+
+from . import jobset, kwok_config
 from .binaries import Binaries
 from .controlplane import ControlPlane
 from .kubeconfig import KubeApi
+from .kwok_signal import KWOK_SIGNAL
 from .local_runtime import LocalRuntime, root_for
 from .nodes import ClusterView, NodeView, node_manifest
-from .options import TerminationMode, TwinOptions
+from .options import TwinOptions
 from .restarts import Restarts
 
 _log = logging.getLogger("together_clusters.emulator.kubernetes")
@@ -322,7 +325,7 @@ class Twin:
                     )
                 continue
             if node.preemption is not None and not preemption.is_announced(existing[name]):
-                preemption.announce(core, node, node.preemption)
+                preemption.announce(core, name, node.preemption.at, node.preemption.message)
                 with self._lock:
                     mode = self._modes.pop((view.cluster_id, name), self.options.termination)
                 plane.draining[name] = mode
@@ -343,8 +346,8 @@ class Twin:
     def _drain(core: CoreV1Api, node: NodeView, grace_seconds: float, mode: TerminationMode) -> bool:
         """Terminate the node's pods; ``True`` once none is left to terminate."""
         done = True
-        for pod in preemption.pods_to_terminate(core, node.name, mode):
-            done = preemption.terminate(core, pod, mode, grace_seconds) and done
+        for pod in preemption.pods_to_terminate(core, node.name, mode, KWOK_SIGNAL):
+            done = preemption.terminate(core, pod, mode, grace_seconds, KWOK_SIGNAL) and done
         return done
 
 

@@ -174,3 +174,71 @@ def test_status_text_and_json():
     assert data["clusters"][1]["found"] is False
     no_price = status_text("dev", statuses[:1], start, end, None)
     assert "--price-per-gpu-hour" in no_price
+
+
+def documented_snapshot() -> dict:
+    """The platform's documented vocabulary: nodes named by class and without a marking, a node added as
+    TogetherNodeAdded, a preemption announced as TogetherPreemptionNotified (and, for one node, under both
+    names)."""
+    return {
+        "cluster_id": "c-2",
+        "cluster_name": "docs",
+        "desired_preemptible_gpus": 16,
+        "allocated_preemptible_gpus": 8,
+        "nodes": [
+            {"node_id": "gpu-preemptible-dp-1", "num_gpus": 8, "appeared_at": at(10), "deleted_at": at(40)},
+            {"node_id": "gpu-preemptible-dp-2", "num_gpus": 8, "appeared_at": at(20), "deleted_at": None},
+            {"node_id": "gpu-dp-3", "num_gpus": 8, "appeared_at": at(25), "deleted_at": None},
+        ],
+        "events": [
+            {
+                "timestamp": at(10),
+                "reason": "TogetherNodeAdded",
+                "node_id": "gpu-preemptible-dp-1",
+                "message": "a",
+            },
+            {
+                "timestamp": at(20),
+                "reason": "TogetherNodeAdded",
+                "node_id": "gpu-preemptible-dp-2",
+                "message": "a",
+            },
+            {"timestamp": at(25), "reason": "TogetherNodeAdded", "node_id": "gpu-dp-3", "message": "a"},
+            {
+                "timestamp": at(35),
+                "reason": "TogetherPreemptionNotified",
+                "node_id": "gpu-preemptible-dp-1",
+                "message": "n",
+            },
+            {
+                "timestamp": at(35),
+                "reason": "TogetherPreempted",
+                "node_id": "gpu-preemptible-dp-1",
+                "message": "n",
+            },
+        ],
+        "observed_at": at(70),
+    }
+
+
+def test_status_lists_every_documented_reason():
+    events = recent_events(documented_snapshot(), T0, T0 + timedelta(hours=2))
+    assert [e.reason for e in events] == [
+        "TogetherNodeAdded",
+        "TogetherNodeAdded",
+        "TogetherNodeAdded",
+        "TogetherPreemptionNotified",
+        "TogetherPreempted",
+    ]
+
+
+def test_the_timeline_reads_the_documented_vocabulary():
+    # +8 at 10 and at 20 (preemptible by name), none for the standard gpu-dp node; the preemption (under both
+    # names) takes 8 once, when the node is deleted at 40.
+    assert changes(documented_snapshot()) == [
+        (T0 + timedelta(minutes=10), 8),
+        (T0 + timedelta(minutes=20), 8),
+        (T0 + timedelta(minutes=40), -8),
+    ]
+    line = allocation_timeline(documented_snapshot(), T0, T0 + timedelta(minutes=70))
+    assert line.preemptions == [T0 + timedelta(minutes=35)]

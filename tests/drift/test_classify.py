@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pulumi.runtime.rpc import UNKNOWN
+
 from together_clusters.drift.baseline import Baseline, HistoryEntry
 from together_clusters.drift.classify import (
     EXIT_DRIFT,
@@ -15,7 +17,7 @@ from together_clusters.drift.classify import (
     changed_fields,
     classify,
 )
-from together_clusters.drift.stack_state import CLUSTER_TYPE, SECRET_MARK, SECRET_SIG, UNKNOWN
+from together_clusters.drift.stack_state import CLUSTER_TYPE, SECRET_MARK, SECRET_SIG
 
 URN = "urn:pulumi:dev::together-quickstart::" + CLUSTER_TYPE + "::quickstart"
 SECRET = {SECRET_SIG: SECRET_MARK, "ciphertext": "v1:abc"}

@@ -103,3 +103,37 @@ def test_standard_nodes_use_the_same_classes_as_the_counts():
     assert [n.node_id for n in standard_nodes(cluster(nodes, allocated=8))] == ["s1"]
     marked = [node("p1", compute_class="preemptible"), node("s1", compute_class="standard")]
     assert [n.node_id for n in standard_nodes(cluster(marked, allocated=0))] == ["s1"]
+
+
+def test_both_names_of_a_preemption_count_once_per_node():
+    """The SDK names it TogetherPreempted, the platform's docs TogetherPreemptionNotified: either counts, and a
+    node announced under both names is one preemption."""
+    events = [
+        {
+            "message": "m",
+            "node_id": "p1",
+            "reason": "TogetherPreemptionNotified",
+            "timestamp": "2026-11-30T01:00:00Z",
+        },
+        {"message": "m", "node_id": "p1", "reason": "TogetherPreempted", "timestamp": "2026-11-30T01:00:01Z"},
+        {
+            "message": "m",
+            "node_id": "p2",
+            "reason": "TogetherPreemptionNotified",
+            "timestamp": "2026-11-30T03:00:00Z",
+        },
+        {"message": "m", "node_id": "p3", "reason": "TogetherNodeAdded", "timestamp": "2026-11-30T04:00:00Z"},
+    ]
+    outs = live_outputs(cluster([], allocated=0, events=events))
+    assert outs["recent_preemptions"] == 2
+    assert outs["last_preempted_at"] == "2026-11-30T03:00:00Z"
+
+
+def test_a_documented_node_name_tells_its_class():
+    """gpu-dp... is standard, gpu-preemptible-dp... preemptible, whatever the newest nodes are."""
+    nodes = [node("gpu-preemptible-dp-a1-1"), node("gpu-dp-a1-2")]
+    outs = live_outputs(cluster(nodes, allocated=8))
+    assert (outs["standard_nodes"], outs["preemptible_nodes"]) == (1, 1)
+    from together_clusters.provider.mapping import standard_nodes
+
+    assert [n.node_id for n in standard_nodes(cluster(nodes, allocated=8))] == ["gpu-dp-a1-2"]

@@ -111,7 +111,21 @@ def test_slurm_needs_shared_memory_size():
     assert failures["slurm_shm_size_gib"] == (
         "cluster_type SLURM needs slurm_shm_size_gib (shared memory in GiB); set it."
     )
-    assert check(BASE | {"cluster_type": "SLURM", "slurm_shm_size_gib": 64}) == {}
+    assert check(BASE | {"cluster_type": "SLURM", "slurm_shm_size_gib": 64, "num_preemptible_gpus": 0}) == {}
+
+
+def test_preemptible_gpus_on_a_slurm_cluster_are_refused_naming_the_fix():
+    """Slurm clusters do not support preemptible nodes yet (the platform's preemptible-compute docs)."""
+    slurm = BASE | {"cluster_type": "SLURM", "slurm_shm_size_gib": 64}
+    failures = check(slurm | {"num_preemptible_gpus": 8})
+    assert failures == {
+        "num_preemptible_gpus": "num_preemptible_gpus is 8 but cluster_type is SLURM: Slurm clusters do not "
+        "support preemptible nodes. Set num_preemptible_gpus to 0 (or remove it), or use "
+        "cluster_type='KUBERNETES'."
+    }
+    assert "\n" not in failures["num_preemptible_gpus"]
+    assert check(slurm | {"num_preemptible_gpus": 0}) == {}
+    assert check(BASE | {"num_preemptible_gpus": 8}) == {}
 
 
 def test_driver_pair_and_volume_choice():

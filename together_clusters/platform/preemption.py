@@ -1,65 +1,91 @@
-"""The preemption drill on a cluster's Kubernetes API, as the platform announces it.
+"""The preemption sequence on a cluster's Kubernetes API, as the platform plays it.
 
-At T+0 the Node is cordoned and an Event with reason ``TogetherPreempted`` is recorded on it, then its pods are
-terminated by one of :class:`TerminationMode`; at T+grace (the platform's timer) the Node is deleted and the
-pods still bound to it are garbage-collected. The same collection applies to a node removed by a scale-down.
+At T+0 the Node is cordoned and a lifecycle Event (reason :class:`~together_clusters.platform.LifecycleReason`)
+is recorded on it, then its pods are terminated by one of :class:`~together_clusters.platform.TerminationMode`;
+at T+grace (the platform's timer) the Node is deleted and the pods still bound to it are collected. The same
+collection applies to a node removed by a scale-down.
+
+Both players use it: the emulator's Kubernetes twin, and ``together-clusters drill`` (on the twin's nodes and
+as a game day on a real cluster). It takes plain values (a node name, a time, a message, a mode); what a
+cluster's runtime does its own way (how SIGTERM reaches a pod without deleting it) is passed in as a
+:class:`PodSignal`.
 """
 
 from __future__ import annotations
 
 import datetime
 import secrets
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from kubernetes.client import CoreV1Api, V1Pod
 from kubernetes.client.exceptions import ApiException
 
-from together_clusters.components.platform import GRACE_PERIOD_LIMIT_SECONDS, PREEMPTION_REASON
-
-from .kwok_config import SIGTERM
-from .nodes import PREEMPTED_AT_ANNOTATION, NodeView, Preemption
-from .options import TerminationMode
+from . import DISRUPTION_CONDITION, GRACE_PERIOD_LIMIT_SECONDS, LifecycleReason, TerminationMode
 
 _TIMEOUT = 10
 EVENT_SOURCE = "together-platform"
+"""The component named as the source of the lifecycle Event."""
+PREEMPTED_AT_ANNOTATION = "together.ai/preempted-at"
+"""Set on a Node when it is cordoned for preemption (RFC 3339), so the sequence is played once."""
 
 
-def _rfc3339(epoch_seconds: float) -> str:
+class PodSignal(Protocol):
+    """How SIGTERM reaches a pod's containers without an API call that deletes the pod
+    (:attr:`TerminationMode.SIGNAL`): Kubernetes has none, so the cluster's node runtime provides it."""
+
+    def sent(self, pod: V1Pod) -> bool:
+        """Whether the pod has been signalled already."""
+        ...
+
+    def send(self, core: CoreV1Api, pod: V1Pod) -> None:
+        """Signal the pod's containers."""
+        ...
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    """A moment as Kubernetes writes it (UTC, microseconds, ``Z``)."""
     return datetime.datetime.fromtimestamp(epoch_seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def is_announced(node: Any) -> bool:
-    """Whether the drill already began on this Node object (a restart must not play it twice)."""
+    """Whether the sequence already began on this Node object (a restart must not play it twice)."""
     annotations = (node.metadata.annotations if node.metadata is not None else None) or {}
     return PREEMPTED_AT_ANNOTATION in annotations
 
 
-def announce(core: CoreV1Api, node: NodeView, preemption: Preemption) -> None:
-    """T+0: cordon the Node, then record the ``TogetherPreempted`` Event on it."""
-    at = _rfc3339(preemption.at)
+def announce(
+    core: CoreV1Api,
+    node_name: str,
+    at: float,
+    message: str,
+    reason: LifecycleReason = LifecycleReason.PREEMPTED,
+) -> None:
+    """T+0: cordon the Node (marked with :data:`PREEMPTED_AT_ANNOTATION`), then record the lifecycle Event
+    on it; ``at`` is epoch seconds."""
+    stamp = rfc3339(at)
     patched = core.patch_node(
-        node.name,
-        {"spec": {"unschedulable": True}, "metadata": {"annotations": {PREEMPTED_AT_ANNOTATION: at}}},
+        node_name,
+        {"spec": {"unschedulable": True}, "metadata": {"annotations": {PREEMPTED_AT_ANNOTATION: stamp}}},
         _request_timeout=_TIMEOUT,
     )
     event = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{node.name}.{secrets.token_hex(8)}", "namespace": "default"},
+        "metadata": {"name": f"{node_name}.{secrets.token_hex(8)}", "namespace": "default"},
         "involvedObject": {
             "apiVersion": "v1",
             "kind": "Node",
-            "name": node.name,
+            "name": node_name,
             "uid": patched.metadata.uid if patched.metadata is not None else None,
         },
-        "reason": PREEMPTION_REASON,
-        "message": preemption.message,
+        "reason": reason.value,
+        "message": message,
         "type": "Warning",
         "source": {"component": EVENT_SOURCE},
         "reportingComponent": EVENT_SOURCE,
-        "reportingInstance": node.name,
-        "firstTimestamp": at,
-        "lastTimestamp": at,
+        "reportingInstance": node_name,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
         "count": 1,
     }
     core.create_namespaced_event("default", cast(Any, event), _request_timeout=_TIMEOUT)
@@ -81,6 +107,12 @@ def _terminal(pod: V1Pod) -> bool:
     return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
 
 
+def _signal_for(mode: TerminationMode, signal: PodSignal | None) -> PodSignal:
+    if signal is None:
+        raise ValueError(f"termination mode {mode.value} needs the cluster's PodSignal (none was given)")
+    return signal
+
+
 def pods_on(core: CoreV1Api, node_name: str) -> list[V1Pod]:
     """Every pod bound to the node."""
     return list(
@@ -90,16 +122,18 @@ def pods_on(core: CoreV1Api, node_name: str) -> list[V1Pod]:
     )
 
 
-def pods_to_terminate(core: CoreV1Api, node_name: str, mode: TerminationMode) -> list[V1Pod]:
+def pods_to_terminate(
+    core: CoreV1Api, node_name: str, mode: TerminationMode, signal: PodSignal | None = None
+) -> list[V1Pod]:
     """The node's pods that still need terminating; DaemonSet pods stay (as a drain leaves them) unless the
-    whole node gets the signal."""
+    whole node gets the signal (``signal`` is needed then)."""
     pods = []
     for pod in pods_on(core, node_name):
         meta = pod.metadata
         if meta is None or _terminal(pod) or meta.deletion_timestamp is not None:
             continue
         if mode is TerminationMode.SIGNAL:
-            if SIGTERM in (meta.annotations or {}):
+            if _signal_for(mode, signal).sent(pod):
                 continue
         elif _owned_by_daemonset(pod):
             continue
@@ -107,8 +141,11 @@ def pods_to_terminate(core: CoreV1Api, node_name: str, mode: TerminationMode) ->
     return pods
 
 
-def terminate(core: CoreV1Api, pod: V1Pod, mode: TerminationMode, grace_seconds: float) -> bool:
-    """Terminate one pod; ``False`` when it must be tried again (an eviction refused by a budget)."""
+def terminate(
+    core: CoreV1Api, pod: V1Pod, mode: TerminationMode, grace_seconds: float, signal: PodSignal | None = None
+) -> bool:
+    """Terminate one pod; ``False`` when it must be tried again (an eviction refused by a budget). Its grace
+    is the least of ``grace_seconds``, the platform's limit and the pod's own."""
     name, namespace = name_of(pod)
     own = pod.spec.termination_grace_period_seconds if pod.spec is not None else None
     grace = int(min(grace_seconds, GRACE_PERIOD_LIMIT_SECONDS, own if own is not None else 30))
@@ -124,16 +161,7 @@ def terminate(core: CoreV1Api, pod: V1Pod, mode: TerminationMode, grace_seconds:
         elif mode is TerminationMode.DELETE:
             core.delete_namespaced_pod(name, namespace, grace_period_seconds=grace, _request_timeout=_TIMEOUT)
         else:
-            core.patch_namespaced_pod(
-                name,
-                namespace,
-                {
-                    "metadata": {
-                        "annotations": {SIGTERM: _rfc3339(datetime.datetime.now(datetime.UTC).timestamp())}
-                    }
-                },
-                _request_timeout=_TIMEOUT,
-            )
+            _signal_for(mode, signal).send(core, pod)
     except ApiException as exc:
         if exc.status == 404:
             return True
@@ -147,14 +175,14 @@ def remove_node(core: CoreV1Api, node_name: str) -> None:
     """Delete the Node, then collect its pods as the pod garbage collector would (sooner than its 40 s
     quarantine): a pod still running is marked Failed with ``DisruptionTarget`` reason ``DeletionByPodGC``,
     then every pod on the node is deleted at once (finalizers, such as a Job's, still hold it), terminating
-    ones included: with the node gone no kubelet (kwok) confirms their deletion, and a JobSet restart waits for
+    ones included: with the node gone no kubelet confirms their deletion, and a JobSet restart waits for
     it."""
     try:
         core.delete_node(node_name, _request_timeout=_TIMEOUT)
     except ApiException as exc:
         if exc.status != 404:
             raise
-    now = _rfc3339(datetime.datetime.now(datetime.UTC).timestamp())
+    now = rfc3339(datetime.datetime.now(datetime.UTC).timestamp())
     for pod in pods_on(core, node_name):
         name, namespace = name_of(pod)
         try:
@@ -164,7 +192,7 @@ def remove_node(core: CoreV1Api, node_name: str) -> None:
                         "phase": "Failed",
                         "conditions": [
                             {
-                                "type": "DisruptionTarget",
+                                "type": DISRUPTION_CONDITION,
                                 "status": "True",
                                 "reason": "DeletionByPodGC",
                                 "message": "PodGC: node no longer exists",
