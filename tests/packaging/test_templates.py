@@ -55,3 +55,96 @@ def test_the_listing_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ["cluster", "finetune", "sweep"]
     assert not any(mark in line for line in lines for mark in ("``", "**", ":class:"))
+
+
+@pytest.mark.engine
+def test_finetune_on_the_emulator_without_its_twin_fails_on_one_line_naming_the_ways_out(
+    tmp_path: Path,
+) -> None:
+    """``pulumi up`` creates the cluster, then stops before the Kubernetes provider tries the placeholder
+    host (was: "lookup ... no such host" and no hint); the next preview refuses at once, on one line."""
+    from tests import _engine
+    from together_clusters.emulator.server import start_emulator
+
+    _engine.require_engine()
+    program = (templates.path("finetune") / "__main__.py").read_text()
+    project = _engine.write_project(tmp_path / "ft", "ft", program)
+    emulator = start_emulator(speed=600)
+    env = _engine.engine_env(
+        tmp_path,
+        pythonpath=[_engine.ROOT],
+        extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": "k"},
+    )
+    try:
+        _engine.run_pulumi(["stack", "init", "dev"], project, env, check=True)
+        config = {
+            "region": "us-central-8",
+            "gpuType": "H100_SXM",
+            "numPreemptibleGpus": "8",
+            "image": "i",
+            "gpusPerPod": "8",
+            "checkpointSize": "1Gi",
+        }
+        for key, value in config.items():
+            _engine.run_pulumi(["config", "set", key, value], project, env, check=True)
+        up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], project, env)
+        preview = _engine.run_pulumi(["preview", *_engine.PREVIEW_FLAGS], project, env)
+        for run in (up, preview):
+            text = run.stdout + run.stderr
+            assert run.returncode != 0, _engine.output(run)
+            assert "no such host" not in text, _engine.output(run)
+            lines = {ln.split("error: ", 1)[1] for ln in text.splitlines() if "never resolves" in ln}
+            assert len(lines) == 1, _engine.output(run)
+            [line] = lines
+            assert "--kubernetes" in line and "renderYamlTo" in line, line
+            assert "Traceback" not in text, _engine.output(run)
+    finally:
+        _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], project, env)
+        emulator.stop()
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "unreachable"),
+    [
+        ("https://c-1.k8s.emulator.invalid", True),
+        ("https://c-1.k8s.emulator.invalid.:6443", True),
+        ("https://127.0.0.1:6443", False),
+        ("https://api.example.com", False),
+    ],
+)
+def test_a_kubeconfig_on_a_host_that_never_resolves_is_refused(kubeconfig: str, unreachable: bool) -> None:
+    from together_clusters.components.kube import reachable, unreachable_server
+    from together_clusters.errors import KubernetesUnreachable
+
+    text = (
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: '{kubeconfig}'}}}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {token: secret-token}}]\n"
+    )
+    assert (unreachable_server(text) == kubeconfig) is unreachable
+    if not unreachable:
+        assert reachable(text) == text
+        return
+    with pytest.raises(KubernetesUnreachable) as refused:
+        reachable(text)
+    message = str(refused.value)
+    assert "\n" not in message and "--kubernetes" in message and "renderYamlTo" in message
+    assert "secret-token" not in message
+
+
+def test_from_a_wheel_missing_twin_binaries_name_the_variable_and_the_checkouts_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed wheel has no scripts/: the error names TWIN_KUBERNETES_BIN and where the script is."""
+    from together_clusters.emulator.kubernetes import binaries
+    from together_clusters.errors import BinariesMissing
+
+    monkeypatch.setattr(binaries, "_ROOT", tmp_path / "site-packages")
+    monkeypatch.setattr(binaries, "DEFAULT_BIN", tmp_path / "site-packages" / ".kubernetes" / "bin")
+    monkeypatch.delenv(binaries.BIN_ENV, raising=False)
+    with pytest.raises(BinariesMissing) as missing:
+        binaries.require()
+    message = str(missing.value)
+    assert "set TWIN_KUBERNETES_BIN to a folder holding them" in message
+    assert "scripts/install-kubernetes in a checkout of the repository" in message
+    assert "\n" not in message
