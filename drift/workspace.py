@@ -96,9 +96,11 @@ T = TypeVar("T")
 def engine_call(what: str, call: Callable[[], T], diagnostics: Sequence[str] = ()) -> T:
     """Run ``call``; a failure becomes an :class:`EngineError` whose message is the cause in one line.
 
-    ``diagnostics``: the engine's error messages, collected while ``call`` runs; read first.
+    ``diagnostics``: the engine's error messages, collected while ``call`` runs; read first (as error lines:
+    the events carry them without the ``error:`` the engine prints before them).
     """
     try:
         return call()
     except auto.CommandError as exc:
-        raise EngineError(f"{what} failed: {cause_line(*diagnostics, str(exc))}") from None
+        errors = [f"error: {d}" for d in diagnostics]
+        raise EngineError(f"{what} failed: {cause_line(*errors, str(exc))}") from None
