@@ -113,3 +113,13 @@ def test_without_a_stack_status_and_drift_use_the_selected_one(tmp_path, monkeyp
     )
     workspace = open_workspace(EngineSettings(project_dir=project, pulumi=pulumi))
     assert selected_stack(workspace) == "chosen"
+
+
+def test_the_emulators_help_is_plain_text() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "together_clusters.emulator", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert not MARKUP.search(done.stdout), done.stdout
