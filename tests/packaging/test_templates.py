@@ -4,8 +4,13 @@ line, a kubeconfig whose API server cannot exist (the emulator without its Kuber
 
 from __future__ import annotations
 
+import json
 import py_compile
 import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -57,6 +62,41 @@ def test_the_listing_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert not any(mark in line for line in lines for mark in ("``", "**", ":class:"))
 
 
+FINETUNE_CONFIG = {
+    "region": "us-central-8",
+    "gpuType": "H100_SXM",
+    "numPreemptibleGpus": "8",
+    "image": "i",
+    "gpusPerPod": "8",
+    "checkpointSize": "1Gi",
+}
+
+
+@contextmanager
+def finetune_project(tmp_path: Path, **config: str) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The finetune template's program as a stack ``dev`` (selected) against an emulator without its twin;
+    destroyed afterwards."""
+    from tests import _engine
+    from together_clusters.emulator.server import start_emulator
+
+    _engine.require_engine()
+    program = (templates.path("finetune") / "__main__.py").read_text()
+    project = _engine.write_project(tmp_path / "ft", "ft", program)
+    with start_emulator(speed=600) as emulator:
+        env = _engine.engine_env(
+            tmp_path,
+            pythonpath=[_engine.ROOT],
+            extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": "k"},
+        )
+        _engine.run_pulumi(["stack", "init", "dev"], project, env, check=True)
+        for key, value in {**FINETUNE_CONFIG, **config}.items():
+            _engine.run_pulumi(["config", "set", key, value], project, env, check=True)
+        try:
+            yield project, env
+        finally:
+            _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], project, env)
+
+
 @pytest.mark.engine
 def test_finetune_on_the_emulator_without_its_twin_fails_on_one_line_naming_the_ways_out(
     tmp_path: Path,
@@ -64,43 +104,44 @@ def test_finetune_on_the_emulator_without_its_twin_fails_on_one_line_naming_the_
     """``pulumi up`` creates the cluster, then stops before the Kubernetes provider tries the placeholder
     host (was: "lookup ... no such host" and no hint); the next preview refuses at once, on one line."""
     from tests import _engine
-    from together_clusters.emulator.server import start_emulator
 
-    _engine.require_engine()
-    program = (templates.path("finetune") / "__main__.py").read_text()
-    project = _engine.write_project(tmp_path / "ft", "ft", program)
-    emulator = start_emulator(speed=600)
-    env = _engine.engine_env(
-        tmp_path,
-        pythonpath=[_engine.ROOT],
-        extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": "k"},
-    )
-    try:
-        _engine.run_pulumi(["stack", "init", "dev"], project, env, check=True)
-        config = {
-            "region": "us-central-8",
-            "gpuType": "H100_SXM",
-            "numPreemptibleGpus": "8",
-            "image": "i",
-            "gpusPerPod": "8",
-            "checkpointSize": "1Gi",
-        }
-        for key, value in config.items():
-            _engine.run_pulumi(["config", "set", key, value], project, env, check=True)
+    with finetune_project(tmp_path) as (project, env):
         up = _engine.run_pulumi(["up", *_engine.UP_FLAGS], project, env)
         preview = _engine.run_pulumi(["preview", *_engine.PREVIEW_FLAGS], project, env)
-        for run in (up, preview):
-            text = run.stdout + run.stderr
-            assert run.returncode != 0, _engine.output(run)
-            assert "no such host" not in text, _engine.output(run)
-            lines = {ln.split("error: ", 1)[1] for ln in text.splitlines() if "never resolves" in ln}
-            assert len(lines) == 1, _engine.output(run)
-            [line] = lines
-            assert "--kubernetes" in line and "renderYamlTo" in line, line
-            assert "Traceback" not in text, _engine.output(run)
-    finally:
-        _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], project, env)
-        emulator.stop()
+    for run in (up, preview):
+        text = run.stdout + run.stderr
+        assert run.returncode != 0, _engine.output(run)
+        assert "no such host" not in text, _engine.output(run)
+        lines = {ln.split("error: ", 1)[1] for ln in text.splitlines() if "never resolves" in ln}
+        assert len(lines) == 1, _engine.output(run)
+        [line] = lines
+        assert "--kubernetes" in line and "renderYamlTo" in line, line
+        assert "Traceback" not in text, _engine.output(run)
+
+
+@pytest.mark.engine
+def test_drift_of_a_finetune_rendered_to_yaml_checks_the_selected_stack_and_is_in_sync(
+    tmp_path: Path,
+) -> None:
+    """The rendered objects are on no cluster: drift leaves them out (was: their refresh failed the whole
+    preview and drift said "failed: stderr:"); without --stack it checks the selected stack."""
+    from tests import _engine
+
+    with finetune_project(tmp_path, renderYamlTo=str(tmp_path / "out")) as (project, env):
+        _engine.run_pulumi(["up", *_engine.UP_FLAGS], project, env, check=True)
+        pulumi = _engine.ROOT / ".engine" / "bin" / "pulumi"
+        drift = subprocess.run(
+            [sys.executable, "-m", "together_clusters.drift", "drift", "-C", str(project), "--json"]
+            + ["--pulumi", str(pulumi)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+    [stack] = json.loads(drift.stdout)["stacks"]
+    assert stack["stack"] == "dev" and stack["in_sync"] is True, stack
 
 
 @pytest.mark.parametrize(
