@@ -56,7 +56,7 @@ def _node_class(node: Mapping[str, Any] | None, event: Mapping[str, Any]) -> str
     return PREEMPTIBLE if PREEMPTIBLE in message.lower() else ComputeClass.STANDARD
 
 
-_KINDS = {
+_KINDS: dict[str, str] = {
     LifecycleReason.SCALED_UP: "added",
     LifecycleReason.NODE_ADDED: "added",
     LifecycleReason.SCALED_DOWN: "scaled-down",
