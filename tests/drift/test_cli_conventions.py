@@ -7,6 +7,8 @@ import argparse
 import re
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -47,8 +49,8 @@ def test_the_templates_help_is_plain_text() -> None:
         (["status"], "stack", None),
         (["drift", "-s", "a", "-s", "b"], "stacks", ["a", "b"]),
         (["drift"], "stacks", None),
-        (["drift", "-C", "/tmp/p"], "cwd", __import__("pathlib").Path("/tmp/p")),
-        (["status", "--cwd", "/tmp/p"], "cwd", __import__("pathlib").Path("/tmp/p")),
+        (["drift", "-C", "/tmp/p"], "cwd", Path("/tmp/p")),
+        (["status", "--cwd", "/tmp/p"], "cwd", Path("/tmp/p")),
         (["drill", "-n", "team-a"], "namespace", "team-a"),
         (["drill", "--namespace", "team-a"], "namespace", "team-a"),
         (["drill", "--context", "prod-east"], "context", "prod-east"),
@@ -91,6 +93,18 @@ def test_the_module_entry_point_errors_on_one_line() -> None:
     )
     assert done.returncode == 1
     assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_no_selected_stack_is_a_one_line_error_naming_the_flag() -> None:
+    from together_clusters.errors import EngineError
+
+    workspace = SimpleNamespace(work_dir="/p", stack=lambda: None)
+    with pytest.raises(EngineError) as refused:
+        selected_stack(workspace)  # type: ignore[arg-type]
+    assert (
+        str(refused.value)
+        == "no stack is selected in /p: give -s/--stack NAME, or run pulumi stack select NAME"
+    )
 
 
 @pytest.mark.engine
