@@ -171,7 +171,7 @@ def run(ns: argparse.Namespace) -> int:
             )
             if ns.dry_run:
                 print(plan_text(plan), end="")
-                if plan.refusal:
+                if plan.refusal and ns.twin is None:
                     raise DrillError(plan.refusal)
                 return 0
             if ns.twin is None:

@@ -300,7 +300,13 @@ def plan_text(plan: Plan) -> str:
             fate += f"; not watched (outside -n {plan.watched_namespace})"
         lines.append(f"{'pods:' if i == 0 else '':<10}{pod.ref}: {fate}")
     check = plan.refusal
-    lines.append(f"check:    {'refused: ' + check if check else 'every replacement has a node with room'}")
+    if not check:
+        lines.append("check:    every replacement has a node with room")
+    elif plan.mode == "twin":
+        # The twin plays the platform, whose refill may bring the node the replacement needs.
+        lines.append(f"check:    no node has room now, the emulator's refill may bring one: {check}")
+    else:
+        lines.append(f"check:    refused: {check}")
     return "\n".join(lines) + "\n"
 
 

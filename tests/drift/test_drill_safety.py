@@ -274,3 +274,12 @@ def test_twin_mode_takes_the_emulators_termination_mode(
     assert args.termination.value == "delete" and seen == ["http://127.0.0.1:8700/_emulator/kubernetes"]
     assert main(["drill", "--twin", "http://127.0.0.1:8700", "--termination", "signal"]) == 0
     assert fake_cluster.ran[-1].termination.value == "signal"  # type: ignore[attr-defined]
+
+
+def test_a_twin_dry_run_shows_a_full_cluster_but_does_not_refuse(
+    fake_cluster: FakeCore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the twin the emulator refills what it preempts, so the check informs and does not refuse."""
+    fake_cluster.nodes.pop()
+    assert main(["drill", "--twin", "http://127.0.0.1:8700", "--termination", "delete", "--dry-run"]) == 0
+    assert "check:    no node has room now, the emulator's refill may bring one" in capsys.readouterr().out
