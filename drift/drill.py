@@ -178,7 +178,7 @@ def preempt_on_twin(twin_url: str, node: str, termination: TerminationMode) -> N
 
 
 def announce_game_day(core: client.CoreV1Api, node: str, grace_seconds: int) -> None:
-    """T+0 of a game day: cordon and the ``TogetherPreempted`` Event, as the platform records them."""
+    """T+0 of a game day: cordon and the ``TogetherPreemptionNotified`` Event, as the platform records them."""
     message = (
         f"Game day: node {node} is being preempted (drill): cordoned, pods have {grace_seconds}s to "
         "terminate; the node is uncordoned afterwards instead of deleted"

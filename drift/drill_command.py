@@ -24,12 +24,12 @@ DESCRIPTION = """Play the platform's preemption of one preemptible node, watch w
 Two ways to preempt, one way to watch:
 
   twin (--twin URL, an emulator started with --kubernetes): the emulator's admin API preempts the node,
-    so the sequence is the platform's own (cordon, a TogetherPreempted Event, termination by the
-    emulator's own --termination mode unless this --termination names another, the Node deleted at
-    T+grace, a refill later).
-  game day (a real cluster, the default): cordon, a TogetherPreempted Event on the Node, eviction of its
-    pods with their grace capped at 300 s (retried while a PodDisruptionBudget refuses), watch, then
-    uncordon instead of deleting the node.
+    so the sequence is the platform's own (cordon, a TogetherPreemptionNotified Event, termination by
+    the emulator's own --termination mode unless this --termination names another, the Node deleted
+    once its pods have exited, at the latest at T+grace, a refill later).
+  game day (a real cluster, the default): cordon, a TogetherPreemptionNotified Event on the Node,
+    eviction of its pods with their grace capped at 300 s (retried while a PodDisruptionBudget
+    refuses), watch, then uncordon instead of deleting the node.
 
 Before a game day touches the cluster it checks that every pod it would take has another schedulable
 node with room (labels, taints, requests), and refuses naming the pod and why when one has none; it shows

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from kubernetes.utils import parse_quantity
 
 from together_clusters.errors import DrillError
+from together_clusters.platform import LifecycleReason
 
 _TIMEOUT = 10
 _TERMINAL = ("Succeeded", "Failed")
@@ -269,11 +270,11 @@ def steps(plan: Plan) -> str:
     """What happens, in order."""
     if plan.mode == "twin":
         return (
-            f"the emulator preempts {plan.node}: cordon, TogetherPreempted Event, pods terminated by "
+            f"the emulator preempts {plan.node}: cordon, its preemption Event, pods terminated by "
             f"{plan.termination}, the Node deleted at T+grace, a refill later"
         )
     return (
-        f"cordon {plan.node}, a TogetherPreempted Event on it, evict its pods (grace {plan.grace_seconds} s, "
+        f"cordon {plan.node}, a {LifecycleReason.PREEMPTION_NOTIFIED.value} Event on it, evict its pods (grace {plan.grace_seconds} s, "
         f"PodDisruptionBudgets respected), watch up to {plan.timeout_seconds:g} s, then uncordon it"
     )
 

@@ -10,7 +10,7 @@ DEFAULT_PREEMPTIBLE_POOL_GPUS = 64
 # The emulator keeps its own node size on purpose rather than importing together_clusters.platform's: it plays
 # the platform, whose rule it takes from the official SDK ("must be a multiple of 8", cluster_create_params), as
 # it keeps its SDK-mirrored shapes. Its request validation then checks the provider's preview rules instead of
-# agreeing with them by construction; tests/test_platform.py checks both against the SDK's wording.
+# agreeing with them by construction; tests/platform/test_vocabulary.py checks both against the SDK's wording.
 GPUS_PER_NODE = 8
 
 _DRIVERS = (

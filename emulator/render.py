@@ -10,12 +10,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from together_clusters.platform import COMPUTE_CLASS_LABEL
+from together_clusters.platform import COMPUTE_CLASS_LABEL, LIFECYCLE_EVENT_RETENTION_SECONDS
 
 from .catalog import GPUS_PER_NODE
 from .clock import to_datetime
 from .lifecycle import NODE_STATUS_BY_PHASE, READY, STATUS_BY_PHASE, visible
-from .records import ClusterRecord, NodeRecord, Timed
+from .records import ClusterRecord, EventRecord, NodeRecord, Timed
 
 
 @lru_cache(maxsize=1 << 16)
@@ -93,6 +93,20 @@ def _gpu_worker_node(node: NodeRecord, now: float, extra_fields: bool) -> dict[s
     return body
 
 
+def lifecycle_events(events: list[EventRecord], now: float) -> list[dict[str, Any]]:
+    """``node_lifecycle_events`` as the platform documents them: the events of the last 72 hours that have
+    happened by ``now``, the latest one per node and reason, oldest first."""
+    latest: dict[tuple[str, str], EventRecord] = {}
+    for event in sorted(events, key=lambda e: e.at):
+        if now - LIFECYCLE_EVENT_RETENTION_SECONDS <= event.at <= now:
+            latest.pop((event.node_id, event.reason), None)  # re-inserted last: ordered by its new time
+            latest[(event.node_id, event.reason)] = event
+    return [
+        {"message": e.message, "node_id": e.node_id, "reason": e.reason, "timestamp": _iso(e.at)}
+        for e in latest.values()
+    ]
+
+
 def _control_plane_nodes(record: ClusterRecord, now: float) -> list[dict[str, Any]]:
     node = record.control_plane
     if node is None or node.appears_at > now:
@@ -155,11 +169,7 @@ def cluster(record: ClusterRecord, now: float, extra_fields: bool = False) -> di
         "control_plane_ready": data_plane_reached and not record.deleting,
         "created_at": _iso(record.created_at),
         "deleted_gpu_worker_nodes": [_gpu_worker_node(n, now, extra_fields) for n in record.deleted_nodes],
-        "node_lifecycle_events": [
-            {"message": e.message, "node_id": e.node_id, "reason": e.reason, "timestamp": _iso(e.at)}
-            for e in sorted(record.events, key=lambda e: e.at)
-            if e.at <= now
-        ],
+        "node_lifecycle_events": lifecycle_events(record.events, now),
         "nvidia_driver_version_id": record.driver["id"],
         "os_image": record.driver["os"],
     }

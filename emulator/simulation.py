@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from together_clusters.platform import ComputeClass, LifecycleReason
+from together_clusters.platform import NODE_NAME_PREFIXES, ComputeClass, LifecycleReason
 
 from . import catalog
 from .catalog import DEFAULT_PREEMPTIBLE_POOL_GPUS, GPUS_PER_NODE
@@ -258,12 +258,25 @@ class Simulation:
             )
         return candidates[:count]
 
+    def reclaim_now(self, record: ClusterRecord, node_id: str, now: float) -> bool:
+        """Remove a preempted node at ``now`` instead of at the end of its grace period (its pods have exited);
+        ``False`` when it is not a node being preempted."""
+        node = next((n for n in record.nodes if n.node_id == node_id and n.remove_at is not None), None)
+        if node is None:
+            return False
+        if node.remove_at is not None and node.remove_at > now:
+            node.remove_at = now
+            self._earliest_due = None
+        return True
+
     def _add_node(
         self, record: ClusterRecord, compute_class: ComputeClass, appears_at: float, event: bool
     ) -> None:
         record.node_seq += 1
         node = NodeRecord(
-            node_id=f"{record.cluster_name}-{compute_class}-{record.node_seq}",
+            # Named as documented, the class in the name; the cluster's sequence number keeps names unique across
+            # clusters and the same from run to run.
+            node_id=f"{NODE_NAME_PREFIXES[compute_class]}-{record.seq}-{record.node_seq}",
             instance_id=f"i-{secrets.token_hex(8)}",
             compute_class=compute_class,
             # A cluster stuck waiting for its data plane never gets a node of any class running.

@@ -15,7 +15,7 @@ from together_clusters.platform import (
     COMPUTE_CLASS_LABEL,
     DEFAULT_PREEMPTIBLE_TAINT,
     PREEMPTIBLE,
-    LifecycleReason,
+    is_preemption,
 )
 
 from ..catalog import GPUS_PER_NODE
@@ -85,7 +85,7 @@ def cluster_view(record: ClusterRecord, now: float) -> ClusterView:
                 (
                     e.message
                     for e in record.events
-                    if e.node_id == node.node_id and e.reason == LifecycleReason.PREEMPTED and e.at <= now
+                    if e.node_id == node.node_id and is_preemption(e.reason) and e.at <= now
                 ),
                 f"Node {node.node_id} is being preempted",
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from together_clusters.platform import TerminationMode
+from together_clusters.platform import PREEMPTION_REASONS, LifecycleReason, TerminationMode
 
 from . import binaries
 from .nodes import NodeOptions
@@ -17,6 +17,9 @@ class TwinOptions:
 
     termination: TerminationMode = TerminationMode.EVICTION
     """How a preempted node's pods are terminated unless a preemption names its own mode."""
+    preemption_reason: LifecycleReason = LifecycleReason.PREEMPTION_NOTIFIED
+    """The reason of the Kubernetes Event on a preempted Node: the documentation's name by default, the SDK's
+    (and the announcement's) ``TogetherPreempted`` when asked; consumers must read either."""
     nodes: NodeOptions = field(default_factory=NodeOptions)
     job_pod_failure_backoff: str | None = None
     """Shorten the Job controller's delay before it replaces a failed pod (a Go duration; upstream 10s)."""
@@ -40,6 +43,13 @@ def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
         choices=[m.value for m in TerminationMode],
         default=TerminationMode.EVICTION.value,
         help="how a preempted node's pods are terminated (default: eviction)",
+    )
+    group.add_argument(
+        "--preemption-reason",
+        choices=sorted(r.value for r in PREEMPTION_REASONS),
+        default=LifecycleReason.PREEMPTION_NOTIFIED.value,
+        help="the reason of the Kubernetes Event on a preempted Node (default: TogetherPreemptionNotified, "
+        "the documentation's; TogetherPreempted is the SDK's)",
     )
     group.add_argument(
         "--preemptible-taint",
@@ -72,6 +82,7 @@ def twin_options(args: argparse.Namespace) -> TwinOptions | None:
         raise SystemExit(f"emulator: {exc}") from None
     return TwinOptions(
         termination=TerminationMode(args.termination),
+        preemption_reason=LifecycleReason(args.preemption_reason),
         nodes=NodeOptions(preemptible_taint=args.preemptible_taint),
         job_pod_failure_backoff=args.job_pod_failure_backoff,
         jobset=args.jobset,

@@ -64,6 +64,7 @@ class TwinnedPlatform(Platform):
             attach=self._attach_kube_api,
             serving=self._kube_serving,
             failed=self._kube_failed,
+            exited=self._pods_exited,
             keep_data=data_root is not None,
             duration=lambda seconds: self.clock.duration(seconds),
         )
@@ -111,6 +112,16 @@ class TwinnedPlatform(Platform):
             if record is None or record.kube_serving or record.deleting:
                 return
             record.schedule = failed_at(record.schedule, now)
+
+    def _pods_exited(self, cluster_id: str, name: str) -> None:
+        """Every pod of the preempted Node ``name`` has exited: the platform reclaims the node now."""
+        with self._op() as now:
+            record = self._sim.clusters.get(cluster_id)
+            if record is None:
+                return
+            for node in record.nodes:
+                if node_name(node.node_id) == name:
+                    self._sim.reclaim_now(record, node.node_id, now)
 
     def preempt(
         self,

@@ -75,6 +75,7 @@ class Twin:
         serving: Callable[[str], None],
         failed: Callable[[str], None],
         keep_data: bool,
+        exited: Callable[[str, str], None] = lambda cluster_id, node_name: None,
         duration: Callable[[float], float] = lambda seconds: seconds,
     ) -> None:
         self.binaries = binaries
@@ -86,6 +87,8 @@ class Twin:
         self._serving = serving
         # Told once the twin gives up on a cluster's control plane (a process that keeps ending).
         self._failed = failed
+        # Told when every pod of a preempted Node (cluster id, Node name) has exited: the platform reclaims it.
+        self._exited = exited
         self._keep_data = keep_data
         # Real seconds for a duration of the platform's clock (local processes' grace periods).
         self._duration = duration
@@ -325,7 +328,9 @@ class Twin:
                     )
                 continue
             if node.preemption is not None and not preemption.is_announced(existing[name]):
-                preemption.announce(core, name, node.preemption.at, node.preemption.message)
+                preemption.announce(
+                    core, name, node.preemption.at, node.preemption.message, self.options.preemption_reason
+                )
                 with self._lock:
                     mode = self._modes.pop((view.cluster_id, name), self.options.termination)
                 plane.draining[name] = mode
@@ -336,6 +341,16 @@ class Twin:
                 continue
             if self._drain(core, draining, self._nominal(draining.preemption.grace_seconds), mode):
                 plane.draining.pop(name)
+        # The platform reclaims a preempted node as soon as its pods have exited (at the latest at T+grace).
+        for name, node in wanted.items():
+            if (
+                node.preemption is not None
+                and name in existing
+                and preemption.is_announced(existing[name])
+                and name not in plane.draining
+                and preemption.pods_exited(core, name)
+            ):
+                self._exited(view.cluster_id, name)
 
     def _nominal(self, real_seconds: float) -> float:
         """The platform's whole seconds in a real duration. A pod's grace period is in the pod's (emulated)

@@ -11,7 +11,7 @@ from .conftest import GPU, REGION, create_body
 
 
 def _preemptible(cluster: Any) -> list[Any]:
-    """The emulator names GPU nodes ``<cluster>-<standard|preemptible>-<n>``: the SDK's shape has no class."""
+    """The emulator names GPU nodes as documented (``gpu-dp-...``, ``gpu-preemptible-dp-...``): the SDK's shape has no class."""
     return [n for n in cluster.gpu_worker_nodes if "-preemptible-" in n.host_name]
 
 

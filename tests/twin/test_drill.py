@@ -150,7 +150,7 @@ def test_game_day_cordons_announces_evicts_and_gives_the_node_back(
     assert not node.spec.unschedulable
     assert "together.ai/preempted-at" not in (node.metadata.annotations or {})
     events = cluster.core.list_event_for_all_namespaces(field_selector=f"involvedObject.name={victim}").items
-    assert any(e.reason == "TogetherPreempted" and e.type == "Warning" for e in events)
+    assert any(e.reason == "TogetherPreemptionNotified" and e.type == "Warning" for e in events)
     pods = cluster.core.list_namespaced_pod(namespace).items
     assert before.metadata.uid not in {p.metadata.uid for p in pods if p.metadata.deletion_timestamp is None}
     assert cluster.node_classes()[victim] == "preemptible"

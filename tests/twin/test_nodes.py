@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+
+import pytest
+
+from together_clusters.emulator.kubernetes import binaries
 from together_clusters.emulator.kubernetes.nodes import NodeOptions, cluster_view, node_manifest, node_name
+from together_clusters.emulator.kubernetes.options import add_kubernetes_args, twin_options
 from together_clusters.emulator.lifecycle import node_schedule
 from together_clusters.emulator.records import ClusterRecord, EventRecord, NodeRecord, Timed
 
@@ -77,3 +83,17 @@ def test_the_preemptible_taint_is_an_option() -> None:
     assert "taints" not in node_manifest(preemptible, NodeOptions(preemptible_taint=False))["spec"]
     assert tainted["status"]["capacity"]["nvidia.com/gpu"] == "8"
     assert tainted["metadata"]["labels"]["together.ai/compute-class"] == "preemptible"
+
+
+def test_the_preemption_event_is_named_as_documented_unless_asked_for_the_sdks_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(binaries, "require", lambda **_: None)
+    parser = argparse.ArgumentParser()
+    add_kubernetes_args(parser)
+    default = twin_options(parser.parse_args(["--kubernetes"]))
+    assert default is not None and default.preemption_reason == "TogetherPreemptionNotified"
+    sdk = twin_options(parser.parse_args(["--kubernetes", "--preemption-reason", "TogetherPreempted"]))
+    assert sdk is not None and sdk.preemption_reason == "TogetherPreempted"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--kubernetes", "--preemption-reason", "TogetherScaledUp"])

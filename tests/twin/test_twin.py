@@ -16,7 +16,7 @@ import urllib3
 from kubernetes import client
 
 from together_clusters.emulator.kubernetes import binaries
-from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE, RUN_DURATION
+from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE, RUN_DURATION, TERMINATION_DURATION
 
 from ._twin import COMPUTE_CLASS, Recorder, TwinCluster, alive, wait_for
 
@@ -140,7 +140,7 @@ def test_preemption_plays_cordon_event_termination_deletion_in_order(
 
     cordoned = recorder.first(lambda k, t, o: of_victim(k, o) and k == "Node" and bool(o.spec.unschedulable))
     announced = recorder.first(
-        lambda k, t, o: of_victim(k, o) and k == "Event" and o.reason == "TogetherPreempted"
+        lambda k, t, o: of_victim(k, o) and k == "Event" and o.reason == "TogetherPreemptionNotified"
     )
     if termination == "signal":
         terminated = recorder.first(
@@ -180,6 +180,30 @@ def test_preemption_plays_cordon_event_termination_deletion_in_order(
         assert pod.metadata.deletion_timestamp is None  # no API call: the pod stays until its node goes
 
     # The platform refills the reclaimed capacity.
+    cluster.wait_for_nodes(standard=1, preemptible=2)
+
+
+@pytest.mark.parametrize("exits", ["at-once", "after-the-grace-period"])
+def test_a_preempted_node_is_reclaimed_as_soon_as_its_pods_have_exited(
+    cluster: TwinCluster, namespace: str, exits: str
+) -> None:
+    """The platform's docs: the node goes as soon as its pods exit, at the latest at T+grace."""
+    victim = cluster.next_victim()
+    annotations = {TERMINATION_DURATION: "1h"} if exits == "after-the-grace-period" else {}
+    cluster.core.create_namespaced_pod(namespace, pod_manifest("worker", victim, annotations))
+    wait_for(lambda: running(cluster, namespace, "worker"), "the pod to run")
+
+    preempted = cluster.preempt()
+    assert preempted["preempted"] == [victim]
+    wait_for(lambda: victim not in cluster.node_classes(), "the preempted node to be deleted")
+
+    [gone] = [n for n in cluster.get()["deleted_gpu_worker_nodes"] if n["node_id"] == victim]
+    deleted_at = datetime.fromisoformat(gone["deleted_at"])
+    if exits == "at-once":
+        # The platform's T+grace (on its clock) is delete_at; the pod exited at once, the node went sooner.
+        assert deleted_at < datetime.fromisoformat(preempted["delete_at"]), (gone, preempted)
+    else:
+        assert deleted_at >= datetime.fromisoformat(preempted["delete_at"]), (gone, preempted)
     cluster.wait_for_nodes(standard=1, preemptible=2)
 
 

@@ -76,6 +76,12 @@ STANDARD_NODE_PREFIX = "gpu-dp"
 PREEMPTIBLE_NODE_PREFIX = "gpu-preemptible-dp"
 """How the name of a preemptible node begins."""
 
+NODE_NAME_PREFIXES = {
+    ComputeClass.STANDARD: STANDARD_NODE_PREFIX,
+    ComputeClass.PREEMPTIBLE: PREEMPTIBLE_NODE_PREFIX,
+}
+"""How a node's name begins, by its class."""
+
 _NODE_NAME_PATTERNS = (
     (re.compile(rf"^{re.escape(PREEMPTIBLE_NODE_PREFIX)}"), ComputeClass.PREEMPTIBLE),
     (re.compile(rf"^{re.escape(STANDARD_NODE_PREFIX)}"), ComputeClass.STANDARD),
@@ -109,6 +115,10 @@ class LifecycleReason(StrEnum):
     SCALED_DOWN = "TogetherScaledDown"
     """The cluster lost a node to a scale-down (both name it)."""
 
+
+LIFECYCLE_EVENT_RETENTION_SECONDS = 72 * 3600
+"""How long a cluster's ``node_lifecycle_events`` keep an event (the documentation: 72 hours); they keep one
+event per node and reason."""
 
 PREEMPTION_REASONS = frozenset({LifecycleReason.PREEMPTED, LifecycleReason.PREEMPTION_NOTIFIED})
 """Both names a preemption goes by: whoever reads lifecycle events recognises either."""

@@ -2,7 +2,8 @@
 
 At T+0 the Node is cordoned and a lifecycle Event (reason :class:`~together_clusters.platform.LifecycleReason`)
 is recorded on it, then its pods are terminated by one of :class:`~together_clusters.platform.TerminationMode`;
-at T+grace (the platform's timer) the Node is deleted and the pods still bound to it are collected. The same
+once its pods have exited, at the latest at T+grace (the platform's timer), the Node is deleted and the pods
+still bound to it are collected. The same
 collection applies to a node removed by a scale-down.
 
 Both players use it: the emulator's Kubernetes twin, and ``together-clusters drill`` (on the twin's nodes and
@@ -58,10 +59,10 @@ def announce(
     node_name: str,
     at: float,
     message: str,
-    reason: LifecycleReason = LifecycleReason.PREEMPTED,
+    reason: LifecycleReason = LifecycleReason.PREEMPTION_NOTIFIED,
 ) -> None:
     """T+0: cordon the Node (marked with :data:`PREEMPTED_AT_ANNOTATION`), then record the lifecycle Event
-    on it; ``at`` is epoch seconds."""
+    on it (``reason``: the documentation's name for it unless told); ``at`` is epoch seconds."""
     stamp = rfc3339(at)
     patched = core.patch_node(
         node_name,
@@ -139,6 +140,12 @@ def pods_to_terminate(
             continue
         pods.append(pod)
     return pods
+
+
+def pods_exited(core: CoreV1Api, node_name: str) -> bool:
+    """Whether every pod on the node has exited (Succeeded, Failed or gone), DaemonSet pods aside (a drain
+    leaves them): the platform reclaims a preempted node then, without waiting for the rest of its grace."""
+    return all(_terminal(pod) or _owned_by_daemonset(pod) for pod in pods_on(core, node_name))
 
 
 def terminate(
