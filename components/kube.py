@@ -5,9 +5,17 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
+from urllib.parse import urlsplit
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
+
+from together_clusters.errors import KubernetesUnreachable
+
+NEVER_RESOLVES = ".invalid"
+"""The top-level domain reserved never to resolve (RFC 6761); the emulator without its Kubernetes twin
+writes kubeconfigs whose server is on it."""
 
 
 class HasKubeConfig(Protocol):
@@ -36,7 +44,38 @@ def provider_for(
         kubeconfig = cast(pulumi.Input[str], cluster_or_kubeconfig)
     else:
         kubeconfig = cast(HasKubeConfig, cluster_or_kubeconfig).kube_config
-    return k8s.Provider(name, kubeconfig=kubeconfig, opts=opts)
+    return k8s.Provider(name, kubeconfig=pulumi.Output.from_input(kubeconfig).apply(reachable), opts=opts)
+
+
+class _UnreachableShownOnOneLine(KubernetesUnreachable, pulumi.RunError):
+    """:class:`KubernetesUnreachable` as Pulumi's language host prints a ``RunError``: the message alone, no
+    traceback of the SDK's own frames."""
+
+
+def unreachable_server(kubeconfig: str) -> str | None:
+    """The API server of the kubeconfig's current context when its host can never resolve, else ``None``
+    (a kubeconfig that cannot be read is left to the Kubernetes provider to judge)."""
+    try:
+        doc = yaml.safe_load(kubeconfig)
+        contexts = {c["name"]: c["context"] for c in doc.get("contexts") or []}
+        clusters = {c["name"]: c["cluster"] for c in doc.get("clusters") or []}
+        server = str(clusters[contexts[doc["current-context"]]["cluster"]]["server"])
+    except (yaml.YAMLError, AttributeError, KeyError, TypeError):
+        return None
+    host = (urlsplit(server).hostname or "").rstrip(".")
+    return server if host.endswith(NEVER_RESOLVES) else None
+
+
+def reachable(kubeconfig: str) -> str:
+    """``kubeconfig`` unchanged; :class:`KubernetesUnreachable` when its server can never answer."""
+    server = unreachable_server(kubeconfig)
+    if server is not None:
+        raise _UnreachableShownOnOneLine(
+            f"the cluster's kubeconfig points at {server}, a host that never resolves (the emulator runs "
+            "without its Kubernetes twin): start the emulator with --kubernetes, or write the manifests to "
+            "files instead (stack config renderYamlTo=DIR in the templates, render_dir in provider_for)"
+        )
+    return kubeconfig
 
 
 def provider_from_stack_config(cluster: HasKubeConfig, name: str = "k8s") -> k8s.Provider:

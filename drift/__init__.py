@@ -14,7 +14,8 @@
 conventions they share. Pure cores: the classification (``classify``), the results of a fleet (``results``),
 the capacity figures (``capacity``, ``timeline``), the drill's report (``drill_report``) and the renderings
 (``drift_report``, ``junit``, ``markdown``, ``status_render``). Shells: the engine (``workspace``,
-``observe``, ``fleet``), the API (``live``), Kubernetes (``drill``) and matplotlib (``plot``).
+``observe``, ``fleet``), the API (``live``), Kubernetes (``drill``; ``drill_safety`` holds the plan, the pre-check and the
+confirmation before a drill touches a cluster) and matplotlib (``plot``).
 """
 
 if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py

@@ -1,10 +1,13 @@
-"""``together-clusters``: drift detection and capacity status for stacks of Together GPU clusters.
+"""together-clusters: drift detection, capacity status and preemption drills for stacks of Together GPU
+clusters.
 
-    together-clusters drift  [--stack NAME ...| --all-stacks] [--cwd DIR] [--fail-on-pending]
+    together-clusters drift  [-s NAME ...| --all-stacks] [-C DIR] [--fail-on-pending]
                              [--json] [--junit FILE] [--markdown FILE] [--jobs N]
-    together-clusters status --stack NAME [--cwd DIR] [--price-per-gpu-hour P] [--png FILE] [--json]
-    together-clusters drill  [--kubeconfig FILE] [--node NAME] [--twin URL [--termination MODE]] [--json]
+    together-clusters status [-s NAME] [-C DIR] [--price-per-gpu-hour P] [--png FILE] [--json]
+    together-clusters drill  [--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--node NAME]
+                             [--twin URL [--termination MODE]] [--dry-run] [--yes] [--json]
 
+Without -s/--stack, drift and status use the selected stack, as pulumi does.
 drift exit codes (the worst over all stacks): 1 error (a stack could not be checked), 2 drift found,
 3 changes pending (only with --fail-on-pending), 0 in sync. status: 0 shown, 1 error.
 """
@@ -20,7 +23,7 @@ from together_clusters.errors import MissingExtraError
 from together_clusters.provider.errors import TogetherError
 
 from . import drift_command, drill_command, status_command
-from .arguments import Parser
+from .arguments import Parser, add_version
 from .classify import EXIT_ERROR
 from .workspace import EngineError
 
@@ -30,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="together-clusters", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     drift_command.add_parser(sub)
     status_command.add_parser(sub)

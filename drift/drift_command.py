@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .arguments import add_project_options, positive_int
+from .arguments import add_project_options, add_stack_option, positive_int
 from .drift_report import fleet_json, fleet_text
 from .fleet import check_fleet
 from .junit import junit_xml
 from .markdown import markdown_summary
 from .results import fleet_exit_code
-from .workspace import EngineError, EngineSettings, open_workspace, stack_names
+from .workspace import EngineError, EngineSettings, open_workspace, selected_stack, stack_names
 
 DEFAULT_JOBS = 8
 
@@ -27,14 +27,8 @@ def add_parser(sub: Any) -> None:
         "changed), information (capacity shortfall, preemptions). Exit 0 in sync, 2 drift, "
         "3 changes pending with --fail-on-pending, 1 error; the worst over all stacks.",
     )
-    which = check.add_mutually_exclusive_group(required=True)
-    which.add_argument(
-        "--stack",
-        action="append",
-        dest="stacks",
-        metavar="NAME",
-        help="a stack to check (repeat for several)",
-    )
+    which = check.add_mutually_exclusive_group()
+    add_stack_option(which, many=True)
     which.add_argument("--all-stacks", action="store_true", help="check every stack of the project")
     add_project_options(check)
     check.add_argument(
@@ -56,7 +50,10 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check the stacks, write the reports asked for; the exit code is the worst over all stacks."""
     workspace = open_workspace(EngineSettings(project_dir=args.cwd, pulumi=args.pulumi))
-    names = stack_names(workspace) if args.all_stacks else list(dict.fromkeys(args.stacks))
+    if args.all_stacks:
+        names = stack_names(workspace)
+    else:
+        names = list(dict.fromkeys(args.stacks or [selected_stack(workspace)]))
     if not names:
         raise EngineError(f"the project in {workspace.work_dir} has no stacks")
     results = check_fleet(workspace, names, jobs=args.jobs)

@@ -42,6 +42,8 @@ class DrillArgs:
     """How long to wait for replacements before a workload counts as not replaced."""
     log_wait_seconds: float = 60.0
     """How long to wait for a replacement's ``resumed step=`` line once it runs."""
+    namespace: str | None = None
+    """Watch and report only this namespace's workloads; ``None``: every workload that had pods on the node."""
 
 
 @dataclass(frozen=True)
@@ -371,7 +373,11 @@ def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], 
     core = client.CoreV1Api(api)
     node = choose_node(core, args.node)
     owners = _Owners(api)
-    watched = [_Watched(w, lost) for w, lost in _lost_pods(api, owners, node).items()]
+    watched = [
+        _Watched(w, lost)
+        for w, lost in _lost_pods(api, owners, node).items()
+        if args.namespace is None or w.namespace == args.namespace
+    ]
     _note_pods_before(api, owners, watched)
     grace = min(args.grace_seconds, GRACE_PERIOD_LIMIT_SECONDS)
     termination = args.termination if args.twin_url else TerminationMode.EVICTION

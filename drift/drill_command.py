@@ -10,9 +10,10 @@ from typing import Any
 import httpx
 
 from together_clusters._extras import requires_extra
-from together_clusters.errors import MissingExtraError
+from together_clusters.errors import DrillError, MissingExtraError
 from together_clusters.platform import GRACE_PERIOD_LIMIT_SECONDS, TerminationMode
 
+from .arguments import print_error
 from .drill_report import drill_json, drill_text
 
 EXIT_SURVIVED = 0
@@ -23,16 +24,23 @@ DESCRIPTION = """Play the platform's preemption of one preemptible node, watch w
 
 Two ways to preempt, one way to watch:
 
-- **twin** (``--twin URL``, an emulator with ``--kubernetes``): the emulator's admin API preempts the node, so
-  the sequence is the platform's own (cordon, ``TogetherPreemptionNotified`` Event, termination by the chosen
-  mode, the Node deleted once its pods have exited, at the latest at T+grace, a refill later).
-- **game day** (a real cluster, the default): cordon, a ``TogetherPreemptionNotified`` Event on the Node,
-  eviction of its pods with their grace capped at 300 s (retried while a PodDisruptionBudget refuses), watch,
-  then uncordon instead of deleting the node.
+  twin (--twin URL, an emulator started with --kubernetes): the emulator's admin API preempts the node,
+    so the sequence is the platform's own (cordon, a TogetherPreemptionNotified Event, termination by
+    the emulator's own --termination mode unless this --termination names another, the Node deleted
+    once its pods have exited, at the latest at T+grace, a refill later).
+  game day (a real cluster, the default): cordon, a TogetherPreemptionNotified Event on the Node,
+    eviction of its pods with their grace capped at 300 s (retried while a PodDisruptionBudget
+    refuses), watch, then uncordon instead of deleting the node.
 
-Every workload (Job, JobSet, Deployment, StatefulSet, ...) that had pods on the node is watched until each
-lost pod has a Running replacement, the workload completes or fails, or the timeout. The step a replacement
-resumed from is read from its log (the checkpoint runtime's ``resumed step=`` line); the twin's simulated
+Before a game day touches the cluster it checks that every pod it would take has another schedulable
+node with room (labels, taints, requests), and refuses naming the pod and why when one has none; it shows
+the plan and the kubeconfig context and asks before going on (--yes: do not ask; needed when stdin is not
+a terminal). --dry-run prints the plan and changes nothing.
+
+Every workload (Job, JobSet, Deployment, StatefulSet, ...) that had pods on the node (in -n NAMESPACE
+only, when given; the preemption takes every pod of the node all the same) is watched until each lost
+pod has a Running replacement, the workload completes or fails, or the timeout. The step a replacement
+resumed from is read from its log (the checkpoint runtime's "resumed step=" line); the twin's simulated
 pods write no log, so there it stays unknown and the report says why.
 """
 
@@ -60,6 +68,12 @@ def add_parser(sub: Any) -> None:
         "--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
     )
     p.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="watch and report only the workloads of this namespace (default: all of the node's)",
+    )
     p.add_argument("--node", default=None, help="the preemptible node to reclaim (default: the oldest)")
     p.add_argument(
         "--twin",
@@ -71,8 +85,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--termination",
         choices=[m.value for m in TerminationMode],
-        default=TerminationMode.EVICTION.value,
-        help="twin only: how the pods are terminated (default: eviction)",
+        default=None,
+        help="twin only: how the pods are terminated (default: the emulator's own --termination)",
     )
     p.add_argument(
         "--grace",
@@ -84,41 +98,110 @@ def add_parser(sub: Any) -> None:
         "--timeout", type=float, default=900.0, help="seconds to wait for replacements (default 900)"
     )
     p.add_argument("--log-wait", type=float, default=60.0, help="seconds to wait for a 'resumed step=' line")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (context, node, pods, where each could go, the pre-check) and change nothing",
+    )
+    p.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="game day: do not ask before acting on the kubeconfig context",
+    )
     p.add_argument("--json", action="store_true", help="print JSON for machines instead of a table")
 
 
+def connect(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
+    """The Kubernetes client of the kubeconfig context, and that context's name."""
+    from kubernetes import config
+
+    contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
+    name = context or (current or {}).get("name", "")
+    if context is not None and context not in {c.get("name") for c in contexts or []}:
+        known = ", ".join(sorted(c.get("name", "") for c in contexts or []))
+        raise config.ConfigException(f"--context {context} is not in the kubeconfig; its contexts: {known}")
+    return config.new_client_from_config(config_file=kubeconfig, context=context), name
+
+
+def emulator_termination(twin_url: str) -> TerminationMode:
+    """The termination mode the emulator was started with (``GET /_emulator/kubernetes``)."""
+    try:
+        reply = httpx.get(f"{twin_url.rstrip('/')}/_emulator/kubernetes", timeout=30)
+        reply.raise_for_status()
+        return TerminationMode(reply.json()["termination"])
+    except (httpx.HTTPError, KeyError, ValueError) as exc:
+        raise DrillError(
+            f"cannot read the termination mode of the emulator at {twin_url} ({exc}); is it running with "
+            "--kubernetes? Or give --termination"
+        ) from None
+
+
 def run(ns: argparse.Namespace) -> int:
-    """The ``drill`` subcommand: 0 every workload survived, 3 one did not, 1 the drill could not run."""
+    """The ``drill`` subcommand: 0 every workload survived (or the dry run's plan holds), 3 one did not,
+    1 the drill could not run or was refused."""
     try:
         with requires_extra("drill", "together-clusters drill"):
-            from kubernetes import config
+            from kubernetes import client, config
             from kubernetes.client.exceptions import ApiException
 
-            from .drill import DrillArgs, DrillError, run_drill
+            from . import drill
+            from .drill_safety import confirm, plan_text, read_plan
     except MissingExtraError as error:
-        print(f"together-clusters drill: error: {error}", file=sys.stderr)
+        print_error("drill", str(error))
         return 1
 
-    if ns.twin is None and ns.termination != TerminationMode.EVICTION.value:
-        print(
-            "together-clusters drill: error: --termination needs --twin (a game day evicts)", file=sys.stderr
-        )
+    if ns.twin is None and ns.termination not in (None, TerminationMode.EVICTION.value):
+        print_error("drill", "--termination needs --twin (a game day evicts)")
         return 1
-    args = DrillArgs(
-        node=ns.node,
-        twin_url=ns.twin,
-        termination=TerminationMode(ns.termination),
-        grace_seconds=ns.grace,
-        timeout_seconds=ns.timeout,
-        log_wait_seconds=ns.log_wait,
-    )
     try:
-        api = config.new_client_from_config(config_file=ns.kubeconfig, context=ns.context)
+        if ns.twin is None:
+            termination = TerminationMode.EVICTION
+        elif ns.termination is not None:
+            termination = TerminationMode(ns.termination)
+        else:
+            termination = emulator_termination(ns.twin)
+        api, context = connect(ns.kubeconfig, ns.context)
         with api:
-            report = run_drill(api, args, progress=lambda line: print(line, file=sys.stderr, flush=True))
+            core = client.CoreV1Api(api)
+            plan = read_plan(
+                core,
+                context=context,
+                server=api.configuration.host,
+                mode="game-day" if ns.twin is None else "twin",
+                node=drill.choose_node(core, ns.node),
+                termination=termination.value,
+                watched_namespace=ns.namespace,
+                grace_seconds=ns.grace,
+                timeout_seconds=ns.timeout,
+            )
+            if ns.dry_run:
+                print(plan_text(plan), end="")
+                if plan.refusal and ns.twin is None:
+                    raise DrillError(plan.refusal)
+                return 0
+            if ns.twin is None:
+                # A game day cordons a real node: it waits out its timeout when nothing can take the pods,
+                # and acts on whatever context the kubeconfig has current.
+                if plan.refusal:
+                    raise DrillError(plan.refusal)
+                if not ns.yes:
+                    confirm(plan, sys.stdin, sys.stderr)
+            args = drill.DrillArgs(
+                node=plan.node,
+                twin_url=ns.twin,
+                termination=termination,
+                grace_seconds=ns.grace,
+                timeout_seconds=ns.timeout,
+                log_wait_seconds=ns.log_wait,
+                namespace=ns.namespace,
+            )
+            report = drill.run_drill(
+                api, args, progress=lambda line: print(line, file=sys.stderr, flush=True)
+            )
     except (DrillError, ApiException, httpx.HTTPError, config.ConfigException, OSError) as exc:
         detail = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
-        print(f"together-clusters drill: error: {detail}", file=sys.stderr)
+        print_error("drill", detail)
         return 1
     print(drill_json(report) if ns.json else drill_text(report), end="\n" if ns.json else "")
     return EXIT_SURVIVED if report.ok else EXIT_NOT_SURVIVED

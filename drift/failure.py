@@ -28,6 +28,9 @@ _NOISE = (
     "an error occurred",
 )
 
+# Prefixes that wrap the cause itself.
+_WRAPPERS = ("error: ", "preview failed: ", "update failed: ", "refresh failed: ")
+
 
 def cause_line(*texts: str) -> str:
     """The cause of a failure, on one line, from the texts that describe it (most telling first)."""
@@ -47,8 +50,9 @@ def _error_messages(lines: Iterable[str]) -> Iterable[str]:
         if found is None:
             continue
         message = found.group(1).strip()
-        # "error: error: x" happens when the engine wraps a provider's message.
-        while message.lower().startswith("error: "):
-            message = message[len("error: ") :]
+        # "error: error: x" happens when the engine wraps a provider's message, "Preview failed: x" when
+        # pulumi-kubernetes does.
+        while message.lower().startswith(_WRAPPERS):
+            message = message.split(": ", 1)[1].strip()
         if message and not any(n in message.lower() for n in _NOISE):
             yield message

@@ -41,12 +41,27 @@ class Observation:
 
 
 def observe(stack: auto.Stack) -> Observation:
-    """Preview with refresh of ``stack``, and meanwhile its export and history."""
+    """The export of ``stack``, then its preview with refresh and meanwhile its history."""
+    state = export(stack)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        beside = pool.submit(state_and_history, stack)
-        steps = preview_steps(stack)
-        state, baseline = beside.result()
-        return Observation(state, steps, baseline)
+        beside = pool.submit(history, stack, state)
+        steps = preview_steps(stack, exclude=rendered_urns(state))
+        return Observation(state, steps, beside.result())
+
+
+def rendered_urns(state: Mapping[str, Any]) -> list[str]:
+    """The resources whose Kubernetes provider only writes YAML files (``renderYamlToDirectory``: the
+    templates' ``renderYamlTo``): on no cluster, so nothing can refresh them (pulumi-kubernetes fails the
+    whole preview with "unreachable cluster") and nothing live can have drifted from them. Left out of the
+    preview, as ``pulumi refresh --exclude '**kubernetes:**'`` leaves them out for a user."""
+    resources = (state.get("deployment") or {}).get("resources") or []
+    renderers = {
+        f"{r['urn']}::{r.get('id', '')}"
+        for r in resources
+        if str(r.get("type", "")).startswith("pulumi:providers:kubernetes")
+        and (r.get("inputs") or {}).get("renderYamlToDirectory")
+    }
+    return [r["urn"] for r in resources if r.get("provider") in renderers]
 
 
 def export(stack: auto.Stack) -> dict[str, Any]:
@@ -55,8 +70,9 @@ def export(stack: auto.Stack) -> dict[str, Any]:
     return {"version": deployment.version, "deployment": deployment.deployment or {}}
 
 
-def preview_steps(stack: auto.Stack) -> list[PlannedStep]:
-    """The steps of ``pulumi preview --refresh``: live (``old``) against code (``new``), per resource."""
+def preview_steps(stack: auto.Stack, exclude: list[str] | None = None) -> list[PlannedStep]:
+    """The steps of ``pulumi preview --refresh``: live (``old``) against code (``new``), per resource
+    (``exclude``: URNs left out of both)."""
     steps: list[PlannedStep] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -73,7 +89,9 @@ def preview_steps(stack: auto.Stack) -> list[PlannedStep]:
 
     engine_call(
         f"`pulumi preview --refresh` of stack {stack.name}",
-        lambda: stack.preview(refresh=True, diff=False, color="never", on_event=on_event),
+        lambda: stack.preview(
+            refresh=True, diff=False, color="never", on_event=on_event, exclude=exclude or None
+        ),
         errors,
     )
     return steps
@@ -102,9 +120,8 @@ _CODE_LESS_OPS = frozenset(
 )
 
 
-def state_and_history(stack: auto.Stack) -> tuple[dict[str, Any], Baseline]:
-    """The state, and the history back to the last ``up`` and to the oldest resource's last change."""
-    state = export(stack)
+def history(stack: auto.Stack, state: Mapping[str, Any]) -> Baseline:
+    """The history back to the last ``up`` and to the oldest resource's last change in ``state``."""
     stamps = [r.modified for r in managed_resources(state) if r.modified is not None]
     oldest = min(stamps) if stamps else None
     entries: list[HistoryEntry] = []
@@ -116,7 +133,7 @@ def state_and_history(stack: auto.Stack) -> tuple[dict[str, Any], Baseline]:
         )
         entries += [history_entry(s) for s in summaries]
         if len(summaries) < _HISTORY_PAGE or reaches_back(entries, oldest):
-            return state, Baseline(tuple(entries))
+            return Baseline(tuple(entries))
         page += 1
 
 

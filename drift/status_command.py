@@ -13,12 +13,12 @@ from together_clusters.provider.errors import NotFoundError, WrongTargetError
 from together_clusters.provider.settings import API_KEY_CONFIG, API_KEY_ENV
 
 from . import api_settings, capacity, live
-from .arguments import add_project_options, non_negative
+from .arguments import add_project_options, add_stack_option, non_negative
 from .observe import export
 from .stack_state import StateResource, clusters
 from .status_render import status_json, status_text
 from .timeline import Timeline, allocation_timeline
-from .workspace import EngineSettings, StackInPlace, engine_call, open_workspace
+from .workspace import EngineSettings, StackInPlace, engine_call, open_workspace, selected_stack
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
         "The API key and endpoint are the stack's (together:apiKey, together:baseUrl, the endpoint a "
         "cluster was created on), else TOGETHER_API_KEY / TOGETHER_BASE_URL.",
     )
-    status.add_argument("--stack", required=True, help="the stack (as `pulumi --stack` takes it)")
+    add_stack_option(status)
     add_project_options(status)
     status.add_argument(
         "--price-per-gpu-hour",
@@ -54,7 +54,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the stack's clusters from its state and the API, print their capacity (0 shown)."""
-    stack = StackInPlace(args.stack, open_workspace(EngineSettings(project_dir=args.cwd, pulumi=args.pulumi)))
+    workspace = open_workspace(EngineSettings(project_dir=args.cwd, pulumi=args.pulumi))
+    stack = StackInPlace(args.stack or selected_stack(workspace), workspace)
     config = engine_call(f"reading the config of stack {stack.name}", stack.get_all_config)
     resources = clusters(export(stack))
     stack_api = api_settings.from_stack_config(config)
@@ -71,11 +72,11 @@ def run(args: argparse.Namespace) -> int:
     if args.png is not None:
         from .plot import write_png
 
-        write_png(args.png, args.stack, _timelines(resources, snapshots, start, end))
+        write_png(args.png, stack.name, _timelines(resources, snapshots, start, end))
     if args.json:
-        print(status_json(args.stack, statuses, start, end, price))
+        print(status_json(stack.name, statuses, start, end, price))
     else:
-        print(status_text(args.stack, statuses, start, end, price), end="")
+        print(status_text(stack.name, statuses, start, end, price), end="")
         if args.png is not None:
             print(f"\nTimeline written to {args.png}")
     return 0

@@ -80,15 +80,27 @@ def stack_names(workspace: auto.LocalWorkspace) -> list[str]:
     )
 
 
+def selected_stack(workspace: auto.LocalWorkspace) -> str:
+    """The workspace's current stack, the one ``pulumi`` acts on without ``--stack``."""
+    current = engine_call(f"reading the selected stack of {workspace.work_dir}", workspace.stack)
+    if current is None:
+        raise EngineError(
+            f"no stack is selected in {workspace.work_dir}: give -s/--stack NAME, or run pulumi stack select NAME"
+        )
+    return current.name
+
+
 T = TypeVar("T")
 
 
 def engine_call(what: str, call: Callable[[], T], diagnostics: Sequence[str] = ()) -> T:
     """Run ``call``; a failure becomes an :class:`EngineError` whose message is the cause in one line.
 
-    ``diagnostics``: the engine's error messages, collected while ``call`` runs; read first.
+    ``diagnostics``: the engine's error messages, collected while ``call`` runs; read first (as error lines:
+    the events carry them without the ``error:`` the engine prints before them).
     """
     try:
         return call()
     except auto.CommandError as exc:
-        raise EngineError(f"{what} failed: {cause_line(*diagnostics, str(exc))}") from None
+        errors = [f"error: {d}" for d in diagnostics]
+        raise EngineError(f"{what} failed: {cause_line(*errors, str(exc))}") from None

@@ -18,7 +18,10 @@ PROG = "python -m together_clusters.emulator"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Serve the emulated compute API; the first line printed is its base URL.",
+    )
     parser.add_argument("--port", type=int, required=True, help="port to listen on; 0 picks a free one")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--state", default=None, help="SQLite file holding the platform across restarts")

@@ -5,7 +5,9 @@ whose config prompts have descriptions and defaults), usable offline from its lo
 
     pulumi new "$(python -m together_clusters.templates finetune)"
 
-``python -m together_clusters.templates`` lists them.
+``python -m together_clusters.templates`` lists them. The folder it prints is a clean copy of the template
+(``pulumi new`` copies every file of a folder it is given, and an installed package's folder also holds
+the ``__pycache__/`` that pip or a run compiled there).
 """
 
 from __future__ import annotations
@@ -15,9 +17,14 @@ if not __name__.startswith("together_clusters."):  # a second copy: see together
 
     refuse(__name__)
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 DIRECTORY = Path(__file__).resolve().parent
+BUILD_LITTER = ("__pycache__", "*.pyc", "*.pyo")
+"""What a run or an install leaves in a template's folder and a new project must not get."""
 
 
 def names() -> list[str]:
@@ -31,3 +38,24 @@ def path(name: str) -> Path:
     if not (folder / "Pulumi.yaml").is_file():
         raise ValueError(f"no template named {name!r}; the templates are: {', '.join(names())}")
     return folder
+
+
+def copies_directory() -> Path:
+    """Where clean copies go: the user's cache (``$XDG_CACHE_HOME``, else ``~/.cache``)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "together-clusters" / "templates"
+
+
+def clean_copy(name: str) -> Path:
+    """A copy of template ``name`` without build litter, made afresh, for ``pulumi new`` to copy from."""
+    source = path(name)
+    root = copies_directory()
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / name
+    # Made beside the target and renamed into place, so a copy being made is never the one printed.
+    fresh = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root)) / name
+    shutil.copytree(source, fresh, ignore=shutil.ignore_patterns(*BUILD_LITTER))
+    shutil.rmtree(target, ignore_errors=True)
+    fresh.rename(target)
+    fresh.parent.rmdir()
+    return target

@@ -15,7 +15,8 @@
     ├── WaitTimeoutError             our own deadline passed while waiting for a state
     ├── ProvisioningFailedError      the cluster reached a phase it will not leave (tests failed)
     ├── ConfigurationError           the package is not set up: no API key, bad base URL
-    │   └── WrongTargetError         the API endpoint or project differs from the one in the state
+    │   ├── WrongTargetError         the API endpoint or project differs from the one in the state
+    │   └── KubernetesUnreachable    a cluster's kubeconfig names an API server that cannot exist
     ├── MissingExtraError (ImportError)  a feature's optional extra is not installed; names the pip install
     ├── InputError (ValueError)      a Cluster input breaks a platform rule; raised at preview
     ├── ArgsError (ValueError)       a workload component's arguments break a rule; every violation at once
@@ -172,6 +173,12 @@ class WrongTargetError(ConfigurationError):
 
     Raised instead of reading a 404 from the wrong place as "deleted".
     """
+
+
+class KubernetesUnreachable(ConfigurationError):
+    """A cluster's kubeconfig names an API server on a host that never resolves (the ``.invalid`` top-level
+    domain, RFC 6761): the emulator's placeholder when it runs without its Kubernetes twin. Raised before
+    the Kubernetes provider gets it, with the two ways out."""
 
 
 class InputError(TogetherError, ValueError):

@@ -58,17 +58,27 @@ def find() -> Binaries | None:
     return None
 
 
+def _how_to_build() -> str:
+    """How to get the binaries: the checkout's script, or (an installed wheel has no scripts/) a checkout's."""
+    if (_ROOT / "scripts" / "install-kubernetes").is_file():
+        return f"run scripts/install-kubernetes (a cold build takes about 15 minutes), or set {BIN_ENV}"
+    return (
+        f"set {BIN_ENV} to a folder holding them, built by scripts/install-kubernetes in a checkout of the "
+        "repository (into its .kubernetes/bin; a cold build takes about 15 minutes)"
+    )
+
+
 def require(jobset: bool = False) -> Binaries:
     """The built binaries (with JobSet's when ``jobset``); a clear error naming the fix when they are missing."""
     found = find()
     if found is None:
         raise BinariesMissing(
-            f"the Kubernetes twin needs kubernetes and kwok in {bin_dir()}: run scripts/install-kubernetes "
-            f"(a cold build takes about 15 minutes), set {BIN_ENV}, or run the emulator with --no-kubernetes"
+            f"the Kubernetes twin needs kubernetes and kwok in {bin_dir()}: {_how_to_build()}; "
+            "or run the emulator with --no-kubernetes"
         )
     if jobset and not found.has_jobset():
         raise BinariesMissing(
             f"the Kubernetes twin's JobSet controller is not built in {bin_dir()} (jobset, jobset-crd.yaml, "
-            "jobset-role.yaml): run scripts/install-kubernetes, or run the emulator with --no-jobset"
+            f"jobset-role.yaml): {_how_to_build()}; or run the emulator with --no-jobset"
         )
     return found

@@ -31,7 +31,6 @@ def test_a_pulumi_that_cannot_run_is_an_error(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["drift"],  # no stack named
         ["drift", "--stack", "a", "--all-stacks"],
         ["drift", "--stack", "a", "--jobs", "0"],
         ["status", "--stack", "a", "--price-per-gpu-hour", "-1"],

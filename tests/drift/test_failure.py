@@ -49,3 +49,33 @@ def test_else_the_engines_own_error_line():
 def test_else_the_last_line():
     assert cause_line("one\ntwo\n", "") == "two"
     assert cause_line("", "") == "no output from the engine"
+
+
+# What the engine reported for `drift` of a template's stack deployed with renderYamlTo (the objects are on
+# no cluster, so their refresh fails): the diagnostics' messages as the events carry them (no "error:"
+# prefix), then the CommandError, whose stderr was empty. The cause was "stderr:".
+RENDERED_UNREACHABLE = (
+    "Preview failed: failed to read resource state due to unreachable cluster. If the cluster was deleted, "
+    "you can remove this resource from Pulumi state by rerunning the operation with the "
+    'PULUMI_K8S_DELETE_UNREACHABLE environment variable set to "true"',
+    "preview failed",
+)
+COMMAND_ERROR = "\n code: 255\n stdout: \n stderr: \n"
+
+
+def test_an_error_diagnostic_is_the_cause_with_its_noise_prefix_dropped():
+    from pulumi import automation as auto
+
+    from together_clusters.drift.workspace import engine_call
+    from together_clusters.errors import EngineError
+
+    def fail() -> None:
+        raise auto.CommandError(auto.CommandResult(stdout="", stderr="", code=255))
+
+    try:
+        engine_call("`pulumi preview --refresh` of stack dev", fail, RENDERED_UNREACHABLE)
+    except EngineError as exc:
+        message = str(exc)
+    assert message.startswith(
+        "`pulumi preview --refresh` of stack dev failed: failed to read resource state due to unreachable cluster."
+    ), message

@@ -18,10 +18,16 @@ def test_templates_are_listed_and_found_in_the_installed_package(
     for name in TEMPLATES:
         found = installed.run(installed.python, "-m", "together_clusters.templates", name, cwd=tmp_path)
         folder = Path(found.stdout.strip())
-        assert folder.resolve().is_relative_to(installed.path.resolve())
-        assert {"Pulumi.yaml", "__main__.py", "requirements.txt", ".gitignore"} <= {
-            p.name for p in folder.iterdir()
+        # A clean copy of the installed template: its files, not the __pycache__/ pip compiled beside them.
+        [source] = installed.path.glob(f"lib/python*/site-packages/together_clusters/templates/{name}")
+        assert (source / "__pycache__").is_dir()
+        assert {p.name for p in folder.iterdir()} == {
+            "Pulumi.yaml",
+            "__main__.py",
+            "requirements.txt",
+            ".gitignore",
         }
+        assert (folder / "__main__.py").read_text() == (source / "__main__.py").read_text()
 
     unknown = installed.run(installed.python, "-m", "together_clusters.templates", "finetuning", cwd=tmp_path)
     assert unknown.returncode == 2

@@ -117,7 +117,11 @@ def test_template_project_deploys_refreshes_and_destroys_with_the_installed_whee
     project = UserProject(tmp_path, template, installed, emulator.base_url)
     source = ok(installed.run(installed.python, "-m", "together_clusters.templates", template, cwd=tmp_path))
     template_dir = Path(source.stdout.strip())
-    assert template_dir.resolve().is_relative_to(installed.path.resolve()), template_dir
+    # A clean copy of the installed template (pip compiled the installed one's __main__.py).
+    [installed_template] = installed.path.glob(
+        f"lib/python*/site-packages/together_clusters/templates/{template}"
+    )
+    assert (template_dir / "__main__.py").read_text() == (installed_template / "__main__.py").read_text()
 
     new = [
         "new",
@@ -136,6 +140,8 @@ def test_template_project_deploys_refreshes_and_destroys_with_the_installed_whee
         new += ["--config", f"renderYamlTo={rendered}"]
     ok(project.pulumi(*new, cwd=tmp_path))
 
+    litter = [p.name for p in project.dir.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+    assert litter == [], litter
     made = yaml.safe_load((project.dir / "Pulumi.yaml").read_text())
     assert made["name"] == f"my-{template}"
     assert "template" not in made

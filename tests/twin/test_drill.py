@@ -135,6 +135,7 @@ def test_game_day_cordons_announces_evicts_and_gives_the_node_back(
         kubeconfig_file(cluster, tmp_path),
         "--node",
         victim,
+        "--yes",
         "--json",
         "--timeout",
         "120",
@@ -163,3 +164,30 @@ def test_an_unknown_node_is_refused_naming_the_choices(
     assert code == 1
     assert "--node no-such-node is not a schedulable preemptible node" in err
     assert cluster.next_victim() in err
+
+
+def test_game_day_refuses_when_no_other_node_could_take_the_pods_and_changes_nothing(
+    cluster: TwinCluster, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The other preemptible node cordoned, the standard one not of the pod's class: the drill refuses at
+    once, naming each node's reason, instead of cordoning the victim and waiting out its timeout."""
+    victim = cluster.next_victim()
+    create_deployment(cluster, namespace, deployment_manifest("lonely", victim))
+    on_victim(cluster, namespace, victim, 1)
+    others = [n for n, c in cluster.node_classes().items() if c == "preemptible" and n != victim]
+    for name in others:
+        cluster.core.patch_node(name, {"spec": {"unschedulable": True}})
+    try:
+        code = cli.main(
+            ["drill", "--kubeconfig", kubeconfig_file(cluster, tmp_path), "--node", victim, "--yes"]
+        )
+        err = capsys.readouterr().err
+    finally:
+        for name in others:
+            cluster.core.patch_node(name, {"spec": {"unschedulable": None}})
+    assert code == 1
+    [line] = err.splitlines()
+    assert f"refusing to drill {victim}: no other node could take pod {namespace}/lonely-" in line, line
+    assert all(f"{name}: cordoned" in line for name in others), line
+    node = cluster.core.read_node(victim)
+    assert not node.spec.unschedulable and "together.ai/preempted-at" not in (node.metadata.annotations or {})
