@@ -109,9 +109,9 @@ def figure(stack: str, timelines: Sequence[tuple[str, Timeline]]) -> Any:
 
 def write_png(path: str | Path, stack: str, timelines: Sequence[tuple[str, Timeline]]) -> Path:
     """:func:`figure` drawn to a PNG. Returns the path written."""
+    fig = figure(stack, timelines)  # first: it names the plot extra when matplotlib is missing
     import matplotlib.pyplot as plt
 
-    fig = figure(stack, timelines)
     out = Path(path)
     fig.savefig(out, format="png", dpi=100)
     plt.close(fig)
