@@ -117,4 +117,12 @@ def test_a_replaced_cluster_attached_to_the_same_volume_sees_the_files(
             f"read: {CHECKPOINT}"
         )
         assert done.status.phase == "Succeeded"
+
+        # A volume grown through the storage API: its PV shows the new size.
+        grown = http.put(VOLUMES, json={"volume_id": volume_id, "size_tib": 3})
+        assert grown.status_code == 200, grown.text
+        wait_for(
+            lambda: second.core.read_persistent_volume(VOLUME_NAME).spec.capacity == {"storage": "3Ti"},
+            "the PV grown with the volume",
+        )
     http.close()
