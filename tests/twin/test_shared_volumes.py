@@ -8,6 +8,7 @@ real processes (local pods) writing and reading the claim.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -125,4 +126,15 @@ def test_a_replaced_cluster_attached_to_the_same_volume_sees_the_files(
             lambda: second.core.read_persistent_volume(VOLUME_NAME).spec.capacity == {"storage": "3Ti"},
             "the PV grown with the volume",
         )
+        folder = Path(second.core.read_persistent_volume(VOLUME_NAME).spec.host_path.path)
+        assert (folder / "run-1" / "step-7.txt").read_text() == CHECKPOINT
+
+    # Deleted through the storage API, the volume takes its files with it (no folder left behind).
+    wait_for(
+        lambda: http.get(f"{VOLUMES}/{volume_id}").json()["status"] == "available",
+        "the volume detached from the second cluster",
+    )
+    deleted = http.delete(f"{VOLUMES}/{volume_id}")
+    assert deleted.status_code == 200, deleted.text
+    wait_for(lambda: not folder.exists(), "the deleted volume's folder removed")
     http.close()
