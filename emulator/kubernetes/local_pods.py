@@ -16,7 +16,8 @@ returns it, into a :class:`ProcessPlan`:
   ``secretKeyRef`` (``optional`` honoured). On top of a small base: ``PATH``, ``HOSTNAME`` (the pod's name),
   ``HOME`` (a folder of the pod's).
 - **Volumes**, one host folder each: a PersistentVolumeClaim is the folder of its bound volume, shared by
-  every pod using the claim (so a ReadWriteMany checkpoint volume really is shared); ``emptyDir`` a folder of
+  every pod using the claim (so a ReadWriteMany checkpoint volume really is shared), and for the static
+  PersistentVolume of a Together shared volume the volume's own folder, which outlives the cluster; ``emptyDir`` a folder of
   the pod's; ``configMap`` and ``secret`` volumes their keys (or ``items``) as files; ``hostPath`` a folder of
   the node's. ``subPath`` is honoured; ``readOnly`` is not enforced.
 - **Mount paths are the runtime's one liberty.** The process sees the host's file system (no mount namespace:
@@ -91,14 +92,19 @@ class Layout:
     """Where the runtime keeps things on the host."""
 
     root: Path
+    shared_volumes: Mapping[str, Path] = field(default_factory=dict)
+    """The cluster's shared volumes' PersistentVolumes: name -> the volume's own folder (outside ``root``,
+    so a cluster attached to the same volume later sees the same files; see :mod:`.shared_volumes`)."""
 
     def pod(self, pod: Manifest) -> Path:
         meta = pod["metadata"]
         return self.root / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
 
     def volume(self, volume_name: str) -> Path:
-        """The folder of a bound PersistentVolume, shared by every pod whose claim is bound to it."""
-        return self.root / "volumes" / volume_name
+        """The folder of a bound PersistentVolume, shared by every pod whose claim is bound to it: a shared
+        volume's own folder, else one of the cluster's."""
+        shared = self.shared_volumes.get(volume_name)
+        return shared if shared is not None else self.root / "volumes" / volume_name
 
     def node(self, node_name: str) -> Path:
         return self.root / "nodes" / node_name

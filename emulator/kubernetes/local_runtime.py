@@ -254,8 +254,14 @@ class LocalRuntime:
 
     # --- the pass ---------------------------------------------------------------------------------
 
-    def sync(self) -> None:
-        """Start, report, terminate and forget processes to match the cluster's opted-in pods."""
+    def sync(self, shared_volumes: Mapping[str, Path] | None = None) -> None:
+        """Start, report, terminate and forget processes to match the cluster's opted-in pods.
+
+        ``shared_volumes``: the cluster's shared volumes' PersistentVolumes, name -> the volume's folder
+        (see :class:`.local_pods.Layout`); ``None`` keeps the last ones.
+        """
+        if shared_volumes is not None and shared_volumes != self._layout.shared_volumes:
+            self._layout = Layout(self._layout.root, dict(shared_volumes))
         # From the API server's watch cache (resourceVersion 0): cheap enough for every pass.
         reply: Any = self._core.list_pod_for_all_namespaces(
             resource_version="0", _request_timeout=_TIMEOUT, _preload_content=False

@@ -8,6 +8,7 @@ how long, so the twin can play the sequence (see :mod:`together_clusters.platfor
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +21,10 @@ from together_clusters.platform import (
 
 from ..catalog import GPUS_PER_NODE
 from ..lifecycle import visible
-from ..records import ClusterRecord, NodeRecord
+from ..records import ClusterRecord, NodeRecord, VolumeRecord
 from .kubeconfig import KubeApi
 from .kwok_config import MANAGED_NODE_ANNOTATION, MANAGED_NODE_VALUE
+from .shared_volumes import VolumeView, volume_views
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -54,13 +56,14 @@ class NodeView:
 
 @dataclass(frozen=True)
 class ClusterView:
-    """A cluster's control plane identity and the nodes it should have now."""
+    """A cluster's control plane identity, the nodes it should have now and its attached shared volumes."""
 
     cluster_id: str
     cluster_name: str
     kube_token: str
     kube_api: KubeApi | None
     nodes: tuple[NodeView, ...]
+    volumes: tuple[VolumeView, ...] = ()
 
 
 def node_name(node_id: str) -> str:
@@ -73,8 +76,8 @@ def _booted(node: NodeRecord, now: float) -> bool:
     return any(t.phase == "NODE_PHASE_RUNNING" for t in visible(node.schedule, now))
 
 
-def cluster_view(record: ClusterRecord, now: float) -> ClusterView:
-    """What the twin of ``record`` should look like at ``now``."""
+def cluster_view(record: ClusterRecord, now: float, volumes: Iterable[VolumeRecord] = ()) -> ClusterView:
+    """What the twin of ``record`` (with its attached ``volumes``) should look like at ``now``."""
     nodes = []
     for node in record.nodes:
         if not _booted(node, now):
@@ -108,6 +111,7 @@ def cluster_view(record: ClusterRecord, now: float) -> ClusterView:
         kube_token=record.kube_token,
         kube_api=record.kube_api,
         nodes=tuple(nodes),
+        volumes=volume_views(volumes),
     )
 
 

@@ -61,6 +61,7 @@ class TwinnedPlatform(Platform):
             root,
             options,
             view=self.twin_view,
+            volume_ids=self.twin_volume_ids,
             attach=self._attach_kube_api,
             serving=self._kube_serving,
             failed=self._kube_failed,
@@ -84,7 +85,13 @@ class TwinnedPlatform(Platform):
         with self._lock:
             now = self.clock.now()
             self._sim.advance_to(now)
-            return [cluster_view(c, now) for c in self._sim.ordered()]
+            return [cluster_view(c, now, self._volumes.of_cluster(c.cluster_id)) for c in self._sim.ordered()]
+
+    def twin_volume_ids(self) -> set[str]:
+        """The id of every shared volume (the twin removes the folders of the others: their data is gone)."""
+        with self._lock:
+            self._volumes.settle(self._sim.clusters)
+            return set(self._volumes.records)
 
     def _attach_kube_api(self, cluster_id: str, api: KubeApi) -> None:
         with self._op():

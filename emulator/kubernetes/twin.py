@@ -18,7 +18,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from together_clusters.errors import TwinError, TwinTimeout
 from together_clusters.platform import TerminationMode, preemption
 
-from . import jobset, kwok_config
+from . import jobset, kwok_config, shared_volumes
 from .binaries import Binaries
 from .controlplane import ControlPlane
 from .kubeconfig import KubeApi
@@ -61,6 +61,8 @@ class _Plane:
         self.restarts = Restarts()
         # Processes started again on a new port whose users are not yet pointed at it (see _follow_moved_ports).
         self.moved: set[str] = set()
+        # The shared volumes' PersistentVolumes as last made or patched: volume name -> capacity.
+        self.volumes: dict[str, str] = {}
 
 
 class Twin:
@@ -78,9 +80,14 @@ class Twin:
         keep_data: bool,
         exited: Callable[[str, str], None] = lambda cluster_id, node_name: None,
         duration: Callable[[float], float] = lambda seconds: seconds,
+        volume_ids: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self.binaries = binaries
         self.root = root
+        # The shared volumes' folders (see :mod:`.shared_volumes`): the volume's, not a cluster's, so they
+        # outlive the clusters they are attached to; removed once the platform has deleted the volume.
+        self.volumes_root = root / "volumes"
+        self._volume_ids = volume_ids
         self.options = options
         self._view = view
         self._attach = attach
@@ -182,6 +189,8 @@ class Twin:
                 shutil.rmtree(self.root, ignore_errors=True)
 
     def _pass(self) -> None:
+        if self._volume_ids is not None:
+            self._forget_deleted_volumes(self._volume_ids())
         views = {v.cluster_id: v for v in self._view()}
         for cluster_id in [c for c in self._planes if c not in views]:
             self._retire(cluster_id, remove_data=True)
@@ -247,7 +256,41 @@ class Twin:
             self._serving(view.cluster_id)
         assert plane.core is not None and plane.runtime is not None
         self._sync_nodes(view, plane, plane.core)
-        plane.runtime.sync()
+        self._sync_volumes(view, plane, plane.core)
+        plane.runtime.sync(
+            {
+                v.volume_name: shared_volumes.folder_of(self.volumes_root, v.volume_id)
+                for v in view.volumes
+                if v.volume_name in plane.volumes
+            }
+        )
+
+    def _sync_volumes(self, view: ClusterView, plane: _Plane, core: CoreV1Api) -> None:
+        """A static PersistentVolume per attached shared volume, its capacity the volume's size."""
+        for volume in view.volumes:
+            wanted = shared_volumes.capacity(volume)
+            if plane.volumes.get(volume.volume_name) == wanted:
+                continue
+            folder = shared_volumes.folder_of(self.volumes_root, volume.volume_id)
+            folder.mkdir(parents=True, exist_ok=True)
+            manifest = shared_volumes.persistent_volume(volume, folder)
+            try:
+                core.create_persistent_volume(cast(Any, manifest), _request_timeout=_TIMEOUT)
+            except ApiException as exc:
+                if exc.status != 409:  # 409: made before (the emulator restarted), or a grow to follow
+                    raise
+                core.patch_persistent_volume(
+                    volume.volume_name, {"spec": {"capacity": {"storage": wanted}}}, _request_timeout=_TIMEOUT
+                )
+            plane.volumes[volume.volume_name] = wanted
+
+    def _forget_deleted_volumes(self, volume_ids: Collection[str]) -> None:
+        """Remove the folders of volumes the platform no longer has: their files went with them."""
+        if not self.volumes_root.is_dir():
+            return
+        for folder in self.volumes_root.iterdir():
+            if folder.name not in volume_ids:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _supervise(self, plane: _Plane, cluster_id: str) -> bool:
         """Start again each process that ended (see :mod:`.restarts`); ``False`` once one keeps ending."""

@@ -27,6 +27,7 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.local_pods import rewrite
 from together_clusters.emulator.kubernetes.local_runtime import root_for
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
+from together_clusters.emulator.kubernetes.shared_volumes import VOLUME_ID_LABEL
 from together_clusters.emulator.server import RunningEmulator, start_emulator
 from together_clusters.provider.kubeconfig import kubeconfig_text
 
@@ -91,9 +92,15 @@ class TwinCluster:
         self.batch = client.BatchV1Api(self.api)
 
     @classmethod
-    def create(cls, emulator: RunningEmulator, name: str, **sizes: int) -> TwinCluster:
+    def create(
+        cls, emulator: RunningEmulator, name: str, api_key: str | None = None, **fields: Any
+    ) -> TwinCluster:
+        """A cluster of ``name`` (the owner of ``api_key``, else one of its own); ``fields`` add to or
+        override the create's body (sizes, ``gpu_type``, ``volume_id``...)."""
         http = httpx.Client(
-            base_url=emulator.base_url, headers={"Authorization": f"Bearer twin-{name}"}, timeout=30
+            base_url=emulator.base_url,
+            headers={"Authorization": f"Bearer {api_key or f'twin-{name}'}"},
+            timeout=30,
         )
         body = {
             "cluster_name": name,
@@ -101,7 +108,7 @@ class TwinCluster:
             "gpu_type": GPU,
             "billing_type": "ON_DEMAND",
             "nvidia_version_id": DRIVER,
-            **sizes,
+            **fields,
         }
         created = http.post("/v1/compute/clusters", json=body)
         assert created.status_code == 200, created.text
@@ -507,12 +514,17 @@ def node_classes(core: client.CoreV1Api) -> dict[str, str]:
 
 
 def checkpoint_folder(emulator: RunningEmulator, core: client.CoreV1Api, pod: Any) -> Path:
-    """The host folder behind the pod's CHECKPOINT_DIR: the bound volume's folder of the twin's runtime."""
+    """The host folder behind the pod's CHECKPOINT_DIR: the bound volume's folder of the twin's runtime (a
+    Together shared volume's own folder, its PV's ``hostPath``)."""
     status = httpx.get(f"{emulator.base_url}/_emulator/kubernetes", timeout=30).json()
     (plane,) = status["control_planes"]
     claim = next(v for v in pod.spec.volumes if v.persistent_volume_claim is not None)
     bound = core.read_namespaced_persistent_volume_claim(claim.persistent_volume_claim.claim_name, "default")
-    volume = root_for(Path(plane["data_dir"])) / "volumes" / bound.spec.volume_name
+    pv = core.read_persistent_volume(bound.spec.volume_name)
+    if VOLUME_ID_LABEL in (pv.metadata.labels or {}):
+        volume = Path(pv.spec.host_path.path)
+    else:
+        volume = root_for(Path(plane["data_dir"])) / "volumes" / bound.spec.volume_name
     (main,) = pod.spec.containers
     mount = next(m.mount_path for m in main.volume_mounts if m.name == claim.name)
     directory = next(e.value for e in main.env if e.name == "CHECKPOINT_DIR")
