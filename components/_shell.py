@@ -49,7 +49,9 @@ class ManifestComponent(pulumi.ComponentResource):
         self.plain_args = plain_args
         self.manifests = manifests
         """The rendered objects, with a placeholder where an Input's value goes."""
-        child_opts = pulumi.ResourceOptions(parent=self)
+        cluster = kube.cluster_of(opts)
+        wanted = opts.deleted_with if opts is not None else None
+        child_opts = pulumi.ResourceOptions(parent=self, deleted_with=wanted or cluster)
         self.resources = {}
         for manifest in self.manifests:
             kind = manifest["kind"]

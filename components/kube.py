@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -42,9 +43,39 @@ def provider_for(
     kubeconfig: pulumi.Input[str]
     if isinstance(cluster_or_kubeconfig, str | pulumi.Output) or inspect.isawaitable(cluster_or_kubeconfig):
         kubeconfig = cast(pulumi.Input[str], cluster_or_kubeconfig)
+        cluster = None
     else:
         kubeconfig = cast(HasKubeConfig, cluster_or_kubeconfig).kube_config
-    return k8s.Provider(name, kubeconfig=pulumi.Output.from_input(kubeconfig).apply(reachable), opts=opts)
+        cluster = cluster_or_kubeconfig
+    provider = k8s.Provider(name, kubeconfig=pulumi.Output.from_input(kubeconfig).apply(reachable), opts=opts)
+    if isinstance(cluster, pulumi.Resource):
+        _CLUSTER_OF_PROVIDER[provider] = cluster
+    return provider
+
+
+_CLUSTER_OF_PROVIDER: weakref.WeakKeyDictionary[pulumi.ProviderResource, pulumi.Resource] = (
+    weakref.WeakKeyDictionary()
+)
+"""The cluster each :func:`provider_for` provider talks to, so the components on it go with their cluster."""
+
+
+def cluster_of(opts: pulumi.ResourceOptions | None) -> pulumi.Resource | None:
+    """The cluster whose :func:`provider_for` provider these options name, else ``None``.
+
+    A component's objects on such a provider are ``deleted_with`` that cluster: when the cluster is
+    replaced or destroyed the objects go with it, and the engine does not try to delete them one by one
+    through the provider being replaced with it (which fails: "grpc: the client connection is closing",
+    pulumi/pulumi#14650), so a ``gpu_type`` change of a stack with workloads goes through.
+    """
+    if opts is None:
+        return None
+    candidates = [opts.provider] if opts.provider is not None else []
+    providers = opts.providers
+    candidates += list(providers.values()) if isinstance(providers, Mapping) else list(providers or [])
+    for provider in candidates:
+        if isinstance(provider, pulumi.ProviderResource) and provider in _CLUSTER_OF_PROVIDER:
+            return _CLUSTER_OF_PROVIDER[provider]
+    return None
 
 
 class _UnreachableShownOnOneLine(KubernetesUnreachable, pulumi.RunError):

@@ -1,6 +1,9 @@
 """``pulumi destroy`` of a stack whose ``CheckpointStore(allow_data_loss=True)`` claim a workload uses: the
 workload depends on the store, so the engine deletes the workload first, and pulumi-kubernetes waits until
-its pods are gone (their grace period spent saving) before the claim is deleted.
+its pods are gone (their grace period spent saving) before the claim is deleted. The stack makes its own
+Kubernetes provider: on a ``provider_for(cluster)`` provider the components' objects are ``deleted_with`` the
+cluster, so a destroy deletes the cluster and skips them; here they are deleted one by one, as they are when
+they leave a program whose cluster stays.
 
 Oracles: watches of the cluster's pods and claims through the Kubernetes API (when the claim was asked to go,
 when the last pod was gone) and the file the real process (a local pod) wrote in its grace period.
@@ -52,14 +55,14 @@ import pulumi
 from together_clusters.components import (
     BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ContainerSpec, SharedVolume,
 )
-from together_clusters.components.kube import provider_for
 from together_clusters.provider import Cluster, ClusterArgs, Volume, VolumeArgs
+import pulumi_kubernetes as k8s
 
 volume = Volume("checkpoints", VolumeArgs(volume_name="checkpoints", region={REGION!r}, size_tib=1))
 cluster = Cluster("gpu", ClusterArgs(cluster_name="destroy-order", region={REGION!r}, gpu_type="H100_SXM",
                                      num_gpus=8, num_preemptible_gpus=8, nvidia_version_id="nv-570-cu128-ubuntu2204",
                                      volume_id=volume.volume_id, ready_timeout_minutes=5))
-on_cluster = pulumi.ResourceOptions(provider=provider_for(cluster))
+on_cluster = pulumi.ResourceOptions(provider=k8s.Provider("k8s", kubeconfig=cluster.kube_config))
 store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_name="ckpt", size="1Ti")),
                         opts=on_cluster, volume_name="checkpoints", allow_data_loss=True)
 BatchJob("train", BatchJobArgs(

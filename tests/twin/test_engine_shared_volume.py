@@ -104,3 +104,37 @@ def test_a_gpu_type_change_replaces_the_cluster_and_the_new_clusters_pod_sees_th
         assert volume["status"] == "bound"
         found = wait_for(lambda: trainer_log(second), "the new cluster's pod's log")
         assert found.strip() == "found: step-7 weights"
+
+
+# The components need no deleted_with of their own: on a provider_for(cluster) provider their objects go with
+# the cluster. A claim the code lets go (allow_data_loss=True) is deleted, not retained, so without that
+# default its delete would go through the provider being replaced and fail as above.
+COMPONENT_PROGRAM = f"""\
+import pulumi
+
+from together_clusters.components import CheckpointStore, CheckpointStoreArgs, SharedVolume, provider_for
+from together_clusters.provider import Cluster, ClusterArgs, Volume, VolumeArgs
+
+config = pulumi.Config()
+volume = Volume("checkpoints", VolumeArgs(volume_name="checkpoints", region={REGION!r}, size_tib=1))
+cluster = Cluster("gpu", ClusterArgs(cluster_name="replaced", region={REGION!r}, gpu_type=config.require("gpuType"),
+                                     num_gpus=8, nvidia_version_id="nv-570-cu128-ubuntu2204",
+                                     volume_id=volume.volume_id, ready_timeout_minutes=5))
+store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_name="ckpt", size="1Ti")),
+                        opts=pulumi.ResourceOptions(provider=provider_for(cluster)), volume_name="checkpoints",
+                        allow_data_loss=True)
+pulumi.export("kube_config", cluster.kube_config)
+pulumi.export("cluster_id", cluster.cluster_id)
+"""
+
+
+def test_a_components_objects_go_with_their_replaced_cluster_without_a_deleted_with(tmp_path: Path) -> None:
+    with twin_stack(tmp_path, "twin-replaced-component", COMPONENT_PROGRAM, API_KEY, speed=60) as stack:
+        stack.set_config("gpuType", "H100_SXM")
+        up(stack)
+        before = _engine.stack_outputs(stack.project, stack.env)["cluster_id"]
+        stack.set_config("gpuType", "H200_SXM")
+        second = up(stack)  # failed "grpc: the client connection is closing" deleting the claim
+        assert _engine.stack_outputs(stack.project, stack.env)["cluster_id"] != before
+        claim = client.CoreV1Api(second).read_namespaced_persistent_volume_claim("ckpt", "default")
+        assert claim.spec.volume_name == "checkpoints"
