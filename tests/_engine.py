@@ -44,7 +44,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +188,20 @@ def run_pulumi(
     if check and proc.returncode != 0:
         raise PulumiCommandError(output(proc))
     return proc
+
+
+def pulumi_in(
+    cwd: os.PathLike[str] | str, env: Mapping[str, str]
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_pulumi`` bound to one project and environment: ``pulumi("up", *UP_FLAGS, check=False)``.
+
+    ``check`` defaults to True: a failed setup step (``stack init``, ``config set``) stops the test there.
+    """
+
+    def pulumi(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run_pulumi(list(args), cwd=cwd, env=env, check=check)
+
+    return pulumi
 
 
 def _interrupt(

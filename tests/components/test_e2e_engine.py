@@ -109,8 +109,7 @@ def test_up_renders_exactly_the_component_manifests(tmp_path: Path, emulator_url
     env = stack_env(tmp_path, emulator_url)
     render_dir = tmp_path / "rendered"
 
-    def pulumi(*args: str, check: bool = True):  # type: ignore[no-untyped-def]
-        return _engine.run_pulumi(list(args), cwd=project, env=env, check=check)
+    pulumi = _engine.pulumi_in(project, env)
 
     pulumi("stack", "init", "e2e")
     pulumi("config", "set", "renderYamlTo", str(render_dir))
@@ -201,8 +200,7 @@ def test_renaming_a_component_with_an_alias_keeps_every_urn_and_the_provider_nam
     env = stack_env(tmp_path, emulator_url)
     render_dir = tmp_path / "rendered"
 
-    def pulumi(*args: str, check: bool = True):  # type: ignore[no-untyped-def]
-        return _engine.run_pulumi(list(args), cwd=project, env=env, check=check)
+    pulumi = _engine.pulumi_in(project, env)
 
     pulumi("stack", "init", "e2e")
     pulumi("config", "set", "renderYamlTo", str(render_dir))

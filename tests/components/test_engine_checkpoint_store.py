@@ -46,8 +46,7 @@ def test_destroy_keeps_the_checkpoint_claim_unless_opted_in(
     env = stack_env(tmp_path, emulator_url)
     render_dir = tmp_path / "rendered"
 
-    def pulumi(*args: str, check: bool = True):  # type: ignore[no-untyped-def]
-        return _engine.run_pulumi(list(args), cwd=project, env=env, check=check)
+    pulumi = _engine.pulumi_in(project, env)
 
     pulumi("stack", "init", "store")
     pulumi("config", "set", "renderYamlTo", str(render_dir))
