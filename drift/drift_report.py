@@ -108,7 +108,12 @@ def _verdict(stack: str, report: DriftReport) -> str:
 def pending_change_cells(change: PendingChange) -> list[str]:
     """A pending change's operation, field, live and code values as table cells (the values blank without a field)."""
     shown = bool(change.field)
-    return [change.op, change.field or "", fmt(change.live) if shown else "", fmt(change.code) if shown else ""]
+    return [
+        change.op,
+        change.field or "",
+        fmt(change.live) if shown else "",
+        fmt(change.code) if shown else "",
+    ]
 
 
 def info_lines(report: DriftReport) -> list[str]:

@@ -29,8 +29,9 @@ def cluster_args_from_config(
     omitted). ``adoptClusterId`` is set only to take in a cluster this stack made but never recorded
     (the error of a rerun names it).
     """
+    default_name = default_name or f"{pulumi.get_project()}-{pulumi.get_stack()}"
     return ClusterArgs(
-        cluster_name=config.get("clusterName") or default_name or f"{pulumi.get_project()}-{pulumi.get_stack()}",
+        cluster_name=config.get("clusterName") or default_name,
         region=config.require("region"),
         gpu_type=config.require("gpuType"),
         num_gpus=num_gpus,

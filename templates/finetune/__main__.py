@@ -35,7 +35,9 @@ config = pulumi.Config()
 cluster = Cluster(
     "cluster",
     # One standard node (a cluster needs at least one) and the preemptible GPUs the workload runs on.
-    cluster_args_from_config(config, num_gpus=8, num_preemptible_gpus=config.require_int("numPreemptibleGpus")),
+    cluster_args_from_config(
+        config, num_gpus=8, num_preemptible_gpus=config.require_int("numPreemptibleGpus")
+    ),
 )
 kubernetes = provider_for(cluster, render_dir=config.get("renderYamlTo"))
 
