@@ -204,6 +204,25 @@ def pulumi_in(
     return pulumi
 
 
+class ProjectStack:
+    """Base of a test's stack: a project in ``dir`` run with ``env``; a subclass writes both and inits the stack."""
+
+    dir: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """``pulumi ARGS`` on this stack; with ``check``, a non-zero exit raises ``PulumiCommandError``."""
+        return run_pulumi(list(args), cwd=self.dir, env=self.env, check=check)
+
+    def config(self, key: str, value: object) -> None:
+        """``pulumi config set KEY VALUE``."""
+        self.run("config", "set", key, str(value), check=True)
+
+    def outputs(self) -> dict[str, Any]:
+        """The stack's outputs, secrets shown."""
+        return stack_outputs(self.dir, self.env)
+
+
 def _interrupt(
     running: subprocess.Popen[str], cwd: os.PathLike[str] | str, env: dict[str, str]
 ) -> tuple[str, str]:
