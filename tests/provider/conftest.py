@@ -7,13 +7,20 @@ from typing import Any
 
 import pytest
 
+from tests import _engine
 from together_clusters.emulator.server import RunningEmulator, start_emulator
 from together_clusters.provider.schema import with_defaults
 
 
 @pytest.fixture(scope="module")
-def emu() -> Iterator[RunningEmulator]:
-    """An emulator over real HTTP for the module, at 600 times real speed (an engine test file starts its own)."""
+def emu(request: pytest.FixtureRequest) -> Iterator[RunningEmulator]:
+    """An emulator over real HTTP for the module, at 600 times real speed.
+
+    In an engine test file (marked ``engine``) the module skips first, before the emulator starts, when
+    the engine is not installed (``_engine.require_engine``).
+    """
+    if request.node.get_closest_marker("engine") is not None:
+        _engine.require_engine()
     with start_emulator(speed=600) as running:
         yield running
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests import _engine
-from together_clusters.emulator.server import start_emulator
 from together_clusters.provider.client import TogetherClient
 from together_clusters.provider.models import ClusterUpdateRequest
 
@@ -44,13 +43,6 @@ class Stack(_engine.ProjectStack):
 
     def up(self):
         return self.run(*UP)
-
-
-@pytest.fixture(scope="module")
-def emu():
-    _engine.require_engine()
-    with start_emulator(speed=600) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

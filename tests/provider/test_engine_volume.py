@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests import _engine
-from together_clusters.emulator.server import start_emulator
 
 pytestmark = pytest.mark.engine
 
@@ -59,13 +58,6 @@ class Stack(_engine.ProjectStack):
             extra={"TOGETHER_BASE_URL": base_url, "TOGETHER_API_KEY": API_KEY},
         )
         self.run("stack", "init", "test", check=True)
-
-
-@pytest.fixture(scope="module")
-def emu():
-    _engine.require_engine()
-    with start_emulator(speed=600) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
