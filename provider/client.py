@@ -333,11 +333,8 @@ class TogetherClient:
             except (errors.ServerError, errors.RateLimitError, errors.TransportError):
                 made = []
             if len(made) > 1:
-                ids = ", ".join(str(c.cluster_id) for c in made)
-                raise errors.AmbiguousCreateError(
-                    f"Creating cluster {name!r} had no readable reply ({cause}), and several clusters with "
-                    f"that name appeared: {ids}. Keep one with adopt_cluster_id='<id>' and delete the others "
-                    "(`tg clusters delete <id>`)."
+                raise _several_made(
+                    "cluster", name, cause, [c.cluster_id for c in made], "tg clusters delete"
                 )
             if made:
                 return made[0]
@@ -394,12 +391,8 @@ class TogetherClient:
                 log.info("create of volume %r: outcome unknown (%s); found it by name", name, exc)
                 return made[0]
             if len(made) > 1:
-                ids = ", ".join(str(v.volume_id) for v in made)
-                raise errors.AmbiguousCreateError(
-                    f"Creating volume {name!r} had no readable reply ({exc}), and several volumes with "
-                    f"that name appeared: {ids}. Keep one with adopt_volume_id='<id>' and delete the "
-                    "others (`tg clusters storage delete <id>`)."
-                ) from exc
+                ids = [v.volume_id for v in made]
+                raise _several_made("volume", name, exc, ids, "tg clusters storage delete") from exc
             raise
 
     def holders_of(self, name: str) -> set[str]:
@@ -480,6 +473,17 @@ class TogetherClient:
         delay = self.retry.backoff(attempt, retry_after, self._rng)
         log.info("%s: %s, retry %d in %.1fs", what, status or "connection error", attempt, delay)
         self._sleep(delay)
+
+
+def _several_made(
+    kind: str, name: str, cause: object, ids: list[str | None], delete_command: str
+) -> errors.AmbiguousCreateError:
+    """The error of a create whose reply was lost while several ``kind``s named ``name`` appeared."""
+    return errors.AmbiguousCreateError(
+        f"Creating {kind} {name!r} had no readable reply ({cause}), and several {kind}s with that name "
+        f"appeared: {', '.join(map(str, ids))}. Keep one with adopt_{kind}_id='<id>' and delete the others "
+        f"(`{delete_command} <id>`)."
+    )
 
 
 def _the_cluster(cluster_id: str, cluster: Cluster, what: str) -> Cluster:
