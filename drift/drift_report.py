@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .classify import DriftReport
+from .classify import DriftReport, PendingChange
 from .results import StackResult, fleet_exit_code
 from .table import fmt, table
 
@@ -84,17 +84,7 @@ def drift_text(stack: str, report: DriftReport) -> str:
             f"{PENDING_TITLE}:\n"
             + table(
                 ["RESOURCE", "TYPE", "OP", "FIELD", "LIVE", "CODE"],
-                [
-                    [
-                        p.resource,
-                        p.type,
-                        p.op,
-                        p.field or "",
-                        fmt(p.live) if p.field else "",
-                        fmt(p.code) if p.field else "",
-                    ]
-                    for p in report.pending
-                ],
+                [[p.resource, p.type, *pending_change_cells(p)] for p in report.pending],
             )
         )
     info = info_lines(report)
@@ -113,6 +103,17 @@ def _verdict(stack: str, report: DriftReport) -> str:
     if report.missing:
         counts.append(plural(len(report.missing), "missing resource"))
     return f"Stack {stack}: DRIFT FOUND ({', '.join(counts)}){pending}."
+
+
+def pending_change_cells(change: PendingChange) -> list[str]:
+    """A pending change's operation, field, live and code values as table cells (the values blank without a field)."""
+    shown = bool(change.field)
+    return [
+        change.op,
+        change.field or "",
+        fmt(change.live) if shown else "",
+        fmt(change.code) if shown else "",
+    ]
 
 
 def info_lines(report: DriftReport) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .drift_report import DRIFT_TITLE, MISSING_TITLE, PENDING_TITLE, info_lines, plural
+from .drift_report import DRIFT_TITLE, MISSING_TITLE, PENDING_TITLE, info_lines, pending_change_cells, plural
 from .results import StackResult, fleet_exit_code
 from .table import fmt
 
@@ -63,16 +63,7 @@ def _details(result: StackResult) -> list[str]:
         out += ["", f"**{PENDING_TITLE}**", ""]
         out += _table(
             ["Resource", "Op", "Field", "Live", "Code"],
-            [
-                [
-                    p.resource,
-                    p.op,
-                    p.field or "",
-                    fmt(p.live) if p.field else "",
-                    fmt(p.code) if p.field else "",
-                ]
-                for p in report.pending
-            ],
+            [[p.resource, *pending_change_cells(p)] for p in report.pending],
         )
     info = info_lines(report)
     if info:

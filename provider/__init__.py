@@ -16,25 +16,8 @@ if not __name__.startswith("together_clusters."):  # a second copy: see together
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
-    AmbiguousCreateError,
-    APIError,
-    AuthenticationError,
-    ConfigurationError,
-    ConflictError,
-    InputError,
-    NotFoundError,
-    ProvisioningFailedError,
-    RateLimitError,
-    ServerError,
-    TogetherError,
-    TransportError,
-    UnreadableReplyError,
-    UntrackedClusterError,
-    ValidationError,
-    WaitTimeoutError,
-    WrongTargetError,
-)
+from . import errors
+from .errors import *  # noqa: F403  (the provider's errors: named once, in errors.__all__)
 from .resource import Cluster, ClusterArgs, ClusterProvider, Volume, VolumeArgs, VolumeProvider
 from .retry import RetryPolicy
 
@@ -51,29 +34,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "APIError",
-    "AmbiguousCreateError",
-    "AuthenticationError",
     "Cluster",
     "ClusterArgs",
     "ClusterProvider",
-    "ConfigurationError",
-    "ConflictError",
-    "InputError",
-    "NotFoundError",
-    "ProvisioningFailedError",
-    "RateLimitError",
     "RetryPolicy",
-    "ServerError",
     "TogetherClient",
-    "TogetherError",
-    "TransportError",
-    "UnreadableReplyError",
-    "UntrackedClusterError",
-    "ValidationError",
     "Volume",
     "VolumeArgs",
     "VolumeProvider",
-    "WaitTimeoutError",
-    "WrongTargetError",
 ]
+__all__ += errors.__all__

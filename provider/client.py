@@ -305,28 +305,20 @@ class TogetherClient:
         name = request.cluster_name
         body = request.to_json()
         what = "POST /v1/compute/clusters"
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                reply = self._send_once("POST", "/v1/compute/clusters", json=body)
-                created = parse(Cluster, reply, what)
-                if not created.cluster_id:
-                    raise errors.UnreadableReplyError(f"{what}: the reply has no cluster_id")
-                return created
-            except errors.RateLimitError as exc:
-                if attempt >= self.retry.max_attempts:
-                    raise
-                self._wait(attempt, exc.retry_after, what, 429)
-            except errors.ConflictError:
-                holders = [c for c in self._list_named(name) if c.cluster_id not in before]
-                if len(holders) == 1:
-                    log.info("create of %r: 409 for a name free before; it is this call's", name)
-                    return holders[0]
-                raise
-            except (errors.ServerError, errors.TransportError) as exc:
-                log.info("create of %r: outcome unknown (%s); reconciling by name", name, exc)
-                return self.reconcile(name, before, exc, reconcile_timeout_s)
+        try:
+            created = self._post_create(Cluster, "/v1/compute/clusters", body, what)
+            if not created.cluster_id:
+                raise errors.UnreadableReplyError(f"{what}: the reply has no cluster_id")
+            return created
+        except errors.ConflictError:
+            holders = [c for c in self._list_named(name) if c.cluster_id not in before]
+            if len(holders) == 1:
+                log.info("create of %r: 409 for a name free before; it is this call's", name)
+                return holders[0]
+            raise
+        except (errors.ServerError, errors.TransportError) as exc:
+            log.info("create of %r: outcome unknown (%s); reconciling by name", name, exc)
+            return self.reconcile(name, before, exc, reconcile_timeout_s)
 
     def reconcile(self, name: str, before: set[str], cause: Exception, timeout_s: float) -> Cluster:
         """The cluster named ``name`` made by a create whose reply was lost.
@@ -341,11 +333,8 @@ class TogetherClient:
             except (errors.ServerError, errors.RateLimitError, errors.TransportError):
                 made = []
             if len(made) > 1:
-                ids = ", ".join(str(c.cluster_id) for c in made)
-                raise errors.AmbiguousCreateError(
-                    f"Creating cluster {name!r} had no readable reply ({cause}), and several clusters with "
-                    f"that name appeared: {ids}. Keep one with adopt_cluster_id='<id>' and delete the others "
-                    "(`tg clusters delete <id>`)."
+                raise _several_made(
+                    "cluster", name, cause, [c.cluster_id for c in made], "tg clusters delete"
                 )
             if made:
                 return made[0]
@@ -391,33 +380,20 @@ class TogetherClient:
         what = f"POST {VOLUMES_PATH}"
         name = request.volume_name
         before = {v.volume_id for v in self.list_volumes() if v.volume_name == name}
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                created = parse(
-                    ClusterStorage, self._send_once("POST", VOLUMES_PATH, json=request.to_json()), what
-                )
-                if not created.volume_id:
-                    raise errors.UnreadableReplyError(f"{what}: the reply has no volume_id")
-                return created
-            except errors.RateLimitError as exc:
-                if attempt >= self.retry.max_attempts:
-                    raise
-                self._wait(attempt, exc.retry_after, what, 429)
-            except (errors.ServerError, errors.TransportError, errors.UnreadableReplyError) as exc:
-                made = [v for v in self.list_volumes() if v.volume_name == name and v.volume_id not in before]
-                if len(made) == 1:
-                    log.info("create of volume %r: outcome unknown (%s); found it by name", name, exc)
-                    return made[0]
-                if len(made) > 1:
-                    ids = ", ".join(str(v.volume_id) for v in made)
-                    raise errors.AmbiguousCreateError(
-                        f"Creating volume {name!r} had no readable reply ({exc}), and several volumes with "
-                        f"that name appeared: {ids}. Keep one with adopt_volume_id='<id>' and delete the "
-                        "others (`tg clusters storage delete <id>`)."
-                    ) from exc
-                raise
+        try:
+            created = self._post_create(ClusterStorage, VOLUMES_PATH, request.to_json(), what)
+            if not created.volume_id:
+                raise errors.UnreadableReplyError(f"{what}: the reply has no volume_id")
+            return created
+        except (errors.ServerError, errors.TransportError, errors.UnreadableReplyError) as exc:
+            made = [v for v in self.list_volumes() if v.volume_name == name and v.volume_id not in before]
+            if len(made) == 1:
+                log.info("create of volume %r: outcome unknown (%s); found it by name", name, exc)
+                return made[0]
+            if len(made) > 1:
+                ids = [v.volume_id for v in made]
+                raise _several_made("volume", name, exc, ids, "tg clusters storage delete") from exc
+            raise
 
     def holders_of(self, name: str) -> set[str]:
         """Ids of the clusters that held ``name`` as of this process's listing of names (shared by the
@@ -460,6 +436,19 @@ class TogetherClient:
                     raise
                 self._wait(attempt, None, f"{method} {path}", None)
 
+    def _post_create(self, model: type[ModelT], path: str, body: dict[str, Any], what: str) -> ModelT:
+        """POST a create, retrying only a 429 (refused before it was looked at); any other failure may
+        have created the object, so the caller reconciles it rather than sending it again."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return parse(model, self._send_once("POST", path, json=body), what)
+            except errors.RateLimitError as exc:
+                if attempt >= self.retry.max_attempts:
+                    raise
+                self._wait(attempt, exc.retry_after, what, 429)
+
     def _send_once(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self._http.request(method, path, **kwargs)
@@ -484,6 +473,17 @@ class TogetherClient:
         delay = self.retry.backoff(attempt, retry_after, self._rng)
         log.info("%s: %s, retry %d in %.1fs", what, status or "connection error", attempt, delay)
         self._sleep(delay)
+
+
+def _several_made(
+    kind: str, name: str, cause: object, ids: list[str | None], delete_command: str
+) -> errors.AmbiguousCreateError:
+    """The error of a create whose reply was lost while several ``kind``s named ``name`` appeared."""
+    return errors.AmbiguousCreateError(
+        f"Creating {kind} {name!r} had no readable reply ({cause}), and several {kind}s with that name "
+        f"appeared: {', '.join(map(str, ids))}. Keep one with adopt_{kind}_id='<id>' and delete the others "
+        f"(`{delete_command} <id>`)."
+    )
 
 
 def _the_cluster(cluster_id: str, cluster: Cluster, what: str) -> Cluster:

@@ -43,6 +43,10 @@ class _Request(BaseModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
+    def to_json(self) -> dict[str, Any]:
+        """The wire body: unset fields are left out rather than sent as null (an update: only what changes)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
 
 # --- add-ons and cluster configuration (shared by requests and responses) -----------------------
 
@@ -414,10 +418,6 @@ class ClusterCreateRequest(_Request):
     slurm_shm_size_gib: int | None = None
     volume_id: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """The wire body: unset fields are left out rather than sent as null."""
-        return self.model_dump(mode="json", exclude_none=True)
-
 
 class ClusterUpdateRequest(_Request):
     """Body of ``PUT /v1/compute/clusters/{id}``: fields left out keep their current value."""
@@ -430,10 +430,6 @@ class ClusterUpdateRequest(_Request):
     num_preemptible_gpus: int | None = None
     num_reserved_gpus: int | None = None
     reservation_end_time: datetime | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The wire body: only the fields being changed."""
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 # --- shared volumes (``/v1/compute/clusters/storage/volumes``) -----------------------------------
@@ -466,18 +462,12 @@ class StorageCreateRequest(_Request):
     is_lifecycle_independent: bool | None = None
     project_id: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
-
 
 class StorageUpdateRequest(_Request):
     """Body of ``PUT /v1/compute/clusters/storage/volumes``: a resize."""
 
     volume_id: str
     size_tib: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 # --- who the key is (``GET /v3/whoami``) -------------------------------------------------------

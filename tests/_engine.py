@@ -44,7 +44,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +188,39 @@ def run_pulumi(
     if check and proc.returncode != 0:
         raise PulumiCommandError(output(proc))
     return proc
+
+
+def pulumi_in(
+    cwd: os.PathLike[str] | str, env: Mapping[str, str]
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_pulumi`` bound to one project and environment: ``pulumi("up", *UP_FLAGS, check=False)``.
+
+    ``check`` defaults to True: a failed setup step (``stack init``, ``config set``) stops the test there.
+    """
+
+    def pulumi(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run_pulumi(list(args), cwd=cwd, env=env, check=check)
+
+    return pulumi
+
+
+class ProjectStack:
+    """Base of a test's stack: a project in ``dir`` run with ``env``; a subclass writes both and inits the stack."""
+
+    dir: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """``pulumi ARGS`` on this stack; with ``check``, a non-zero exit raises ``PulumiCommandError``."""
+        return run_pulumi(list(args), cwd=self.dir, env=self.env, check=check)
+
+    def config(self, key: str, value: object) -> None:
+        """``pulumi config set KEY VALUE``."""
+        self.run("config", "set", key, str(value), check=True)
+
+    def outputs(self) -> dict[str, Any]:
+        """The stack's outputs, secrets shown."""
+        return stack_outputs(self.dir, self.env)
 
 
 def _interrupt(

@@ -8,21 +8,17 @@ environment variable ``TOGETHER_API_KEY``.
 
 import pulumi
 
-from together_clusters.provider import Cluster, ClusterArgs
-from together_clusters.provider.settings import ADOPT_CONFIG_KEY
+from together_clusters.provider import Cluster
+from together_clusters.provider.stack_config import cluster_args_from_config
 
 config = pulumi.Config()
 
 cluster = Cluster(
     "cluster",
-    ClusterArgs(
-        cluster_name=config.get("clusterName") or f"{pulumi.get_project()}-{pulumi.get_stack()}",
-        region=config.require("region"),
-        gpu_type=config.require("gpuType"),
+    cluster_args_from_config(
+        config,
         num_gpus=config.require_int("numGpus"),
         num_preemptible_gpus=config.get_int("numPreemptibleGpus") or 0,
-        # Set only to take in a cluster this stack made but never recorded (the error of a rerun names it).
-        adopt_cluster_id=config.get(ADOPT_CONFIG_KEY),
     ),
 )
 

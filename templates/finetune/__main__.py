@@ -27,21 +27,16 @@ from together_clusters.components import (
     SharedVolume,
     provider_for,
 )
-from together_clusters.provider import Cluster, ClusterArgs
-from together_clusters.provider.settings import ADOPT_CONFIG_KEY
+from together_clusters.provider import Cluster
+from together_clusters.provider.stack_config import cluster_args_from_config
 
 config = pulumi.Config()
 
 cluster = Cluster(
     "cluster",
-    ClusterArgs(
-        cluster_name=config.get("clusterName") or f"{pulumi.get_project()}-{pulumi.get_stack()}",
-        region=config.require("region"),
-        gpu_type=config.require("gpuType"),
-        num_gpus=8,  # one standard node: a cluster needs at least one
-        num_preemptible_gpus=config.require_int("numPreemptibleGpus"),
-        # Set only to take in a cluster this stack made but never recorded (the error of a rerun names it).
-        adopt_cluster_id=config.get(ADOPT_CONFIG_KEY),
+    # One standard node (a cluster needs at least one) and the preemptible GPUs the workload runs on.
+    cluster_args_from_config(
+        config, num_gpus=8, num_preemptible_gpus=config.require_int("numPreemptibleGpus")
     ),
 )
 kubernetes = provider_for(cluster, render_dir=config.get("renderYamlTo"))

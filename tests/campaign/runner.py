@@ -138,11 +138,7 @@ class Campaign:
         os.environ["TOGETHER_RECONCILE_TIMEOUT_S"] = "8"
 
     def close(self) -> None:
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        restore_environ(self._saved_env)
         settings.forget_clients()
         self.proxy.close()
         self.elsewhere.stop()
@@ -384,6 +380,15 @@ class Campaign:
 
 
 _ENV = ("TOGETHER_BASE_URL", "TOGETHER_API_KEY", "TOGETHER_RECONCILE_TIMEOUT_S")
+
+
+def restore_environ(saved: dict[str, str | None]) -> None:
+    """Put back the environment variables as ``saved`` found them (``None``: it was not set)."""
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _code(cluster_name: str, rng: random.Random) -> dict[str, Any]:

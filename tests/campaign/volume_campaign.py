@@ -23,7 +23,7 @@ from together_clusters.provider.errors import TogetherError
 from together_clusters.provider.models import StorageCreateRequest
 from together_clusters.provider.resource import VolumeProvider
 
-from .runner import Results
+from .runner import Results, restore_environ
 from .stack import CheckFailed, Stack
 
 KEY = "tgp_v1_volume-campaign-key-0123456789"
@@ -54,11 +54,7 @@ class VolumeCampaign:
         os.environ["TOGETHER_API_KEY"] = KEY
 
     def close(self) -> None:
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        restore_environ(self._saved_env)
         settings.forget_clients()
         self.proxy.close()
         self.emu.stop()

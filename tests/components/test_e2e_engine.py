@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,16 +105,22 @@ def stack_env(workdir: Path, base_url: str) -> dict[str, str]:
     return _engine.engine_env(workdir, extra={"TOGETHER_BASE_URL": base_url, "TOGETHER_API_KEY": API_KEY})
 
 
+def rendering_stack(
+    project: Path, env: dict[str, str], stack: str, render_dir: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``pulumi`` in ``project`` (see ``_engine.pulumi_in``), on new stack ``stack`` rendering its manifests to ``render_dir``."""
+    pulumi = _engine.pulumi_in(project, env)
+    pulumi("stack", "init", stack)
+    pulumi("config", "set", "renderYamlTo", str(render_dir))
+    return pulumi
+
+
 def test_up_renders_exactly_the_component_manifests(tmp_path: Path, emulator_url: str) -> None:
     project = _engine.write_project(tmp_path / "program", "components-e2e", PROGRAM)
     env = stack_env(tmp_path, emulator_url)
     render_dir = tmp_path / "rendered"
 
-    def pulumi(*args: str, check: bool = True):  # type: ignore[no-untyped-def]
-        return _engine.run_pulumi(list(args), cwd=project, env=env, check=check)
-
-    pulumi("stack", "init", "e2e")
-    pulumi("config", "set", "renderYamlTo", str(render_dir))
+    pulumi = rendering_stack(project, env, "e2e", render_dir)
     try:
         up = pulumi("up", *_engine.UP_FLAGS, check=False)
         assert up.returncode == 0, _engine.output(up)
@@ -142,11 +149,8 @@ def test_a_refused_layout_fails_the_preview_with_the_guard_message(tmp_path: Pat
     assert program != PROGRAM
     project = _engine.write_project(tmp_path / "program", "components-e2e-refused", program)
     env = stack_env(tmp_path, emulator_url)
-    _engine.run_pulumi(["stack", "init", "e2e"], cwd=project, env=env, check=True)
-    _engine.run_pulumi(
-        ["config", "set", "renderYamlTo", str(tmp_path / "r")], cwd=project, env=env, check=True
-    )
-    preview = _engine.run_pulumi(["preview", *_engine.PREVIEW_FLAGS], cwd=project, env=env)
+    pulumi = rendering_stack(project, env, "e2e", tmp_path / "r")
+    preview = pulumi("preview", *_engine.PREVIEW_FLAGS, check=False)
     assert preview.returncode != 0
     text = preview.stdout + preview.stderr
     assert "BatchJob 'ft' refused by the preemptible placement guard" in text
@@ -165,11 +169,8 @@ def test_example_previews(tmp_path: Path, emulator_url: str, example: str) -> No
         )
     )
     env = stack_env(tmp_path, emulator_url)
-    _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
-    _engine.run_pulumi(
-        ["config", "set", "renderYamlTo", str(tmp_path / "r")], cwd=project, env=env, check=True
-    )
-    preview = _engine.run_pulumi(["preview", *_engine.PREVIEW_FLAGS], cwd=project, env=env)
+    pulumi = rendering_stack(project, env, "test", tmp_path / "r")
+    preview = pulumi("preview", *_engine.PREVIEW_FLAGS, check=False)
     assert preview.returncode == 0, _engine.output(preview)
 
 
@@ -201,11 +202,7 @@ def test_renaming_a_component_with_an_alias_keeps_every_urn_and_the_provider_nam
     env = stack_env(tmp_path, emulator_url)
     render_dir = tmp_path / "rendered"
 
-    def pulumi(*args: str, check: bool = True):  # type: ignore[no-untyped-def]
-        return _engine.run_pulumi(list(args), cwd=project, env=env, check=check)
-
-    pulumi("stack", "init", "e2e")
-    pulumi("config", "set", "renderYamlTo", str(render_dir))
+    pulumi = rendering_stack(project, env, "e2e", render_dir)
     try:
         up = pulumi("up", *_engine.UP_FLAGS, check=False)
         assert up.returncode == 0, _engine.output(up)

@@ -9,7 +9,7 @@ import pytest
 
 from tests import _engine
 
-from .test_e2e_engine import emulator_url, rendered_objects, stack_env  # noqa: F401 - the fixture
+from .test_e2e_engine import emulator_url, rendered_objects, rendering_stack, stack_env  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.engine
 
@@ -46,11 +46,7 @@ def test_destroy_keeps_the_checkpoint_claim_unless_opted_in(
     env = stack_env(tmp_path, emulator_url)
     render_dir = tmp_path / "rendered"
 
-    def pulumi(*args: str, check: bool = True):  # type: ignore[no-untyped-def]
-        return _engine.run_pulumi(list(args), cwd=project, env=env, check=check)
-
-    pulumi("stack", "init", "store")
-    pulumi("config", "set", "renderYamlTo", str(render_dir))
+    pulumi = rendering_stack(project, env, "store", render_dir)
     pulumi("config", "set", "allowDataLoss", str(allow_data_loss).lower())
     up = pulumi("up", *_engine.UP_FLAGS, check=False)
     assert up.returncode == 0, _engine.output(up)

@@ -73,28 +73,7 @@ def test_tg_clusters_commands(emu: RunningEmulator, http: Any, tmp_path: Path) -
     regions = strict_regions(_tg(emu, tmp_path, "clusters", "list-regions"))
     assert {r.name for r in regions.regions} == {"us-central-8", "us-east-2", "eu-north-1"}
 
-    created = strict_cluster(
-        _tg(
-            emu,
-            tmp_path,
-            "clusters",
-            "create",
-            "--name",
-            "from-tg",
-            "--num-gpus",
-            "8",
-            "--num-preemptible-gpus",
-            "8",
-            "--region",
-            REGION,
-            "--gpu-type",
-            GPU,
-            "--billing-type",
-            "ON_DEMAND",
-            "--nvidia-version-id",
-            DRIVER,
-        )
-    )
+    created = _create_cluster(emu, tmp_path, "from-tg", "--num-preemptible-gpus", "8")
     assert created.cluster_name == "from-tg" and created.nvidia_driver_version_id == DRIVER
     # tg resolved the key's project with whoami: the cluster belongs to it.
     assert created.project_id == project_id

@@ -51,8 +51,7 @@ def test_up_preview_destroy(tmp_path: Path) -> None:
     marker = tmp_path / "marker.txt"
     render_dir = tmp_path / "rendered"
 
-    def pulumi(*args: str, check: bool = True):
-        return _engine.run_pulumi(list(args), cwd=project, env=env, check=check)
+    pulumi = _engine.pulumi_in(project, env)
 
     pulumi("stack", "init", "smoke")
     pulumi("config", "set", "markerPath", str(marker))

@@ -76,17 +76,22 @@ def _check(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProces
     return proc
 
 
-def _source_tree(into: Path) -> Path:
-    """The checkout's files as a clone would have them (tracked, or new and not ignored), links kept as
-    links: a build from the working tree itself would also pack what a stale ``*.egg-info/SOURCES.txt``
-    of an earlier layout still lists."""
+def checkout_names() -> list[str]:
+    """The checkout's files as a clone would have them: tracked, or new and not ignored (paths from ROOT)."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
         capture_output=True,
         check=True,
     ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
+    return list(filter(None, listed.split("\0")))
+
+
+def _source_tree(into: Path) -> Path:
+    """The checkout's files as a clone would have them (tracked, or new and not ignored), links kept as
+    links: a build from the working tree itself would also pack what a stale ``*.egg-info/SOURCES.txt``
+    of an earlier layout still lists."""
+    for name in checkout_names():
         origin, copy = ROOT / name, into / name
         if not os.path.lexists(origin):
             continue  # deleted in the working tree, not yet in the index

@@ -21,6 +21,8 @@ import pytest
 
 from tests import _engine
 
+from .conftest import checkout_names
+
 ROOT = _engine.ROOT
 TOP_LEVEL = ("provider", "components", "emulator", "drift", "templates")
 RUNNABLE = ("emulator", "drift", "templates")
@@ -86,13 +88,7 @@ RUN_AS_MODULE = re.compile(r"-m\s+(" + "|".join(TOP_LEVEL) + r")(?![\w-])")
 
 
 def _tracked_files() -> list[Path]:
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    return [ROOT / name for name in filter(None, listed.split("\0")) if (ROOT / name).is_file()]
+    return [ROOT / name for name in checkout_names() if (ROOT / name).is_file()]
 
 
 def _is_top_level(module: str | None) -> bool:

@@ -8,19 +8,12 @@ import socket
 import httpx
 import pytest
 
-from together_clusters.emulator.server import start_emulator
 from together_clusters.provider import errors
 from together_clusters.provider.client import TogetherClient, resolve_base_url
 from together_clusters.provider.models import ClusterCreateRequest, ClusterUpdateRequest
 from together_clusters.provider.retry import RetryPolicy
 
 SECRET_KEY = "tgp_v1_client-test-secret-0123456789abcdef"
-
-
-@pytest.fixture(scope="module")
-def emu():
-    with start_emulator(speed=600) as running:
-        yield running
 
 
 @pytest.fixture

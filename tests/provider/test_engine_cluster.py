@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests import _engine
-from together_clusters.emulator.server import start_emulator
 from together_clusters.provider.client import TogetherClient
 from together_clusters.provider.models import ClusterUpdateRequest
 
@@ -26,7 +25,7 @@ PREVIEW = ["preview", *_engine.PREVIEW_FLAGS]
 UP = ["up", *_engine.UP_FLAGS]
 
 
-class Stack:
+class Stack(_engine.ProjectStack):
     """A copy of the top-level quickstart project with its own state, run through scripts/pulumi."""
 
     def __init__(self, workdir: Path, base_url: str, name: str = "test") -> None:
@@ -42,24 +41,8 @@ class Stack:
         )
         self.run("stack", "init", name, check=True)
 
-    def run(self, *args: str, check: bool = False):
-        return _engine.run_pulumi(list(args), cwd=self.dir, env=self.env, check=check)
-
-    def config(self, key: str, value: object) -> None:
-        self.run("config", "set", key, str(value), check=True)
-
     def up(self):
         return self.run(*UP)
-
-    def outputs(self) -> dict:
-        return _engine.stack_outputs(self.dir, self.env)
-
-
-@pytest.fixture(scope="module")
-def emu():
-    _engine.require_engine()
-    with start_emulator(speed=600) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

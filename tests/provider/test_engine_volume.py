@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests import _engine
-from together_clusters.emulator.server import start_emulator
 
 pytestmark = pytest.mark.engine
 
@@ -48,7 +47,7 @@ pulumi.export("volume_id", volume.volume_id)
 """
 
 
-class Stack:
+class Stack(_engine.ProjectStack):
     def __init__(
         self, workdir: Path, base_url: str, program: str = PROGRAM, name: str = "volume-engine"
     ) -> None:
@@ -59,22 +58,6 @@ class Stack:
             extra={"TOGETHER_BASE_URL": base_url, "TOGETHER_API_KEY": API_KEY},
         )
         self.run("stack", "init", "test", check=True)
-
-    def run(self, *args: str, check: bool = False):
-        return _engine.run_pulumi(list(args), cwd=self.dir, env=self.env, check=check)
-
-    def config(self, key: str, value: object) -> None:
-        self.run("config", "set", key, str(value), check=True)
-
-    def outputs(self) -> dict:
-        return _engine.stack_outputs(self.dir, self.env)
-
-
-@pytest.fixture(scope="module")
-def emu():
-    _engine.require_engine()
-    with start_emulator(speed=600) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,11 @@ from together_clusters.provider import settings
 from together_clusters.provider.errors import WrongTargetError
 from together_clusters.provider.models import Cluster
 from together_clusters.provider.resource import ClusterProvider, forget_catalog
-from together_clusters.provider.schema import with_defaults
+
+from .conftest import cluster_inputs
 
 KEY = "fault-test-key-0123456789"
 CLUSTERS = "/v1/compute/clusters"
-
-
-@pytest.fixture(scope="module")
-def emu() -> Iterator[RunningEmulator]:
-    with start_emulator(speed=600) as running:
-        yield running
 
 
 @pytest.fixture
@@ -43,16 +38,7 @@ def proxy(emu: RunningEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fau
 
 
 def inputs(**overrides: Any) -> dict[str, Any]:
-    base = {
-        "cluster_name": "faulty",
-        "region": "us-central-8",
-        "gpu_type": "H100_SXM",
-        "num_gpus": 8,
-        "num_preemptible_gpus": 8,
-        "ready_timeout_minutes": 2,
-        "nvidia_version_id": "nv-570-cu128-ubuntu2204",
-    }
-    return {k: v for k, v in with_defaults(base | overrides).items() if v is not None}
+    return cluster_inputs("faulty", **overrides)
 
 
 def live(emu: RunningEmulator) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from together_clusters.emulator.server import start_emulator
 from together_clusters.provider import settings
 from together_clusters.provider.errors import (
     InputError,
@@ -13,15 +12,10 @@ from together_clusters.provider.errors import (
     WaitTimeoutError,
 )
 from together_clusters.provider.resource import ClusterProvider, forget_catalog
-from together_clusters.provider.schema import with_defaults
+
+from .conftest import cluster_inputs
 
 KEY = "lifecycle-test-key"
-
-
-@pytest.fixture(scope="module")
-def emu():
-    with start_emulator(speed=600) as running:
-        yield running
 
 
 @pytest.fixture
@@ -38,16 +32,7 @@ def admin(emu, monkeypatch):
 
 
 def inputs(**overrides) -> dict:
-    base = {
-        "cluster_name": "life",
-        "region": "us-central-8",
-        "gpu_type": "H100_SXM",
-        "num_gpus": 8,
-        "num_preemptible_gpus": 8,
-        "ready_timeout_minutes": 2,
-        "nvidia_version_id": "nv-570-cu128-ubuntu2204",
-    }
-    return {k: v for k, v in with_defaults(base | overrides).items() if v is not None}
+    return cluster_inputs("life", **overrides)
 
 
 def test_create_waits_for_ready_and_reports_outputs(admin):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from together_clusters.emulator.server import start_emulator
 from together_clusters.provider import ConflictError, InputError, Volume, VolumeArgs, settings
 from together_clusters.provider.resource import VolumeProvider
 from together_clusters.provider.volume_rules import plan_volume_change, validate_volume
@@ -39,12 +38,6 @@ def test_bad_inputs_name_the_field():
 def test_volume_args_are_the_schema():
     with pytest.raises(TypeError, match="nope"):
         Volume("v", VolumeArgs(volume_name="a", region=REGION, size_tib=1), nope=1)
-
-
-@pytest.fixture(scope="module")
-def emu():
-    with start_emulator(speed=600) as running:
-        yield running
 
 
 @pytest.fixture
