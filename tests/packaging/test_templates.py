@@ -41,7 +41,15 @@ def test_the_printed_folder_has_no_build_litter(
     assert main(["finetune"]) == 0
     printed = Path(capsys.readouterr().out.strip())
     files = sorted(p.relative_to(printed).as_posix() for p in printed.rglob("*"))
-    assert files == [".gitignore", "Pulumi.yaml", "__main__.py", "requirements.txt"]
+    launcher = "pulumi-plugin/pulumi-resource-pulumi-python"
+    assert files == [
+        ".gitignore",
+        "Pulumi.yaml",
+        "__main__.py",
+        "pulumi-plugin",
+        launcher,
+        "requirements.txt",
+    ]
     assert (printed / "__main__.py").read_text() == (template_with_litter / "__main__.py").read_text()
     # Asked again (an upgrade changed the template), the copy is made afresh.
     (template_with_litter / "__main__.py").write_text("# changed\n")
