@@ -32,7 +32,10 @@ DIRECTORY = Path(__file__).resolve().parent
 BUILD_LITTER = ("__pycache__", "*.pyc", "*.pyo")
 """What a run or an install leaves in a template's folder and a new project must not get."""
 PLUGIN_FOLDER = "pulumi-plugin"
-"""The folder of a template's copy (and of the project made from it) holding the host's launcher."""
+"""The folder of a template's copy (and of the project made from it) holding the host's launcher. In the
+repository each template has one too, whose launcher is a symbolic link to ``provider/plugin/``'s (which
+``pulumi new`` copies as a file), so ``pulumi new templates/NAME`` works from a checkout; the wheel ships
+none of them and a copy gets the installed package's launcher."""
 
 
 def names() -> list[str]:
@@ -62,7 +65,7 @@ def clean_copy(name: str) -> Path:
     target = root / name
     # Made beside the target and renamed into place, so a copy being made is never the one printed.
     fresh = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root)) / name
-    shutil.copytree(source, fresh, ignore=shutil.ignore_patterns(*BUILD_LITTER))
+    shutil.copytree(source, fresh, ignore=shutil.ignore_patterns(*BUILD_LITTER, PLUGIN_FOLDER))
     _add_plugin(fresh / PLUGIN_FOLDER)
     shutil.rmtree(target, ignore_errors=True)
     fresh.rename(target)
