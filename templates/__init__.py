@@ -34,8 +34,8 @@ BUILD_LITTER = ("__pycache__", "*.pyc", "*.pyo")
 PLUGIN_FOLDER = "pulumi-plugin"
 """The folder of a template's copy (and of the project made from it) holding the host's launcher. In the
 repository each template has one too, whose launcher is a symbolic link to ``provider/plugin/``'s (which
-``pulumi new`` copies as a file), so ``pulumi new templates/NAME`` works from a checkout; the wheel ships
-none of them and a copy gets the installed package's launcher."""
+``pulumi new`` copies as a file), so ``pulumi new templates/NAME`` works from a checkout; the wheel holds
+them as files, and a copy takes the installed ``provider/plugin/`` launcher all the same."""
 
 
 def names() -> list[str]:
