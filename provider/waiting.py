@@ -21,17 +21,21 @@ T = TypeVar("T")
 class PollSchedule:
     """How long to wait before the next poll, given how long the wait has lasted.
 
-    A tenth of the time waited so far, at least ``floor`` and at most ``ceiling`` seconds: a state
-    reached after ``t`` seconds is seen at most ``max(floor, t / 10)`` seconds late, while a long
-    wait does not poll a busy API every second.
+    As long as the wait so far (at least ``first``, at most ``floor`` seconds), then a tenth of it, at
+    most ``ceiling`` seconds: a state reached after ``t`` seconds is seen by ``2t`` while ``t`` is under
+    ``floor`` (a quick create or delete is not held back to a whole second: four more polls in the first
+    second), then at most ``max(floor, t / 10)`` late, while a long wait does not poll a busy API every
+    second.
     """
 
+    first: float = 0.1
     floor: float = 1.0
     fraction: float = 0.1
     ceiling: float = 30.0
 
     def delay(self, elapsed: float) -> float:
-        return min(self.ceiling, max(self.floor, self.fraction * elapsed))
+        doubling = min(self.floor, max(self.first, elapsed))
+        return min(self.ceiling, max(doubling, self.fraction * elapsed))
 
 
 # Errors that say nothing about the cluster: the API or the network hiccupped. A wait keeps going.

@@ -7,7 +7,10 @@ whose config prompts have descriptions and defaults), usable offline from its lo
 
 ``python -m together_clusters.templates`` lists them. The folder it prints is a clean copy of the template
 (``pulumi new`` copies every file of a folder it is given, and an installed package's folder also holds
-the ``__pycache__/`` that pip or a run compiled there).
+the ``__pycache__/`` that pip or a run compiled there). The copy also carries, in ``pulumi-plugin/``, the
+launcher of the package's dynamic-provider host (:data:`together_clusters.provider.host.PLUGIN_DIR`), which
+each template's ``Pulumi.yaml`` names under ``plugins.providers``: a path inside the project, so it does not
+depend on where, or under which Python version, the package is installed.
 """
 
 from __future__ import annotations
@@ -19,12 +22,20 @@ if not __name__.startswith("together_clusters."):  # a second copy: see together
 
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
+
+from together_clusters.provider.host import PLUGIN_DIR
 
 DIRECTORY = Path(__file__).resolve().parent
 BUILD_LITTER = ("__pycache__", "*.pyc", "*.pyo")
 """What a run or an install leaves in a template's folder and a new project must not get."""
+PLUGIN_FOLDER = "pulumi-plugin"
+"""The folder of a template's copy (and of the project made from it) holding the host's launcher. In the
+repository each template has one too, whose launcher is a symbolic link to ``provider/plugin/``'s (which
+``pulumi new`` copies as a file), so ``pulumi new templates/NAME`` works from a checkout; the wheel holds
+them as files, and a copy takes the installed ``provider/plugin/`` launcher all the same."""
 
 
 def names() -> list[str]:
@@ -33,7 +44,7 @@ def names() -> list[str]:
 
 
 def path(name: str) -> Path:
-    """The folder of template ``name``, to give to ``pulumi new``."""
+    """The folder of template ``name`` as installed; :func:`clean_copy` is the one to give to ``pulumi new``."""
     folder = DIRECTORY / name
     if not (folder / "Pulumi.yaml").is_file():
         raise ValueError(f"no template named {name!r}; the templates are: {', '.join(names())}")
@@ -54,8 +65,17 @@ def clean_copy(name: str) -> Path:
     target = root / name
     # Made beside the target and renamed into place, so a copy being made is never the one printed.
     fresh = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root)) / name
-    shutil.copytree(source, fresh, ignore=shutil.ignore_patterns(*BUILD_LITTER))
+    shutil.copytree(source, fresh, ignore=shutil.ignore_patterns(*BUILD_LITTER, PLUGIN_FOLDER))
+    _add_plugin(fresh / PLUGIN_FOLDER)
     shutil.rmtree(target, ignore_errors=True)
     fresh.rename(target)
     fresh.parent.rmdir()
     return target
+
+
+def _add_plugin(folder: Path) -> None:
+    """The host's launcher, copied from the installed package (its one home) and executable for the engine."""
+    shutil.copytree(PLUGIN_DIR, folder, ignore=shutil.ignore_patterns(*BUILD_LITTER))
+    executable = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
+    for launcher in folder.iterdir():
+        launcher.chmod(launcher.stat().st_mode | executable)

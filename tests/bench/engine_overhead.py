@@ -3,8 +3,9 @@
 Three stacks against one emulator (clock fast, so provisioning is short): ``clusters`` (our Cluster),
 ``noop`` (tests/bench/noop_provider.py, the floor) and ``clusters, lifted host`` (our Cluster with the
 dynamic-provider host of together_clusters.provider.host, whose gRPC pool is as large as the engine's
-parallelism instead of the SDK's 4, opted into through Pulumi.yaml as a user would). Each repetition runs up, preview, preview --refresh and destroy on
-each stack, the stacks' order alternating between repetitions.
+parallelism instead of the SDK's 4, opted into through Pulumi.yaml as the templates do by default). Each
+repetition runs up, preview, preview --refresh and destroy on each stack, the stacks' order alternating
+between repetitions.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ OPERATIONS: dict[str, Callable[[Stack], float]] = {
     "destroy": Stack.destroy,
 }
 GOALS = {"preview": Goal("<=", 1.2), "preview --refresh": Goal("<=", 1.2)}
+# Issue 25: many clusters from a template (which runs the lifted host) go up and away not in waves of 4.
+LIFTED_GOALS = {"up": Goal("<=", 2.0), "destroy": Goal("<=", 2.0)}
 
 
 def run(ctx: Context, emulator: Served) -> list[Figure]:
@@ -54,7 +57,7 @@ def run(ctx: Context, emulator: Served) -> list[Figure]:
                     ratio(ours, floor),
                     "x",
                     f"{n} no-op dynamic resources: {seconds(median(floor))}",
-                    GOALS.get(operation) if name == "clusters" else None,
+                    (GOALS if name == "clusters" else LIFTED_GOALS).get(operation),
                     note=f"ours {seconds(median(ours))}",
                     samples={"ours_s": ours, "floor_s": floor},
                 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .conftest import InstalledVenv
@@ -26,7 +27,15 @@ def test_templates_are_listed_and_found_in_the_installed_package(
             "__main__.py",
             "requirements.txt",
             ".gitignore",
+            "pulumi-plugin",
         }
+        # The launcher of the package's dynamic-provider host, from the installed package, executable.
+        launcher = folder / "pulumi-plugin" / "pulumi-resource-pulumi-python"
+        [installed_launcher] = installed.path.glob(
+            "lib/python*/site-packages/together_clusters/provider/plugin/pulumi-resource-pulumi-python"
+        )
+        assert launcher.read_text() == installed_launcher.read_text()
+        assert os.access(launcher, os.X_OK)
         assert (folder / "__main__.py").read_text() == (source / "__main__.py").read_text()
 
     unknown = installed.run(installed.python, "-m", "together_clusters.templates", "finetuning", cwd=tmp_path)

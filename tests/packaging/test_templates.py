@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 
 import together_clusters.templates as templates
 from together_clusters.templates.__main__ import main
@@ -41,12 +42,33 @@ def test_the_printed_folder_has_no_build_litter(
     assert main(["finetune"]) == 0
     printed = Path(capsys.readouterr().out.strip())
     files = sorted(p.relative_to(printed).as_posix() for p in printed.rglob("*"))
-    assert files == [".gitignore", "Pulumi.yaml", "__main__.py", "requirements.txt"]
+    launcher = "pulumi-plugin/pulumi-resource-pulumi-python"
+    assert files == [
+        ".gitignore",
+        "Pulumi.yaml",
+        "__main__.py",
+        "pulumi-plugin",
+        launcher,
+        "requirements.txt",
+    ]
     assert (printed / "__main__.py").read_text() == (template_with_litter / "__main__.py").read_text()
     # Asked again (an upgrade changed the template), the copy is made afresh.
     (template_with_litter / "__main__.py").write_text("# changed\n")
     assert main(["finetune"]) == 0
     assert (Path(capsys.readouterr().out.strip()) / "__main__.py").read_text() == "# changed\n"
+
+
+@pytest.mark.parametrize("name", templates.names())
+def test_a_template_of_the_checkout_names_the_launcher_of_the_package_host(name: str) -> None:
+    """``pulumi new templates/NAME`` from a checkout finds the folder Pulumi.yaml names (the engine refuses a
+    missing one: "no folder at path"), whose launcher is provider/plugin/'s, not a copy that could drift."""
+    from together_clusters.provider.host import PLUGIN_DIR
+
+    folder = templates.path(name)
+    [plugin] = yaml.safe_load((folder / "Pulumi.yaml").read_text())["plugins"]["providers"]
+    assert plugin["name"] == "pulumi-python" and plugin["path"] == templates.PLUGIN_FOLDER
+    launcher = folder / plugin["path"] / "pulumi-resource-pulumi-python"
+    assert launcher.resolve() == (PLUGIN_DIR / "pulumi-resource-pulumi-python").resolve()
 
 
 def test_an_unknown_template_is_one_line_naming_the_choices(capsys: pytest.CaptureFixture[str]) -> None:

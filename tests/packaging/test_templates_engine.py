@@ -38,9 +38,27 @@ import components
 import drift
 import provider
 import together_clusters
+from pulumi.dynamic import CreateResult, Resource, ResourceProvider
+
+
+class HostProbe(ResourceProvider):
+    # Runs in the process that serves the project's dynamic providers, Cluster's included.
+    def create(self, props):
+        with open("/proc/self/cmdline", "rb") as cmdline:
+            argv = cmdline.read().decode().split("\\0")
+        return CreateResult("host-probe", {"host_argv": argv})
+
+
+class HostProbeResource(Resource):
+    host_argv: pulumi.Output[list]
+
+    def __init__(self, name):
+        super().__init__(HostProbe(), name, {"host_argv": None})
+
 
 pulumi.export("user_modules", [provider.NAME, components.NAME, drift.NAME])
 pulumi.export("package_location", together_clusters.__file__)
+pulumi.export("dynamic_provider_host", HostProbeResource("host-probe").host_argv)
 """
 
 
@@ -159,6 +177,11 @@ def test_template_project_deploys_refreshes_and_destroys_with_the_installed_whee
         outputs = _engine.stack_outputs(project.dir, project.env)
         assert outputs["user_modules"] == [text.split('"')[1] for text in USER_FILES.values()]
         assert Path(outputs["package_location"]).resolve().is_relative_to(installed.path.resolve())
+        # The project's dynamic providers run in the package's host (a pool as large as the engine's
+        # parallelism), not the SDK's 4-thread one, in the project's virtualenv.
+        host_argv = outputs["dynamic_provider_host"]
+        assert host_argv[1:4] == ["-u", "-m", "together_clusters.provider.host"], host_argv
+        assert Path(host_argv[0]).parent.parent == installed.path, host_argv
         clusters = {c["cluster_id"]: c for c in emulator.admin.clusters()}
         assert clusters[outputs["cluster_id"]]["cluster_name"] == f"my-{template}-{STACK}"
         if template != "cluster":

@@ -74,3 +74,25 @@ def test_ready_is_seen_at_most_max_2s_or_a_tenth_of_the_wait_late():
     schedule = PollSchedule()
     for elapsed in [0, 1, 5, 20, 60, 120, 300, 600, 1800]:
         assert schedule.delay(elapsed) <= max(2.0, elapsed / 10)
+
+
+def test_a_state_reached_early_in_a_wait_is_seen_before_a_whole_second():
+    """A cluster Ready (or gone) 0.2 s into the wait is seen by 0.4 s, not held to the 1 s floor (which
+    made 20 quick creates or deletes each take a second more than the API did)."""
+    from together_clusters.provider.waiting import wait_until
+
+    now = [0.0]
+    polls: list[float] = []
+
+    def fetch() -> bool:
+        polls.append(now[0])
+        return now[0] >= 0.2
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    wait_until(
+        fetch, bool, timeout_s=60, what="w", progress=lambda _: None, clock=lambda: now[0], sleep=sleep
+    )
+    assert polls[-1] <= 0.4 + 1e-9, polls
+    assert len(polls) <= 4, polls
