@@ -25,7 +25,12 @@ from dataclasses import KW_ONLY, InitVar, dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
-from .platform import DEFAULT_PREEMPTIBLE_TAINT, GRACE_PERIOD_LIMIT_SECONDS, ComputeClass, Taint
+from together_clusters.platform import (
+    DEFAULT_PREEMPTIBLE_TAINT,
+    GRACE_PERIOD_LIMIT_SECONDS,
+    ComputeClass,
+    Taint,
+)
 
 
 @dataclass(frozen=True)

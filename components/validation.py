@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from together_clusters.errors import ArgsError
+from together_clusters.platform import Taint
 
 from . import guard
 from .args import BatchInferenceArgs, BatchJobArgs, SweepArgs, TrainingRunArgs
@@ -21,7 +22,6 @@ from .manifests.batch_inference import argument_violations as batch_inference_vi
 from .manifests.batch_job import argument_violations as batch_job_violations
 from .manifests.sweep import argument_violations as sweep_violations
 from .manifests.training_run import argument_violations as training_run_violations
-from .platform import Taint
 from .violations import Violation
 
 __all__ = ["ArgsError", "WorkloadArgs", "preemptible_taint", "validate"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from together_clusters.platform import ComputeClass
+
 from ..args import BatchInferenceArgs
 from ..checkpoint import contract
 from ..placement import placement_for
-from ..platform import ComputeClass
 from ..violations import Violation, argument_violation
 from .checks import at_least, container_violations, refuse_invalid, shared_settings_violations
 from .common import (

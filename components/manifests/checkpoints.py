@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from together_clusters.platform import (
+    CHECKPOINT_ANNOTATION,
+    CHECKPOINT_NONE,
+    CHECKPOINT_USER_MANAGED,
+)
+
 from ..args import (
     CheckpointChoice,
     NoCheckpoint,
     SharedVolume,
 )
 from ..checkpoint import contract
-from ..platform import (
-    CHECKPOINT_ANNOTATION,
-    CHECKPOINT_NONE,
-    CHECKPOINT_USER_MANAGED,
-)
 from .common import CHECKPOINT_VOLUME, Manifest, env_entry, secret_env_entry
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from together_clusters.platform import CRITICAL_LABEL
+
 from ..args import ContainerSpec
 from ..checkpoint import contract
-from ..platform import CRITICAL_LABEL
 
 Manifest = dict[str, Any]
 

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from together_clusters.platform import DISRUPTION_CONDITION
+
 from ..checkpoint import contract
-from ..platform import DISRUPTION_CONDITION
 from .common import MAIN_CONTAINER, Manifest, object_metadata, template_metadata_of
 
 JOB_READY_ANNOTATIONS: Mapping[str, str] = {"pulumi.com/waitFor": "jsonpath={.status.startTime}"}

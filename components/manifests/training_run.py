@@ -6,10 +6,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from together_clusters.platform import ComputeClass
+
 from ..args import TrainingRunArgs
 from ..checkpoint import contract
 from ..placement import placement_for, standard_placement
-from ..platform import ComputeClass
 from ..violations import Violation
 from .checkpoints import CheckpointBinding, checkpoint_binding
 from .checks import (
