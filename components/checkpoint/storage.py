@@ -214,7 +214,9 @@ class _ChunkReader(io.RawIOBase):
 def transfer_config(**overrides: Any) -> Any:
     """boto3's transfer settings: multipart above the threshold, parts of CHUNK_BYTES, bounded threads.
 
-    Memory per upload is about ``multipart_chunksize * max_concurrency``.
+    Memory per upload is about ``multipart_chunksize * max_concurrency``: a stream that cannot seek (a
+    checkpoint's chunks) is read into parts in memory, and s3transfer would otherwise keep up to ten of
+    them (``max_in_memory_upload_chunks``), 80 MiB that a pod's memory limit may not have.
     """
     with requires_extra("s3", "S3 checkpoints"):
         from boto3.s3.transfer import TransferConfig
@@ -223,8 +225,13 @@ def transfer_config(**overrides: Any) -> Any:
         "multipart_threshold": CHUNK_BYTES,
         "multipart_chunksize": CHUNK_BYTES,
         "max_concurrency": 4,
+        **overrides,
     }
-    return TransferConfig(**{**settings, **overrides})
+    in_memory_parts = settings.pop("max_in_memory_upload_chunks", settings["max_concurrency"])
+    config = TransferConfig(**settings)
+    # Not a TransferConfig keyword, but an attribute of s3transfer's config, which its manager reads.
+    config.max_in_memory_upload_chunks = in_memory_parts
+    return config
 
 
 class S3Backend:
