@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
+import pytest
 import urllib3
 import yaml
 from kubernetes import client, config, watch
@@ -398,6 +399,20 @@ def twin_stack(
             yield Stack(project, dict(env), emulator)
         finally:
             _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
+
+
+def module_stack(name: str, program: str, api_key: str, options: TwinOptions, speed: int) -> Any:
+    """The module-scoped fixture of one ``twin_stack`` (project ``twin-<name>``) that all of a module's tests
+    deploy to, each its own workload (set by stack config): one twin's start-up paid for the lot.
+    Assign it to the module's ``stack``."""
+
+    @pytest.fixture(scope="module")
+    def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+        tmp = tmp_path_factory.mktemp(name)
+        with twin_stack(tmp, f"twin-{name}", program, api_key, options=options, speed=speed) as stack:
+            yield stack
+
+    return stack
 
 
 def up(stack: Stack) -> client.ApiClient:

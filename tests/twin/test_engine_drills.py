@@ -9,7 +9,6 @@ only used to pick the preemptions that hit the Job.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,55 +18,23 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
-from ._twin import PodHistory, Stack, drill_twin, running_pod, twin_stack, two_spare_nodes, up, wait_for
+from ._programs import TRAINER, batch_job
+from ._twin import PodHistory, Stack, drill_twin, module_stack, running_pod, two_spare_nodes, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-drills-key-0123456789abcdef"
 PREEMPTIONS = 5
 NON_RETRIABLE = 2
 
-PROGRAM = f"""\
-import pulumi
-
-NON_RETRIABLE = {NON_RETRIABLE}
-
-from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ContainerSpec
-from together_clusters.components import SharedVolume
-from together_clusters.components.demo import demo_cluster
-
-config = pulumi.Config()
-gpu = demo_cluster("drills", num_preemptible_gpus=16)
-store = CheckpointStore(
-    "checkpoints",
-    CheckpointStoreArgs(storage=SharedVolume(claim_name="checkpoints", size="100Gi")),
-    opts=gpu.opts(),
+PROGRAM = batch_job(
+    "drills", TRAINER, f"non_retriable_exit_codes=({NON_RETRIABLE},)", "fresh_job_per_attempt=False"
 )
-job_name = config.require("jobName")
-BatchJob(
-    job_name,
-    BatchJobArgs(
-        container=ContainerSpec(image="registry.invalid/train:1", command=("python", "-m", "train"), gpus=8),
-        checkpoint=store.storage,
-        job_name=job_name,
-        namespace="default",
-        non_retriable_exit_codes=(NON_RETRIABLE,),
-        fresh_job_per_attempt=False,
-    ),
-    opts=gpu.opts(store),
-)
-pulumi.export("kube_config", gpu.cluster.kube_config)
-"""
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("drills")
-    # Speed 120: the 300 s grace lasts 2.5 s, a refill's bring-up 5 s (no process here needs the grace: the
-    # pods are kwok's). The Job controller's first pod-failure backoff is 1 s instead of 10 (it still doubles
-    # with every failure, ignored ones included).
-    options = TwinOptions(job_pod_failure_backoff="1s")
-    with twin_stack(tmp, "twin-drills", PROGRAM, API_KEY, options=options, speed=120) as stack:
-        yield stack
+# Speed 120: the 300 s grace lasts 2.5 s, a refill's bring-up 5 s (no process here needs the grace: the pods
+# are kwok's). The Job controller's first pod-failure backoff is 1 s instead of 10 (it still doubles with every
+# failure, ignored ones included).
+stack = module_stack("drills", PROGRAM, API_KEY, TwinOptions(job_pod_failure_backoff="1s"), speed=120)
 
 
 def job_condition(batch: client.BatchV1Api, name: str, kind: str) -> Any:

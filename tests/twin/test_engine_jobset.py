@@ -12,7 +12,6 @@ Run with ``-s`` to see the per-preemption replacement delays.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,15 +22,16 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
+from ._programs import IMAGE, batch_job
 from ._twin import (
     PodHistory,
     Stack,
     drill_twin,
     job_set,
     job_set_condition,
+    module_stack,
     pods_of_job_set,
     running_pod,
-    twin_stack,
     two_spare_nodes,
     up,
     wait_for,
@@ -44,48 +44,19 @@ MANY_PREEMPTIONS = 10
 NON_RETRIABLE = 2
 # The delay a plain Job's replacement reaches by its 7th preemption at upstream settings is 10 minutes.
 REPLACEMENT_BOUND_S = 60
-IMAGE = "registry.invalid/train:1"
 
-PROGRAM = f"""\
-import pulumi
-
-from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ContainerSpec
-from together_clusters.components import SharedVolume
-from together_clusters.components.demo import demo_cluster
-
-config = pulumi.Config()
-IMAGE = "{IMAGE}"
-gpu = demo_cluster("jobset", num_preemptible_gpus=16)
-store = CheckpointStore(
-    "checkpoints",
-    CheckpointStoreArgs(storage=SharedVolume(claim_name="checkpoints", size="100Gi")),
-    opts=gpu.opts(),
+PROGRAM = batch_job(
+    "jobset",
+    f'ContainerSpec(image=config.get("image") or "{IMAGE}", command=("python", "-m", "train"), gpus=8)',
+    f"non_retriable_exit_codes=({NON_RETRIABLE},)",
+    "fresh_job_per_attempt=True",
 )
-job_name = config.require("jobName")
-BatchJob(
-    job_name,
-    BatchJobArgs(
-        container=ContainerSpec(image=config.get("image") or IMAGE, command=("python", "-m", "train"), gpus=8),
-        checkpoint=store.storage,
-        job_name=job_name,
-        namespace="default",
-        non_retriable_exit_codes=({NON_RETRIABLE},),
-        fresh_job_per_attempt=True,
-    ),
-    opts=gpu.opts(store),
-)
-pulumi.export("kube_config", gpu.cluster.kube_config)
-"""
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("jobset")
-    # Speed 120: the 300 s grace lasts 2.5 s, a refill's bring-up 5 s (no process here needs the grace: the
-    # pods are kwok's). No job_pod_failure_backoff: the Job controller runs with upstream's backoff (real
-    # seconds, whatever the speed), which is what a fresh Job per attempt has to escape.
-    with twin_stack(tmp, "twin-jobset", PROGRAM, API_KEY, options=TwinOptions(), speed=120) as stack:
-        yield stack
+# Speed 120: the 300 s grace lasts 2.5 s, a refill's bring-up 5 s (no process here needs the grace: the pods
+# are kwok's). No job_pod_failure_backoff: the Job controller runs with upstream's backoff (real seconds,
+# whatever the speed), which is what a fresh Job per attempt has to escape.
+stack = module_stack("jobset", PROGRAM, API_KEY, TwinOptions(), speed=120)
 
 
 def deploy(stack: Stack, job: str) -> client.ApiClient:

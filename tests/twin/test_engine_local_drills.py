@@ -11,7 +11,6 @@ logged, through the Kubernetes API.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,56 +23,24 @@ from together_clusters.drift.drill_report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
-from ._twin import Stack, checkpoint_folder, running_pod, twin_stack, up, wait_for
+from ._programs import batch_job, local_process
+from ._twin import Stack, checkpoint_folder, module_stack, running_pod, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-local-drills-0123456789abcdef"
 HITS_PER_MODE = 2
 TRAIN_LOOP = Path(__file__).resolve().parent / "workloads" / "train_loop.py"
 
-PROGRAM = f"""\
-import pulumi
-
-from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ContainerSpec
-from together_clusters.components import SharedVolume
-from together_clusters.components.demo import demo_cluster
-
-config = pulumi.Config()
-gpu = demo_cluster("local-drills", num_preemptible_gpus=16)
-store = CheckpointStore(
-    "checkpoints",
-    CheckpointStoreArgs(storage=SharedVolume(claim_name="checkpoints", size="100Gi")),
-    opts=gpu.opts(),
+PROGRAM = batch_job(
+    "local-drills",
+    local_process(TRAIN_LOOP),
+    # The oracle reads every save; pruning would hide the preempted pod's last.
+    "keep_checkpoints=1000",
 )
-job_name = config.require("jobName")
-BatchJob(
-    job_name,
-    BatchJobArgs(
-        container=ContainerSpec(
-            image="registry.invalid/train:1",
-            command=("python", "-m", "together_clusters.components.checkpoint.launch", "--"),
-            args=("python", {str(TRAIN_LOOP)!r}),
-            gpus=8,
-            pod_annotations={{"twin.together.ai/run": "local"}},
-        ),
-        checkpoint=store.storage,
-        job_name=job_name,
-        namespace="default",
-        keep_checkpoints=1000,  # the oracle reads every save; pruning would hide the preempted pod's last
-    ),
-    opts=gpu.opts(store),
-)
-pulumi.export("kube_config", gpu.cluster.kube_config)
-"""
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("local-drills")
-    # Speed 60: the 300 s grace lasts 5 s (the runtime's save budget 270/60 = 4.5 s).
-    options = TwinOptions(job_pod_failure_backoff="1s")
-    with twin_stack(tmp, "twin-local-drills", PROGRAM, API_KEY, options=options, speed=60) as stack:
-        yield stack
+# Speed 60: the 300 s grace lasts 5 s (the runtime's save budget 270/60 = 4.5 s).
+stack = module_stack("local-drills", PROGRAM, API_KEY, TwinOptions(job_pod_failure_backoff="1s"), speed=60)
 
 
 def of_run(job: str) -> str:

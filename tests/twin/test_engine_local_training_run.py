@@ -25,6 +25,7 @@ from together_clusters.drift.drill_report import Outcome, parse_resumed
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
+from ._programs import local_process, training_run
 from ._twin import checkpoint_folder, failed_workloads, node_classes, running_pods, twin_stack, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
@@ -32,41 +33,7 @@ API_KEY = "tgp_v1_twin-local-training-0123456789abcdef"
 WORKER = Path(__file__).resolve().parent / "workloads" / "elastic_worker.py"
 ROUND = re.compile(r"^round=(\d+) rank=(\d+) start=(\d+)$", re.M)
 
-PROGRAM = f"""\
-import pulumi
-
-from together_clusters.components import CheckpointStore, CheckpointStoreArgs, ContainerSpec, SharedVolume
-from together_clusters.components import TrainingRun, TrainingRunArgs
-from together_clusters.components.demo import demo_cluster
-
-gpu = demo_cluster("train", num_preemptible_gpus=24)
-store = CheckpointStore(
-    "checkpoints",
-    CheckpointStoreArgs(storage=SharedVolume(claim_name="pretrain-checkpoints", size="100Gi")),
-    opts=gpu.opts(),
-)
-TrainingRun(
-    "pretrain",
-    TrainingRunArgs(
-        coordinator=ContainerSpec(image="registry.invalid/train:1", command=("python", "-m", "store"), cpu="1"),
-        worker=ContainerSpec(
-            image="registry.invalid/train:1",
-            command=("python", "-m", "together_clusters.components.checkpoint.launch", "--"),
-            args=("python", {str(WORKER)!r}),
-            gpus=8,
-            pod_annotations={{"twin.together.ai/run": "local"}},
-        ),
-        num_workers=2,
-        processes_per_worker=1,
-        checkpoint=store.storage,
-        namespace="default",
-        run_name="pretrain",
-        keep_checkpoints=1000,
-    ),
-    opts=gpu.opts(store),
-)
-pulumi.export("kube_config", gpu.cluster.kube_config)
-"""
+PROGRAM = training_run(local_process(WORKER), "processes_per_worker=1", "keep_checkpoints=1000")
 
 
 def workers(core: client.CoreV1Api) -> list[Any]:

@@ -22,6 +22,7 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
+from ._programs import TRAINER, checkpointed
 from ._twin import (
     PodHistory,
     drill_twin,
@@ -41,36 +42,25 @@ API_KEY = "tgp_v1_twin-sweep-key-0123456789abcdef"
 PREEMPTIONS = 6
 REPLACEMENT_BOUND_S = 60
 
-PROGRAM = """\
-import json
-
-import pulumi
-
-from together_clusters.components import CheckpointStore, CheckpointStoreArgs, ContainerSpec, SharedVolume
-from together_clusters.components import Sweep, SweepArgs
-from together_clusters.components.demo import demo_cluster
-
-gpu = demo_cluster("sweep", num_preemptible_gpus=24)
-store = CheckpointStore(
-    "checkpoints",
-    CheckpointStoreArgs(storage=SharedVolume(claim_name="sweep-checkpoints", size="100Gi")),
-    opts=gpu.opts(),
-)
-rates = json.loads(pulumi.Config().require("rates"))
+PROGRAM = checkpointed(
+    "sweep",
+    24,
+    "sweep-checkpoints",
+    f"""\
+rates = json.loads(config.require("rates"))
 sweep = Sweep(
     "lr",
     SweepArgs(
-        container=ContainerSpec(image="registry.invalid/train:1", command=("python", "-m", "train"), gpus=8),
-        trials=tuple({"learning_rate": r} for r in rates),
+        container={TRAINER},
+        trials=tuple({{"learning_rate": r}} for r in rates),
         checkpoint=store.storage,
         namespace="default",
         sweep_name="lr",
     ),
     opts=gpu.opts(store),
 )
-pulumi.export("kube_config", gpu.cluster.kube_config)
-pulumi.export("job_sets", sweep.job_sets)
-"""
+pulumi.export("job_sets", sweep.job_sets)""",
+)
 
 
 def checkpoint_dir(api: client.ApiClient, name: str) -> str:

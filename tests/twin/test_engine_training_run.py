@@ -19,6 +19,7 @@ from kubernetes import client
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
+from ._programs import IMAGE, training_run
 from ._twin import (
     PodHistory,
     drill_twin,
@@ -35,33 +36,7 @@ WORKERS = "app.kubernetes.io/name=pretrain,app.kubernetes.io/component=worker"
 PREEMPTIONS = 5
 REPLACEMENT_BOUND_S = 60
 
-PROGRAM = """\
-import pulumi
-
-from together_clusters.components import CheckpointStore, CheckpointStoreArgs, ContainerSpec, SharedVolume
-from together_clusters.components import TrainingRun, TrainingRunArgs
-from together_clusters.components.demo import demo_cluster
-
-gpu = demo_cluster("train", num_preemptible_gpus=24)
-store = CheckpointStore(
-    "checkpoints",
-    CheckpointStoreArgs(storage=SharedVolume(claim_name="pretrain-checkpoints", size="100Gi")),
-    opts=gpu.opts(),
-)
-TrainingRun(
-    "pretrain",
-    TrainingRunArgs(
-        coordinator=ContainerSpec(image="registry.invalid/train:1", command=("python", "-m", "store"), cpu="1"),
-        worker=ContainerSpec(image="registry.invalid/train:1", command=("torchrun", "-m", "train"), gpus=8),
-        num_workers=2,
-        checkpoint=store.storage,
-        namespace="default",
-        run_name="pretrain",
-    ),
-    opts=gpu.opts(store),
-)
-pulumi.export("kube_config", gpu.cluster.kube_config)
-"""
+PROGRAM = training_run(f'ContainerSpec(image="{IMAGE}", command=("torchrun", "-m", "train"), gpus=8)')
 
 
 def worker_rank(pod: Any) -> int:
