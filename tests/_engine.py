@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PULUMI = ROOT / "scripts" / "pulumi"
 INSTALL_ENGINE = ROOT / "scripts" / "install-engine"
 VENV = ROOT / ".venv"
+EXAMPLES = ROOT / "examples"
 PULUMI_HOME = ROOT / ".pulumi-home"
 
 #: Passphrase of throwaway local stacks (the same default as scripts/pulumi).
@@ -267,6 +269,18 @@ def write_project(
         f"    virtualenv: {json.dumps(str(Path(virtualenv).resolve()))}\n"
     )
     (project / "__main__.py").write_text(program)
+    return project
+
+
+def copy_example(example: str, directory: os.PathLike[str] | str) -> Path:
+    """A copy of the project ``examples/<example>`` in ``directory`` (the folder is made), runnable from there:
+    its ``Pulumi.yaml``'s virtualenv, relative to the repository, made absolute."""
+    project = Path(directory)
+    shutil.copytree(EXAMPLES / example, project)
+    pulumi_yaml = project / "Pulumi.yaml"
+    pulumi_yaml.write_text(
+        pulumi_yaml.read_text().replace("virtualenv: ../../.venv", f"virtualenv: {json.dumps(str(VENV))}")
+    )
     return project
 
 

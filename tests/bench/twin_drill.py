@@ -10,8 +10,6 @@ would.
 
 from __future__ import annotations
 
-import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ from together_clusters.provider.kubeconfig import kubeconfig_text
 
 from .context import Context
 from .figures import Figure, Goal
-from .servers import API_KEY, ROOT, Served, api_client, twin_emulator
+from .servers import API_KEY, Served, api_client, twin_emulator
 from .stacks import PulumiFailed
 
 NAME = "preemption drill of the finetune example at speed 60"
@@ -38,7 +36,6 @@ SPEED = 60.0
 GRACE_S = GRACE_PERIOD_LIMIT_SECONDS / SPEED
 SLACK_S = 5.0
 """What the goal allows above the floor: the scheduler, kwok's start of the pod, the drill's 0.5 s polls."""
-EXAMPLE = ROOT / "examples" / "finetune"
 WAIT_S = 300.0
 
 
@@ -50,15 +47,7 @@ def _pulumi(args: list[str], project: Path, env: dict[str, str]) -> None:
 
 def _deploy(ctx: Context, emulator: Served) -> tuple[client.ApiClient, str]:
     """``pulumi up`` of a copy of the example, then what its user owns; the kubeconfig client and Job name."""
-    project = ctx.workdir / "finetune"
-    shutil.copytree(EXAMPLE, project)
-    pulumi_yaml = project / "Pulumi.yaml"
-    # The copy lives elsewhere, so its relative virtualenv path must become absolute.
-    pulumi_yaml.write_text(
-        pulumi_yaml.read_text().replace(
-            "virtualenv: ../../.venv", f"virtualenv: {json.dumps(str(_engine.VENV))}"
-        )
-    )
+    project = _engine.copy_example("finetune", ctx.workdir / "finetune")
     env = _engine.engine_env(
         ctx.workdir, extra={"TOGETHER_BASE_URL": emulator.url, "TOGETHER_API_KEY": API_KEY}
     )

@@ -9,9 +9,10 @@ rendered. ``up`` must write exactly those objects; a second preview must be clea
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,6 @@ from .helpers import pod_spec
 pytestmark = pytest.mark.engine
 
 API_KEY = "tgp_v1_components-e2e-key-0123456789abcdef"
-EXAMPLES = _engine.ROOT / "examples"
 
 PROGRAM = """\
 import json
@@ -115,30 +115,47 @@ def rendering_stack(
     return pulumi
 
 
-def test_up_renders_exactly_the_component_manifests(tmp_path: Path, emulator_url: str) -> None:
-    project = _engine.write_project(tmp_path / "program", "components-e2e", PROGRAM)
+@dataclass(frozen=True)
+class RenderedStack:
+    """A stack that ``pulumi up`` deployed, its Kubernetes objects rendered to ``render_dir``."""
+
+    pulumi: Callable[..., subprocess.CompletedProcess[str]]
+    project: Path
+    env: dict[str, str]
+    render_dir: Path
+
+
+@contextmanager
+def rendered_up(tmp_path: Path, emulator_url: str, name: str, program: str) -> Iterator[RenderedStack]:
+    """The stack ``e2e`` of ``program`` (project ``name``) after a ``pulumi up`` that must succeed, rendering
+    to ``tmp_path/rendered``; destroyed on the way out."""
+    project = _engine.write_project(tmp_path / "program", name, program)
     env = stack_env(tmp_path, emulator_url)
     render_dir = tmp_path / "rendered"
-
     pulumi = rendering_stack(project, env, "e2e", render_dir)
     try:
         up = pulumi("up", *_engine.UP_FLAGS, check=False)
         assert up.returncode == 0, _engine.output(up)
-        outputs = _engine.stack_outputs(project, env)
+        yield RenderedStack(pulumi, project, env, render_dir)
+    finally:
+        pulumi("destroy", *_engine.UP_FLAGS, check=False)
+
+
+def test_up_renders_exactly_the_component_manifests(tmp_path: Path, emulator_url: str) -> None:
+    with rendered_up(tmp_path, emulator_url, "components-e2e", PROGRAM) as stack:
+        outputs = _engine.stack_outputs(stack.project, stack.env)
         assert outputs["coordinator_host"] == "run-coordinator.ml.svc"
         assert outputs["cluster_id"]
 
         expected = {f"{m['kind']}/{m['metadata']['name']}": m for m in json.loads(outputs["manifests"])}
-        rendered = rendered_objects(render_dir)
+        rendered = rendered_objects(stack.render_dir)
         assert sorted(rendered) == sorted(expected)
         for key, manifest in expected.items():
             assert_contains(manifest, rendered[key], key)
         assert guard.check_manifests(rendered.values()) == []
 
-        preview = pulumi("preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes", check=False)
+        preview = stack.pulumi("preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes", check=False)
         assert preview.returncode == 0, _engine.output(preview)
-    finally:
-        pulumi("destroy", *_engine.UP_FLAGS, check=False)
 
 
 def test_a_refused_layout_fails_the_preview_with_the_guard_message(tmp_path: Path, emulator_url: str) -> None:
@@ -159,15 +176,7 @@ def test_a_refused_layout_fails_the_preview_with_the_guard_message(tmp_path: Pat
 
 @pytest.mark.parametrize("example", ["finetune", "sweep", "batch_inference", "training_run"])
 def test_example_previews(tmp_path: Path, emulator_url: str, example: str) -> None:
-    project = tmp_path / example
-    shutil.copytree(EXAMPLES / example, project)
-    pulumi_yaml = project / "Pulumi.yaml"
-    # The copy lives elsewhere, so its relative virtualenv path must become absolute.
-    pulumi_yaml.write_text(
-        pulumi_yaml.read_text().replace(
-            "virtualenv: ../../.venv", f"virtualenv: {json.dumps(str(_engine.VENV))}"
-        )
-    )
+    project = _engine.copy_example(example, tmp_path / example)
     env = stack_env(tmp_path, emulator_url)
     pulumi = rendering_stack(project, env, "test", tmp_path / "r")
     preview = pulumi("preview", *_engine.PREVIEW_FLAGS, check=False)
@@ -198,23 +207,14 @@ pulumi.export("namespace", job.namespace)
 def test_renaming_a_component_with_an_alias_keeps_every_urn_and_the_provider_namespace_applies(
     tmp_path: Path, emulator_url: str
 ) -> None:
-    project = _engine.write_project(tmp_path / "program", "components-rename", RENAME_PROGRAM)
-    env = stack_env(tmp_path, emulator_url)
-    render_dir = tmp_path / "rendered"
-
-    pulumi = rendering_stack(project, env, "e2e", render_dir)
-    try:
-        up = pulumi("up", *_engine.UP_FLAGS, check=False)
-        assert up.returncode == 0, _engine.output(up)
-        (job,) = rendered_objects(render_dir).values()
+    with rendered_up(tmp_path, emulator_url, "components-rename", RENAME_PROGRAM) as stack:
+        (job,) = rendered_objects(stack.render_dir).values()
         assert pod_spec(job)["containers"][0]["image"] == "ghcr.io/example/trainer:1"  # a JobSet's Job
         assert job["metadata"]["namespace"] == "team-a", "the provider's namespace did not apply"
-        outputs = _engine.stack_outputs(project, env)
+        outputs = _engine.stack_outputs(stack.project, stack.env)
         assert outputs == {"job_name": "ft", "namespace": "team-a"}
 
-        pulumi("config", "set", "componentName", "finetune")
-        pulumi("config", "set", "oldName", "ft")
-        preview = pulumi("preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes", check=False)
+        stack.pulumi("config", "set", "componentName", "finetune")
+        stack.pulumi("config", "set", "oldName", "ft")
+        preview = stack.pulumi("preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes", check=False)
         assert preview.returncode == 0, _engine.output(preview)
-    finally:
-        pulumi("destroy", *_engine.UP_FLAGS, check=False)

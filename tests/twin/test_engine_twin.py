@@ -4,8 +4,6 @@ survives a preemption drill."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,6 @@ from .conftest import require_twin
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-engine-key-0123456789abcdef"
-EXAMPLES = _engine.ROOT / "examples"
 
 PROGRAM = """\
 import pulumi
@@ -111,15 +108,7 @@ def examples_emulator():
 def test_example_runs_its_kubernetes_objects_on_the_twin(
     tmp_path: Path, examples_emulator, example: str
 ) -> None:
-    project = tmp_path / example
-    shutil.copytree(EXAMPLES / example, project)
-    pulumi_yaml = project / "Pulumi.yaml"
-    # The copy lives elsewhere, so its relative virtualenv path must become absolute.
-    pulumi_yaml.write_text(
-        pulumi_yaml.read_text().replace(
-            "virtualenv: ../../.venv", f"virtualenv: {json.dumps(str(_engine.VENV))}"
-        )
-    )
+    project = _engine.copy_example(example, tmp_path / example)
     env = _engine.engine_env(
         tmp_path,
         extra={"TOGETHER_BASE_URL": examples_emulator.base_url, "TOGETHER_API_KEY": f"{API_KEY}-{example}"},
