@@ -3,50 +3,20 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
+from tests.emulator_process import emulator_process
 from together_clusters.emulator.admin_client import AdminClient
 
 from .conftest import GPU, REGION, create_body
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@contextmanager
-def emulator_process(*args: str) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "together_clusters.emulator", "--port", "0", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        base_url = proc.stdout.readline().strip()
-        assert base_url.startswith("http://127.0.0.1:"), base_url
-        yield base_url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
 
 
 def test_state_survives_restart(tmp_path: Path) -> None:
     state = tmp_path / "emulator.sqlite"
     headers = {"Authorization": "Bearer key-restart"}
-    with emulator_process("--state", str(state), "--speed", "0") as url:
+    with emulator_process("--state", str(state), "--speed", "0") as (url, _):
         admin = AdminClient(url)
         admin.set_capacity(REGION, GPU, 8)
         admin.set_grace_seconds(42)
@@ -64,7 +34,7 @@ def test_state_survives_restart(tmp_path: Path) -> None:
         admin.close()
     assert os.path.getsize(state) > 0
 
-    with emulator_process("--state", str(state), "--speed", "0") as url:
+    with emulator_process("--state", str(state), "--speed", "0") as (url, _):
         admin = AdminClient(url)
         assert admin.clock()["now_s"] >= clock_before
         assert {c["cluster_id"] for c in admin.clusters()} == set(ids)

@@ -76,6 +76,18 @@ def kube_clients(kubeconfig: str) -> client.ApiClient:
     return config.new_client_from_config_dict(yaml.safe_load(kubeconfig_text(kubeconfig) or ""))
 
 
+def create_body(name: str, **fields: Any) -> dict[str, Any]:
+    """The body of a create of the cluster ``name`` the twin can run; ``fields`` add to or override it."""
+    return {
+        "cluster_name": name,
+        "region": REGION,
+        "gpu_type": GPU,
+        "billing_type": "ON_DEMAND",
+        "nvidia_version_id": DRIVER,
+        **fields,
+    }
+
+
 @dataclass
 class TwinCluster:
     """An emulated cluster with its twin: the compute API (``http``) and Kubernetes (``core``, ``batch``)."""
@@ -103,15 +115,7 @@ class TwinCluster:
             headers={"Authorization": f"Bearer {api_key or f'twin-{name}'}"},
             timeout=30,
         )
-        body = {
-            "cluster_name": name,
-            "region": REGION,
-            "gpu_type": GPU,
-            "billing_type": "ON_DEMAND",
-            "nvidia_version_id": DRIVER,
-            **fields,
-        }
-        created = http.post("/v1/compute/clusters", json=body)
+        created = http.post("/v1/compute/clusters", json=create_body(name, **fields))
         assert created.status_code == 200, created.text
         cluster = created.json()
         return cls(

@@ -21,8 +21,8 @@ from kubernetes.client.exceptions import ApiException
 from together_clusters.emulator.kubernetes import binaries
 from together_clusters.emulator.kubernetes.kwok_config import RUN, RUN_LOCAL, SIGTERM
 
-from ._twin import COMPUTE_CLASS, DRIVER, GPU, REGION, TwinCluster, alive, kube_clients, wait_for
-from .test_processes import emulator_process, ready_nodes
+from ._twin import COMPUTE_CLASS, TwinCluster, alive, create_body, kube_clients, wait_for
+from .test_processes import ready_nodes, twin_process
 
 pytestmark = pytest.mark.twin
 
@@ -285,17 +285,9 @@ PARENT = """\
 
 
 def test_no_process_outlives_the_emulator_even_killed_outright(tmp_path) -> None:
-    body = {
-        "cluster_name": "orphans",
-        "region": REGION,
-        "gpu_type": GPU,
-        "num_gpus": 8,
-        "num_preemptible_gpus": 8,
-        "billing_type": "ON_DEMAND",
-        "nvidia_version_id": DRIVER,
-    }
+    body = create_body("orphans", num_gpus=8, num_preemptible_gpus=8)
     headers = {"Authorization": "Bearer twin-orphans"}
-    with emulator_process(tmp_path / "state.db") as (url, proc):
+    with twin_process(tmp_path / "state.db") as (url, proc):
         created = httpx.post(f"{url}/v1/compute/clusters", json=body, headers=headers, timeout=30).json()
         api = kube_clients(created["kube_config"])
         core = client.CoreV1Api(api)

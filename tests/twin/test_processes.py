@@ -10,56 +10,27 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from kubernetes import client
 
-from ._twin import DRIVER, GPU, REGION, alive, defaulted_jobset, kube_clients, wait_for
+from tests.emulator_process import emulator_process
+
+from ._twin import alive, create_body, defaulted_jobset, kube_clients, wait_for
 
 pytestmark = pytest.mark.twin
-ROOT = Path(__file__).resolve().parents[2]
 HEADERS = {"Authorization": "Bearer twin-restart"}
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the JobSet controller manager.
 PROCESSES = 6
 
 
-@contextmanager
-def emulator_process(state: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "together_clusters.emulator",
-            "--port",
-            "0",
-            "--state",
-            str(state),
-            "--kubernetes",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        base_url = proc.stdout.readline().strip()
-        assert base_url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.stderr else base_url
-        yield base_url, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+def twin_process(state: Path) -> AbstractContextManager[tuple[str, subprocess.Popen[str]]]:
+    """The emulator with the twin, keeping its state in ``state``: its URL and process. Its control planes may
+    take a while to stop."""
+    return emulator_process("--state", str(state), "--kubernetes", stop_timeout=60)
 
 
 def control_plane_pids(base_url: str) -> list[int]:
@@ -82,16 +53,8 @@ def ready_nodes(core: client.CoreV1Api) -> list[str] | None:
 
 def test_a_restart_keeps_the_clusters_objects_and_no_process_outlives_the_emulator(tmp_path: Path) -> None:
     state = tmp_path / "state.db"
-    body: dict[str, Any] = {
-        "cluster_name": "restart",
-        "region": REGION,
-        "gpu_type": GPU,
-        "num_gpus": 8,
-        "num_preemptible_gpus": 8,
-        "billing_type": "ON_DEMAND",
-        "nvidia_version_id": DRIVER,
-    }
-    with emulator_process(state) as (url, _):
+    body = create_body("restart", num_gpus=8, num_preemptible_gpus=8)
+    with twin_process(state) as (url, _):
         created = httpx.post(f"{url}/v1/compute/clusters", json=body, headers=HEADERS, timeout=30).json()
         api = kube_clients(created["kube_config"])
         core = client.CoreV1Api(api)
@@ -105,7 +68,7 @@ def test_a_restart_keeps_the_clusters_objects_and_no_process_outlives_the_emulat
         api.close()
     assert alive(first_pids) == []
 
-    with emulator_process(state) as (url, proc):
+    with twin_process(state) as (url, proc):
         cluster = httpx.get(
             f"{url}/v1/compute/clusters/{created['cluster_id']}", headers=HEADERS, timeout=30
         ).json()
