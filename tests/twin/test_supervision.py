@@ -18,6 +18,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,32 @@ def process_of(directory: Path, program: str) -> int | None:
     return None
 
 
+def kill(directory: Path, program: str) -> int:
+    """SIGKILL the running control plane process ``program``; its PID."""
+    pid = process_of(directory, program)
+    assert pid is not None, f"no {program} running"
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def started_again(directory: Path, program: str, killed: int) -> int:
+    """The PID of ``program`` once the twin has started it again after ``killed``."""
+
+    def new_pid() -> int | None:
+        pid = process_of(directory, program)
+        return pid if pid not in (None, killed) else None
+
+    return wait_for(new_pid, f"{program} started again")
+
+
+@contextmanager
+def serving_cluster(emulator: RunningEmulator, name: str) -> Iterator[tuple[TwinCluster, Path]]:
+    """A cluster of ``name`` once its standard node is Ready, and its control plane's directory."""
+    with TwinCluster.create(emulator, name, num_gpus=8) as cluster:
+        cluster.wait_for_nodes(standard=1, preemptible=0)
+        yield cluster, data_dir(emulator, cluster)
+
+
 def listen_on(port: int) -> socket.socket:
     taker = socket.socket()
     taker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -119,16 +146,11 @@ def test_a_jobset_manager_whose_port_was_taken_before_it_started_comes_up_on_ano
 def test_killed_controllers_are_started_again_and_the_cluster_goes_on_serving(
     emulator: RunningEmulator,
 ) -> None:
-    with TwinCluster.create(emulator, "killed", num_gpus=8) as cluster:
-        cluster.wait_for_nodes(standard=1, preemptible=0)
+    with serving_cluster(emulator, "killed") as (cluster, directory):
         defaulted_jobset(cluster.api, "before")
-        directory = data_dir(emulator, cluster)
 
-        manager = process_of(directory, "jobset")
-        scheduler = process_of(directory, "kube-scheduler")
-        assert manager is not None and scheduler is not None
-        os.kill(manager, signal.SIGKILL)
-        os.kill(scheduler, signal.SIGKILL)
+        manager = kill(directory, "jobset")
+        scheduler = kill(directory, "kube-scheduler")
         created = defaulted_jobset(cluster.api, "after")
         assert created["spec"]["successPolicy"] == {"operator": "All"}
         assert process_of(directory, "jobset") not in (None, manager)
@@ -144,17 +166,10 @@ def test_killed_controllers_are_started_again_and_the_cluster_goes_on_serving(
 
 
 def test_a_killed_api_server_and_etcd_come_back_with_the_clusters_objects(emulator: RunningEmulator) -> None:
-    with TwinCluster.create(emulator, "killed-api", num_gpus=8) as cluster:
-        cluster.wait_for_nodes(standard=1, preemptible=0)
+    with serving_cluster(emulator, "killed-api") as (cluster, directory):
         defaulted_jobset(cluster.api, "kept")
-        directory = data_dir(emulator, cluster)
-        api_server, etcd = process_of(directory, "kube-apiserver"), process_of(directory, "etcd")
-        assert api_server is not None and etcd is not None
-        os.kill(etcd, signal.SIGKILL)
-        os.kill(api_server, signal.SIGKILL)
-        wait_for(
-            lambda: process_of(directory, "kube-apiserver") not in (None, api_server), "a new API server"
-        )
+        etcd = kill(directory, "etcd")
+        started_again(directory, "kube-apiserver", kill(directory, "kube-apiserver"))
         cluster.wait_for_nodes(standard=1, preemptible=0)
         created = defaulted_jobset(cluster.api, "after-api-kill")
         assert created["spec"]["successPolicy"] == {"operator": "All"}
@@ -171,10 +186,8 @@ def kill_and_take_port(directory: Path, program: str, port_name: str) -> socket.
     """Kill ``program`` and take its port before the twin starts it again (the twin looks a few times a
     second, this loop far more often; should the twin still win, kill the new process and try again)."""
     for _ in range(3):
-        pid = process_of(directory, program)
-        assert pid is not None, f"no {program} running"
         port = ports(directory)[port_name]
-        os.kill(pid, signal.SIGKILL)
+        pid = kill(directory, program)
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
             try:
@@ -188,12 +201,10 @@ def kill_and_take_port(directory: Path, program: str, port_name: str) -> socket.
 def test_kwok_started_again_on_another_port_still_serves_pod_logs_of_existing_nodes(
     emulator: RunningEmulator,
 ) -> None:
-    with TwinCluster.create(emulator, "kubelet-port", num_gpus=8) as cluster:
-        cluster.wait_for_nodes(standard=1, preemptible=0)
+    with serving_cluster(emulator, "kubelet-port") as (cluster, directory):
         program = "import time\nprint('hello from before', flush=True)\ntime.sleep(600)\n"
         cluster.core.create_namespaced_pod("default", local_pod("logger", program))
         wait_for(lambda: log_of(cluster, "default", "logger", "hello from before"), "the pod's log")
-        directory = data_dir(emulator, cluster)
         with kill_and_take_port(directory, "kwok", "kubelet") as taker:
             wait_for(lambda: process_of(directory, "kwok"), "kwok started again")
             assert ports(directory)["kubelet"] != taker.getsockname()[1]
@@ -221,18 +232,12 @@ def broken_jobset(directory: Path) -> Binaries:
 def test_a_manager_moved_while_the_api_server_is_down_has_its_webhooks_pointed_once_it_is_back(
     emulator: RunningEmulator,
 ) -> None:
-    with TwinCluster.create(emulator, "moved-api-down", num_gpus=8) as cluster:
-        cluster.wait_for_nodes(standard=1, preemptible=0)
+    with serving_cluster(emulator, "moved-api-down") as (cluster, directory):
         defaulted_jobset(cluster.api, "before")
-        directory = data_dir(emulator, cluster)
-        api_server = process_of(directory, "kube-apiserver")
-        assert api_server is not None
-        os.kill(api_server, signal.SIGKILL)
+        api_server = kill(directory, "kube-apiserver")
         # The manager comes back on another port while no API server takes the new webhook address.
         with kill_and_take_port(directory, "jobset", "jobset_webhook"):
-            wait_for(
-                lambda: process_of(directory, "kube-apiserver") not in (None, api_server), "a new API server"
-            )
+            started_again(directory, "kube-apiserver", api_server)
             cluster.wait_for_nodes(standard=1, preemptible=0)
             created = defaulted_jobset(cluster.api, "after")
         assert created["spec"]["successPolicy"] == {"operator": "All"}
