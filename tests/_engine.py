@@ -45,7 +45,8 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,27 @@ def run_pulumi(
     if check and proc.returncode != 0:
         raise PulumiCommandError(output(proc))
     return proc
+
+
+@contextmanager
+def up_killed_on_exit(cwd: os.PathLike[str] | str, env: Mapping[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``pulumi up`` running in ``cwd`` while the block runs; SIGKILLed with its plugins (its process group,
+    as a cancelled CI job is) when the block ends, then ``pulumi cancel`` frees the stack it left locked."""
+    with subprocess.Popen(
+        [str(PULUMI), "up", *UP_FLAGS],
+        cwd=str(cwd),
+        env=dict(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    ) as running:
+        try:
+            yield running
+        finally:
+            os.killpg(running.pid, signal.SIGKILL)
+            running.wait()
+    run_pulumi(["cancel", "--yes"], cwd=cwd, env=env, check=True)
 
 
 def pulumi_in(

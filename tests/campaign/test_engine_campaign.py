@@ -9,8 +9,6 @@ import os
 import random
 import re
 import shutil
-import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -163,24 +161,13 @@ def test_engine_campaign_keeps_every_invariant(tmp_path, capsys: pytest.CaptureF
 def _up_killed_during_create(stack: EngineStack, emu_admin: Any, rng: random.Random) -> str:
     """``pulumi up`` SIGKILLed (with its plugins, as a cancelled CI job is) at a random moment after its
     create reached the API and before the cluster is Ready; then ``pulumi cancel``. The cluster's id."""
-    command = [str(_engine.PULUMI), *UP]
-    with subprocess.Popen(
-        command,
-        cwd=stack.dir,
-        env=stack.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    ) as running:
+    with _engine.up_killed_on_exit(stack.dir, stack.env) as running:
         deadline = time.monotonic() + 120
         while not emu_admin.clusters():
             assert running.poll() is None and time.monotonic() < deadline, "the create never reached the API"
             time.sleep(0.05)
         time.sleep(rng.uniform(0, 1.5))
         (cluster,) = emu_admin.clusters()
-        os.killpg(running.pid, signal.SIGKILL)
-        running.wait()
-    stack.run("cancel", "--yes", check=True)
     return str(cluster["cluster_id"])
 
 

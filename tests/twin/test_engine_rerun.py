@@ -10,9 +10,6 @@ and the twin's real API server (its server-side apply and field managers).
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -65,19 +62,8 @@ def test_an_up_killed_while_waiting_for_a_deployment_is_rerun_without_a_field_ma
     with twin_stack(tmp_path, "rerun", PROGRAM, API_KEY, speed=600) as stack:
         stack.set_config("computeClass", "nowhere")
         stack.set_config("queueUrl", "http://queue-a")
-        command = [str(_engine.PULUMI), "up", *_engine.UP_FLAGS]
-        with subprocess.Popen(
-            command,
-            cwd=stack.project,
-            env=stack.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        ) as running:
+        with _engine.up_killed_on_exit(stack.project, stack.env):
             apps = wait_for(lambda: _apps_once_the_deployment_exists(stack), "the Deployment", timeout=300)
-            os.killpg(running.pid, signal.SIGKILL)
-            running.wait()
-        _engine.run_pulumi(["cancel", "--yes"], cwd=stack.project, env=stack.env, check=True)
 
         stack.set_config("computeClass", "standard")
         stack.set_config("queueUrl", "http://queue-b")
