@@ -54,6 +54,26 @@ def on_victim(cluster: TwinCluster, namespace: str, victim: str, count: int) -> 
     wait_for(placed, f"only this test's {count} pods running on {victim}")
 
 
+def on_next_victim(
+    cluster: TwinCluster, namespace: str, jobs: tuple[str, ...] = (), deployments: tuple[str, ...] = ()
+) -> str:
+    """The preemptible node the platform reclaims next, once this test's ``jobs`` and ``deployments`` (one pod
+    each, preferring it) run there, and nothing else does."""
+    victim = cluster.next_victim()
+    for name in jobs:
+        cluster.batch.create_namespaced_job(namespace, job_manifest(name, victim))
+    for name in deployments:
+        create_deployment(cluster, namespace, deployment_manifest(name, victim))
+    on_victim(cluster, namespace, victim, len(jobs) + len(deployments))
+    return victim
+
+
+def given_back(cluster: TwinCluster, victim: str) -> None:
+    """Wait for the preempted ``victim`` to be deleted and the pool to be whole again."""
+    wait_for(lambda: victim not in cluster.node_classes(), "the preempted node to be deleted")
+    cluster.wait_for_nodes(standard=1, preemptible=2)
+
+
 def drill(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     code = cli.main(["drill", *argv])
     return code, capsys.readouterr().out
@@ -62,10 +82,7 @@ def drill(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 def test_twin_mode_reports_each_workload_surviving_an_eviction(
     cluster: TwinCluster, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    victim = cluster.next_victim()
-    cluster.batch.create_namespaced_job(namespace, job_manifest("train", victim))
-    create_deployment(cluster, namespace, deployment_manifest("serve", victim))
-    on_victim(cluster, namespace, victim, 2)
+    victim = on_next_victim(cluster, namespace, jobs=("train",), deployments=("serve",))
 
     url = cluster.emulator.base_url
     code, out = drill(
@@ -94,17 +111,14 @@ def test_twin_mode_reports_each_workload_surviving_an_eviction(
     assert not status.failed and not any(c.type == "Failed" for c in status.conditions or [])
     pods = cluster.core.list_namespaced_pod(namespace).items
     assert all(p.spec.node_name != victim for p in pods if p.status.phase == "Running")
-    wait_for(lambda: victim not in cluster.node_classes(), "the preempted node to be deleted")
-    cluster.wait_for_nodes(standard=1, preemptible=2)
+    given_back(cluster, victim)
 
 
 def test_twin_mode_exits_non_zero_when_a_sigterm_exit_burns_the_backoff_limit(
     cluster: TwinCluster, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # No Ignore rule for exit 143: a SIGTERM without a disruption condition counts against backoffLimit 0.
-    victim = cluster.next_victim()
-    cluster.batch.create_namespaced_job(namespace, job_manifest("fragile", victim))
-    on_victim(cluster, namespace, victim, 1)
+    victim = on_next_victim(cluster, namespace, jobs=("fragile",))
 
     url = cluster.emulator.base_url
     kubeconfig = kubeconfig_file(cluster, tmp_path)
@@ -117,16 +131,13 @@ def test_twin_mode_exits_non_zero_when_a_sigterm_exit_burns_the_backoff_limit(
     assert "a workload did not survive" in out
     status = cluster.batch.read_namespaced_job_status("fragile", namespace).status
     assert any(c.type == "Failed" and c.reason == "BackoffLimitExceeded" for c in status.conditions)
-    wait_for(lambda: victim not in cluster.node_classes(), "the preempted node to be deleted")
-    cluster.wait_for_nodes(standard=1, preemptible=2)
+    given_back(cluster, victim)
 
 
 def test_game_day_cordons_announces_evicts_and_gives_the_node_back(
     cluster: TwinCluster, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    victim = cluster.next_victim()
-    create_deployment(cluster, namespace, deployment_manifest("serve", victim))
-    on_victim(cluster, namespace, victim, 1)
+    victim = on_next_victim(cluster, namespace, deployments=("serve",))
     [before] = cluster.core.list_namespaced_pod(namespace).items
 
     code, out = drill(
@@ -171,9 +182,7 @@ def test_game_day_refuses_when_no_other_node_could_take_the_pods_and_changes_not
 ) -> None:
     """The other preemptible node cordoned, the standard one not of the pod's class: the drill refuses at
     once, naming each node's reason, instead of cordoning the victim and waiting out its timeout."""
-    victim = cluster.next_victim()
-    create_deployment(cluster, namespace, deployment_manifest("lonely", victim))
-    on_victim(cluster, namespace, victim, 1)
+    victim = on_next_victim(cluster, namespace, deployments=("lonely",))
     others = [n for n, c in cluster.node_classes().items() if c == "preemptible" and n != victim]
     for name in others:
         cluster.core.patch_node(name, {"spec": {"unschedulable": True}})
