@@ -23,6 +23,15 @@ from ._twin import REGION, twin_stack, up, wait_for
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-shared-volume-0123456789abcdef"
 
+# The cluster both programs replace (stack config ``gpuType``) and the Volume that outlives it.
+CLUSTER_ON_VOLUME = f"""\
+config = pulumi.Config()
+volume = Volume("checkpoints", VolumeArgs(volume_name="checkpoints", region={REGION!r}, size_tib=1))
+cluster = Cluster("gpu", ClusterArgs(cluster_name="replaced", region={REGION!r}, gpu_type=config.require("gpuType"),
+                                     num_gpus=8, nvidia_version_id="nv-570-cu128-ubuntu2204",
+                                     volume_id=volume.volume_id, ready_timeout_minutes=5))
+"""
+
 # The pod writes the checkpoint when the volume has none, else reads it; then it stays Running (Ready), so
 # pulumi-kubernetes' await of the pod ends. ``deleted_with=cluster``: the pod goes with its cluster. Without
 # it the replacement fails: the engine deletes the pod through the Kubernetes provider it is replacing along
@@ -36,12 +45,7 @@ from together_clusters.components import CheckpointStore, CheckpointStoreArgs, S
 from together_clusters.components.kube import provider_for
 from together_clusters.provider import Cluster, ClusterArgs, Volume, VolumeArgs
 
-config = pulumi.Config()
-volume = Volume("checkpoints", VolumeArgs(volume_name="checkpoints", region={REGION!r}, size_tib=1))
-cluster = Cluster("gpu", ClusterArgs(cluster_name="replaced", region={REGION!r}, gpu_type=config.require("gpuType"),
-                                     num_gpus=8, nvidia_version_id="nv-570-cu128-ubuntu2204",
-                                     volume_id=volume.volume_id, ready_timeout_minutes=5))
-on_cluster = pulumi.ResourceOptions(provider=provider_for(cluster))
+{CLUSTER_ON_VOLUME}on_cluster = pulumi.ResourceOptions(provider=provider_for(cluster))
 store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_name="ckpt", size="1Ti")),
                         opts=on_cluster, volume_name="checkpoints")
 program = '''
@@ -115,12 +119,7 @@ import pulumi
 from together_clusters.components import CheckpointStore, CheckpointStoreArgs, SharedVolume, provider_for
 from together_clusters.provider import Cluster, ClusterArgs, Volume, VolumeArgs
 
-config = pulumi.Config()
-volume = Volume("checkpoints", VolumeArgs(volume_name="checkpoints", region={REGION!r}, size_tib=1))
-cluster = Cluster("gpu", ClusterArgs(cluster_name="replaced", region={REGION!r}, gpu_type=config.require("gpuType"),
-                                     num_gpus=8, nvidia_version_id="nv-570-cu128-ubuntu2204",
-                                     volume_id=volume.volume_id, ready_timeout_minutes=5))
-store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_name="ckpt", size="1Ti")),
+{CLUSTER_ON_VOLUME}store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_name="ckpt", size="1Ti")),
                         opts=pulumi.ResourceOptions(provider=provider_for(cluster)), volume_name="checkpoints",
                         allow_data_loss=True)
 pulumi.export("kube_config", cluster.kube_config)
