@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -364,6 +365,31 @@ class PodHistory:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def preempt_again_and_again(
+    api: client.ApiClient,
+    admin: AdminClient,
+    twin_url: str,
+    history: PodHistory,
+    running: Callable[[str | None], Any],
+    what: str,
+    times: int,
+) -> tuple[list[float], list[DrillReport]]:
+    """Drill the node of ``what``'s pod ``times`` times, one termination mode after another, each time once it
+    runs again: ``running(not_uid)`` is its running pod other than ``not_uid`` (None: any), or None.
+
+    Each replacement's delay (from its predecessor's end to its running, kwok's clock), and each drill's report.
+    """
+    delays, reports = [], []
+    modes = itertools.cycle(TerminationMode)
+    for _ in range(times):
+        pod = wait_for(lambda: running(None), f"{what} to run")
+        reports.append(drill_twin(api, admin, twin_url, next(modes), node=pod.spec.node_name))
+        old = pod.metadata.uid
+        replacement = wait_for(lambda old=old: running(old), f"{what}'s replacement")
+        delays.append(history.delay(old, replacement.metadata.uid))
+    return delays, reports
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ name that trial's JobSet, survived.
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,15 @@ from kubernetes import client
 from together_clusters.drift.drill_report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
-from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
+from together_clusters.emulator.kubernetes.options import TwinOptions
 
 from ._programs import TRAINER, checkpointed
 from ._twin import (
     PodHistory,
-    drill_twin,
     job_set,
     job_set_condition,
     pods_of_job_set,
+    preempt_again_and_again,
     running_pod,
     running_pods,
     twin_stack,
@@ -69,7 +68,7 @@ def checkpoint_dir(api: client.ApiClient, name: str) -> str:
     return str(next(e["value"] for e in main["env"] if e["name"] == "CHECKPOINT_DIR"))
 
 
-def new_pod(core: client.CoreV1Api, trial: str, old_uid: str) -> Any:
+def new_pod(core: client.CoreV1Api, trial: str, old_uid: str | None) -> Any:
     return next((p for p in running_pods(core, pods_of_job_set(trial)) if p.metadata.uid != old_uid), None)
 
 
@@ -90,16 +89,18 @@ def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every
             wait_for(lambda: len(running_pods(core, "app.kubernetes.io/name=lr")) == 3, "three trials to run")
             uids = {t: job_set(api, t)["metadata"]["uid"] for t in trials}
 
-            delays = []
-            modes = itertools.cycle(TerminationMode)
-            for _ in range(PREEMPTIONS):
-                pod = wait_for(lambda: running_pod(core, pods_of_job_set("lr-1")), "trial 1 to run")
-                report = drill_twin(api, admin, stack.emulator.base_url, next(modes), node=pod.spec.node_name)
+            delays, reports = preempt_again_and_again(
+                api,
+                admin,
+                stack.emulator.base_url,
+                history,
+                lambda not_uid: new_pod(core, "lr-1", not_uid),
+                "trial 1",
+                PREEMPTIONS,
+            )
+            for report in reports:  # each drill took trial 1's pod, and its JobSet survived
                 (ours,) = [w for w in report.workloads if (w.kind, w.name) == ("JobSet", "lr-1")]
                 assert ours.outcome is Outcome.SURVIVED, report
-                old = pod.metadata.uid
-                replacement = wait_for(lambda old=old: new_pod(core, "lr-1", old), "trial 1's replacement")
-                delays.append(history.delay(old, replacement.metadata.uid))
             print(f"\nSweep trial, every mode, upstream backoff: replacement delays (s) {delays}")
             assert max(delays) < REPLACEMENT_BOUND_S, delays
             status = job_set(api, "lr-1")["status"]

@@ -9,7 +9,6 @@ from the same committed step, no workload fails and the coordinator on the stand
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,12 @@ import pytest
 from kubernetes import client
 
 from together_clusters.emulator.admin_client import AdminClient
-from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
+from together_clusters.emulator.kubernetes.options import TwinOptions
 
 from ._programs import IMAGE, training_run
 from ._twin import (
     PodHistory,
-    drill_twin,
+    preempt_again_and_again,
     running_pods,
     twin_stack,
     up,
@@ -67,15 +66,15 @@ def test_at_real_settings_a_worker_preempted_again_and_again_is_replaced_within_
         history = PodHistory(api, "default", WORKERS).start()
         try:
             wait_for(lambda: len(running_pods(core, WORKERS)) == 2, "both workers to run")
-            delays = []
-            modes = itertools.cycle(TerminationMode)
-            for _ in range(PREEMPTIONS):
-                pod = wait_for(lambda: running_worker(core, 1), "worker 1 to run")
-                report = drill_twin(api, admin, stack.emulator.base_url, next(modes), node=pod.spec.node_name)
-                assert report.ok, report
-                old = pod.metadata.uid
-                replacement = wait_for(lambda old=old: running_worker(core, 1, old), "worker 1's replacement")
-                delays.append(history.delay(old, replacement.metadata.uid))
+            delays, _ = preempt_again_and_again(
+                api,
+                admin,
+                stack.emulator.base_url,
+                history,
+                lambda not_uid: running_worker(core, 1, not_uid),
+                "worker 1",
+                PREEMPTIONS,
+            )
             print(f"\nTrainingRun worker, every mode, upstream backoff: replacement delays (s) {delays}")
             assert max(delays) < REPLACEMENT_BOUND_S, delays
             assert len(running_pods(core, WORKERS)) == 2
