@@ -158,7 +158,7 @@ class ClusterControllers(pulumi.ComponentResource):
         controller = release.facts.controller.value
         namespace = k8s.core.v1.Namespace(
             f"{name}-{controller}-namespace",
-            metadata=marked({"name": release.namespace}, this_stack)["metadata"],
+            metadata=marked({"metadata": {"name": release.namespace}}, this_stack)["metadata"],
             opts=pulumi.ResourceOptions(parent=self, deleted_with=deleted_with),
         )
         reference = release.reference

@@ -54,7 +54,7 @@ def classify(crd_annotations: Mapping[str, str] | None, this_stack: str) -> Find
     return Finding(presence, installed_by)
 
 
-class ClusterUnanswered(Exception):
+class _ClusterUnanswered(Exception):
     """The cluster could not be asked; the message says why (internal: turned into a Finding)."""
 
 
@@ -62,14 +62,14 @@ class ClusterUnanswered(Exception):
 def installed_crds(kubeconfig: str) -> Mapping[str, Mapping[str, str]]:
     """The annotations of every CustomResourceDefinition the cluster serves, by name.
 
-    Raises :class:`ClusterUnanswered` when it cannot ask. A kubeconfig given as a path (as
+    Raises :class:`_ClusterUnanswered` when it cannot ask. A kubeconfig given as a path (as
     ``k8s.Provider(kubeconfig=...)`` accepts) is read from that file.
     """
     try:
         from kubernetes import client, config
         from kubernetes.client.exceptions import ApiException
     except ModuleNotFoundError as error:
-        raise ClusterUnanswered(
+        raise _ClusterUnanswered(
             "the kubernetes client is not installed (pip install 'together-gpu-clusters[drill]')"
         ) from error
     text = kubeconfig_text(kubeconfig) or ""
@@ -84,9 +84,9 @@ def installed_crds(kubeconfig: str) -> Mapping[str, Mapping[str, str]]:
                 _request_timeout=REQUEST_TIMEOUT_SECONDS
             )
     except ApiException as error:
-        raise ClusterUnanswered(f"the API server answered {error.status} {error.reason}") from error
+        raise _ClusterUnanswered(f"the API server answered {error.status} {error.reason}") from error
     except Exception as error:  # connection refused, DNS, TLS, a kubeconfig the client cannot use
-        raise ClusterUnanswered(f"{type(error).__name__}: {str(error).splitlines()[0][:200]}") from error
+        raise _ClusterUnanswered(f"{type(error).__name__}: {str(error).splitlines()[0][:200]}") from error
     return {
         str(crd.metadata.name): dict(crd.metadata.annotations or {})
         for crd in listed.items
@@ -101,6 +101,6 @@ def find(crd: str, kubeconfig: str | None, this_stack: str) -> Finding:
         return Finding(Presence.UNKNOWN, reason="the cluster's kubeconfig is not known yet")
     try:
         served = installed_crds(kubeconfig)
-    except ClusterUnanswered as error:
+    except _ClusterUnanswered as error:
         return Finding(Presence.UNKNOWN, reason=str(error))
     return classify(served.get(crd), this_stack)
