@@ -69,7 +69,10 @@ def provider_for(
         wanted = controllers if isinstance(controllers, ClusterControllersArgs) else ClusterControllersArgs()
         parent = opts.parent if opts is not None else None
         ClusterControllers(
-            f"{name}-controllers", wanted, pulumi.ResourceOptions(provider=provider, parent=parent)
+            f"{name}-controllers",
+            wanted,
+            pulumi.ResourceOptions(provider=provider, parent=parent),
+            kubeconfig=pulumi.Output.from_input(kubeconfig),
         )
     return provider
 
@@ -119,9 +122,13 @@ def kubeconfig_of(provider: pulumi.ProviderResource) -> pulumi.Output[str | None
     renders YAML, or that uses the ambient configuration (no kubeconfig given, no ``KUBECONFIG``)."""
     rendering = getattr(provider, "render_yaml_to_directory", None)
     kubeconfig = getattr(provider, "kubeconfig", None)
-    return pulumi.Output.all(rendering, kubeconfig).apply(
-        lambda found: None if found[0] or not isinstance(found[1], str) else found[1], run_with_unknowns=True
-    )
+
+    # At preview an input the provider was not given reads as unknown, not as None: only a str counts.
+    def usable(found: list[Any]) -> str | None:
+        renders = isinstance(found[0], str) and bool(found[0])
+        return found[1] if isinstance(found[1], str) and not renders else None
+
+    return pulumi.Output.all(rendering, kubeconfig).apply(usable, run_with_unknowns=True)
 
 
 def cluster_of(opts: pulumi.ResourceOptions | None) -> pulumi.Resource | None:

@@ -354,3 +354,11 @@ def test_a_hand_made_stack_passes_when_the_cluster_serves_jobset_or_needs_none(
         container=JOB.container, checkpoint=JOB.checkpoint, job_name="train", fresh_job_per_attempt=False
     )
     program.run(lambda: hand_made_stack(plain_job))
+
+
+def test_at_preview_a_hand_made_stack_is_refused_too(served: dict) -> None:
+    # At preview the inputs a provider was not given (render_yaml_to_directory) read as unknown, not None.
+    program = Program()
+    pulumi.runtime.set_mocks(program.mocks, project="components-test", stack="test", preview=True)
+    with pytest.raises(MissingControllerError, match="BatchJob 'ft' needs JobSet"):
+        program.run(hand_made_stack)
