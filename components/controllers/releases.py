@@ -48,9 +48,13 @@ class ClusterControllersArgs:
     """
 
     jobset: bool = True
+    """Install JobSet (v0.11.0), the controller of the components' default JobSets."""
     kueue: bool = False
+    """Install Kueue (v0.17.0): declared at its pinned version, no component needs it yet."""
     descheduler: bool = False
+    """Install the descheduler (v0.36.0, with its chart's default policy): declared, not yet exercised."""
     chart_source: str | None = None
+    """``None``: the official registries; ``oci://...`` or ``https://...``: a mirror; else a local folder."""
 
     def wanted(self) -> tuple[Controller, ...]:
         """The controllers asked for, in install order."""
