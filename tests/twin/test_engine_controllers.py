@@ -96,6 +96,19 @@ def test_provider_for_installs_jobset_on_a_bare_cluster_and_a_second_stack_uses_
         services = client.CoreV1Api(api).list_namespaced_service(JOBSET.namespace).items
         assert any("webhook" in s.metadata.name for s in services)
 
+        # Installed by this stack: the next run keeps it as it is.
+        again = _engine.run_pulumi(
+            ["preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes"], cwd=stack.project, env=stack.env
+        )
+        assert again.returncode == 0, _engine.output(again)
+
+        # What waits for the component waits for its Stash, which the engine created after the chart.
+        resources = {
+            r["urn"].rsplit("::", 1)[-1]: r for r in _engine.stack_resources(stack.project, stack.env)
+        }
+        chart_urn = resources["k8s-controllers-jobset"]["urn"]
+        assert chart_urn in resources["k8s-controllers-ready"].get("dependencies", [])
+
         # A second stack on the same cluster: the preview notes whose JobSet it found and plans no chart.
         kubeconfig = _engine.stack_outputs(stack.project, stack.env)["kube_config"]
         second = _engine.write_project(tmp_path / "second", "second", SECOND)
