@@ -20,6 +20,8 @@ _EXPORTS = {
     "BatchInference": ".batch_inference",
     "TrainingRun": ".training_run",
     "CheckpointStore": ".checkpoint_store",
+    "ClusterControllers": ".cluster_controllers",
+    "ClusterControllersArgs": ".cluster_controllers",
     "provider_for": ".kube",
     "provider_from_stack_config": ".kube",
     "BatchJobArgs": ".args",
@@ -51,6 +53,8 @@ __all__ = [
     "CheckpointStore",
     "CheckpointStoreArgs",
     "Checkpointing",
+    "ClusterControllers",
+    "ClusterControllersArgs",
     "ComputeClass",
     "ContainerSpec",
     "NoCheckpoint",
@@ -89,6 +93,7 @@ if TYPE_CHECKING:
     from .batch_inference import BatchInference
     from .batch_job import BatchJob
     from .checkpoint_store import CheckpointStore
+    from .cluster_controllers import ClusterControllers, ClusterControllersArgs
     from .guard import PlacementRefused
     from .kube import provider_for, provider_from_stack_config
     from .platform import ComputeClass, Taint

@@ -10,6 +10,7 @@ import pulumi
 from together_clusters.platform import DEFAULT_PREEMPTIBLE_TAINT, Taint
 
 from . import guard, kube
+from .controller_needs import wait_for_controllers
 from .inputs import Placeholders, without_placeholders
 
 TYPE_PREFIX = "together:components"
@@ -51,7 +52,12 @@ class ManifestComponent(pulumi.ComponentResource):
         """The rendered objects, with a placeholder where an Input's value goes."""
         cluster = kube.cluster_of(opts)
         wanted = opts.deleted_with if opts is not None else None
-        child_opts = pulumi.ResourceOptions(parent=self, deleted_with=wanted or cluster)
+        # Objects of a kind a controller serves (a JobSet) wait for the provider's ClusterControllers, so they
+        # are created after it and deleted before it; with none declared, a cluster without it is refused.
+        controllers = wait_for_controllers(f"{type_name} {name!r}", manifests, opts)
+        child_opts = pulumi.ResourceOptions(
+            parent=self, deleted_with=wanted or cluster, depends_on=controllers
+        )
         self.resources = {}
         for manifest in self.manifests:
             kind = manifest["kind"]

@@ -316,10 +316,11 @@ class BatchJobArgs(GroupedArgs):
     recreated fresh, so the Job controller's pod-failure backoff (10 s doubling to 10 min, counting
     ignored failures too) never builds up: proven on the twin, the 10th replacement ran about 1 s after
     its predecessor ended. Real failures still end it (crashes count against ``backoff_limit`` within
-    one attempt). It needs JobSet (v0.11, ``jobset.x-k8s.io/v1alpha2``) installed in the cluster: without
-    it ``pulumi up`` fails creating the JobSet ("no matches for kind "JobSet" in version
-    "jobset.x-k8s.io/v1alpha2""); install JobSet, or set ``fresh_job_per_attempt=False`` for a plain Job,
-    which replaces preempted pods itself after that growing backoff.
+    one attempt). It needs JobSet (v0.11, ``jobset.x-k8s.io/v1alpha2``) in the cluster:
+    ``provider_for(cluster)`` installs it (:class:`~together_clusters.components.ClusterControllers`); on a
+    provider of your own without one, a cluster without JobSet is refused at preview naming the fix. Or set
+    ``fresh_job_per_attempt=False`` for a plain Job, which replaces preempted pods itself after that growing
+    backoff.
     Checkpoints live under a run key: ``run_id`` when given (keep it to resume across changes you know
     are compatible), else a digest of the image, command, arguments and env, so a changed run starts
     fresh instead of resuming another run's state.
@@ -366,7 +367,7 @@ class SweepArgs(GroupedArgs):
     trial fails on its own after ``backoff_limit_per_index`` failures or a non-retriable exit code,
     and the others go on. Every trial starts at once (beyond the cluster's free GPUs they wait
     Pending): ``parallelism`` and ``max_failed_indexes`` below the number of trials are refused, as
-    nothing can cap or count separate JobSets together. Needs JobSet in the cluster.
+    nothing can cap or count separate JobSets together. Needs JobSet in the cluster (``provider_for`` installs it).
 
     ``fresh_job_per_attempt=False``: one Indexed Job, pod ``i`` runs trial ``i``, at most
     ``parallelism`` at once; the sweep fails after ``max_failed_indexes`` failed trials (default:
@@ -456,7 +457,7 @@ class TrainingRunArgs(GroupedArgs):
     :class:`BatchJobArgs`), however often that worker was preempted: while it waits, every rank waits.
     A worker that fails for real (``backoff_limit`` crashes, a non-retriable exit code) ends its own
     JobSet ``Failed``; the other agents then fail at the rendezvous once fewer than ``min_workers``
-    remain. Needs JobSet in the cluster. ``False``: one Indexed Job for all workers (DNS names
+    remain. Needs JobSet in the cluster (``provider_for`` installs it). ``False``: one Indexed Job for all workers (DNS names
     ``<run>-workers-<i>.<run>-workers``), whose replacements wait on that growing backoff.
     """
 

@@ -13,7 +13,8 @@ class BatchJob(ManifestComponent):
     """A Job on preemptible nodes: preemptions ignored by the failure policy, checkpoints mounted, resume on
     restart, grace period within the platform's limit (a longer one is refused at preview). By default
     (``fresh_job_per_attempt``) a JobSet holding that Job, recreated fresh after each preemption, so
-    replacements never wait for the Job controller's growing backoff; the cluster needs JobSet installed.
+    replacements never wait for the Job controller's growing backoff; the JobSet waits for the
+    :class:`~together_clusters.components.ClusterControllers` of its provider (``provider_for`` declares one).
 
     Outputs come from the created object: ``job_name`` and ``namespace`` as the API server has them.
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
 
 import pulumi
@@ -13,6 +13,9 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from together_clusters.errors import KubernetesUnreachable
+
+if TYPE_CHECKING:
+    from .cluster_controllers import ClusterControllersArgs
 
 NEVER_RESOLVES = ".invalid"
 """The top-level domain reserved never to resolve (RFC 6761); the emulator without its Kubernetes twin
@@ -31,11 +34,21 @@ def provider_for(
     render_dir: str | None = None,
     name: str = "k8s",
     opts: pulumi.ResourceOptions | None = None,
+    controllers: bool | ClusterControllersArgs = True,
 ) -> k8s.Provider:
-    """The Kubernetes provider for a cluster.
+    """The Kubernetes provider for a cluster, with the controllers the components need.
+
+    ``controllers``: by default the provider comes with a
+    :class:`~together_clusters.components.ClusterControllers` named ``<name>-controllers`` that installs
+    JobSet from its official chart (unless the cluster already has one: then it is used and left alone),
+    and every component on this provider whose objects need it waits for it, so a stack on a bare cluster
+    needs no line of its own. Pass ``ClusterControllersArgs(...)`` to choose the controllers or the chart
+    source (a mirror, a local folder), or ``False`` to install nothing (the cluster has them, or the stack
+    declares its own ``ClusterControllers``).
 
     With ``render_dir`` the provider writes manifests there instead of talking to a cluster (used
-    against the emulator, whose kubeconfig points at no real API server).
+    against the emulator, whose kubeconfig points at no real API server); no controllers are declared then
+    (a chart would be fetched only to be written out, and there is no cluster to ask what it has).
     """
     if render_dir:
         return k8s.Provider(name, render_yaml_to_directory=render_dir, opts=opts)
@@ -50,6 +63,17 @@ def provider_for(
     provider = k8s.Provider(name, kubeconfig=pulumi.Output.from_input(kubeconfig).apply(reachable), opts=opts)
     if isinstance(cluster, pulumi.Resource):
         _CLUSTER_OF_PROVIDER[provider] = cluster
+    if controllers is not False:
+        from .cluster_controllers import ClusterControllers, ClusterControllersArgs
+
+        wanted = controllers if isinstance(controllers, ClusterControllersArgs) else ClusterControllersArgs()
+        parent = opts.parent if opts is not None else None
+        ClusterControllers(
+            f"{name}-controllers",
+            wanted,
+            pulumi.ResourceOptions(provider=provider, parent=parent),
+            kubeconfig=pulumi.Output.from_input(kubeconfig),
+        )
     return provider
 
 
@@ -57,6 +81,54 @@ _CLUSTER_OF_PROVIDER: weakref.WeakKeyDictionary[pulumi.ProviderResource, pulumi.
     weakref.WeakKeyDictionary()
 )
 """The cluster each :func:`provider_for` provider talks to, so the components on it go with their cluster."""
+
+
+_CONTROLLERS_OF_PROVIDER: weakref.WeakKeyDictionary[pulumi.ProviderResource, pulumi.ComponentResource] = (
+    weakref.WeakKeyDictionary()
+)
+"""The :class:`~together_clusters.components.ClusterControllers` declared on each provider (by
+:func:`provider_for`, or by the program), so the components on that provider wait for it."""
+
+
+def register_controllers(provider: pulumi.ProviderResource, controllers: pulumi.ComponentResource) -> None:
+    """Record ``controllers`` as the installer of ``provider``'s cluster (the first one declared wins)."""
+    _CONTROLLERS_OF_PROVIDER.setdefault(provider, controllers)
+
+
+def providers_named(opts: pulumi.ResourceOptions | None) -> list[pulumi.ProviderResource]:
+    """The providers these options name: ``provider``, then those of ``providers``."""
+    if opts is None:
+        return []
+    candidates = [opts.provider] if opts.provider is not None else []
+    providers = opts.providers
+    candidates += list(providers.values()) if isinstance(providers, Mapping) else list(providers or [])
+    return [p for p in candidates if isinstance(p, pulumi.ProviderResource)]
+
+
+def kubernetes_provider(opts: pulumi.ResourceOptions | None) -> pulumi.ProviderResource | None:
+    """The Kubernetes provider these options name, else ``None`` (the default provider)."""
+    return next((p for p in providers_named(opts) if p.package == "kubernetes"), None)
+
+
+def controllers_of(opts: pulumi.ResourceOptions | None) -> pulumi.ComponentResource | None:
+    """The ClusterControllers declared on the provider these options name, else ``None``."""
+    return next(
+        (_CONTROLLERS_OF_PROVIDER[p] for p in providers_named(opts) if p in _CONTROLLERS_OF_PROVIDER), None
+    )
+
+
+def kubeconfig_of(provider: pulumi.ProviderResource) -> pulumi.Output[str | None]:
+    """The kubeconfig (contents or path) ``provider`` talks to the cluster with; ``None`` for a provider that
+    renders YAML, or that uses the ambient configuration (no kubeconfig given, no ``KUBECONFIG``)."""
+    rendering = getattr(provider, "render_yaml_to_directory", None)
+    kubeconfig = getattr(provider, "kubeconfig", None)
+
+    # At preview an input the provider was not given reads as unknown, not as None: only a str counts.
+    def usable(found: list[Any]) -> str | None:
+        renders = isinstance(found[0], str) and bool(found[0])
+        return found[1] if isinstance(found[1], str) and not renders else None
+
+    return pulumi.Output.all(rendering, kubeconfig).apply(usable, run_with_unknowns=True)
 
 
 def cluster_of(opts: pulumi.ResourceOptions | None) -> pulumi.Resource | None:
@@ -67,15 +139,7 @@ def cluster_of(opts: pulumi.ResourceOptions | None) -> pulumi.Resource | None:
     through the provider being replaced with it (which fails: "grpc: the client connection is closing",
     pulumi/pulumi#14650), so a ``gpu_type`` change of a stack with workloads goes through.
     """
-    if opts is None:
-        return None
-    candidates = [opts.provider] if opts.provider is not None else []
-    providers = opts.providers
-    candidates += list(providers.values()) if isinstance(providers, Mapping) else list(providers or [])
-    for provider in candidates:
-        if isinstance(provider, pulumi.ProviderResource) and provider in _CLUSTER_OF_PROVIDER:
-            return _CLUSTER_OF_PROVIDER[provider]
-    return None
+    return next((_CLUSTER_OF_PROVIDER[p] for p in providers_named(opts) if p in _CLUSTER_OF_PROVIDER), None)
 
 
 class _UnreachableShownOnOneLine(KubernetesUnreachable, pulumi.RunError):

@@ -16,7 +16,8 @@
     ├── ProvisioningFailedError      the cluster reached a phase it will not leave (tests failed)
     ├── ConfigurationError           the package is not set up: no API key, bad base URL
     │   ├── WrongTargetError         the API endpoint or project differs from the one in the state
-    │   └── KubernetesUnreachable    a cluster's kubeconfig names an API server that cannot exist
+    │   ├── KubernetesUnreachable    a cluster's kubeconfig names an API server that cannot exist
+    │   └── MissingControllerError   a component renders a kind (a JobSet) the cluster's controllers do not serve
     ├── MissingExtraError (ImportError)  a feature's optional extra is not installed; names the pip install
     ├── InputError (ValueError)      a Cluster input breaks a platform rule; raised at preview
     ├── ArgsError (ValueError)       a workload component's arguments break a rule; every violation at once
@@ -179,6 +180,18 @@ class KubernetesUnreachable(ConfigurationError):
     """A cluster's kubeconfig names an API server on a host that never resolves (the ``.invalid`` top-level
     domain, RFC 6761): the emulator's placeholder when it runs without its Kubernetes twin. Raised before
     the Kubernetes provider gets it, with the two ways out."""
+
+
+class MissingControllerError(ConfigurationError):
+    """A component renders a kind the cluster does not serve (a JobSet on a cluster without JobSet), and the
+    stack installs no controller for it. Raised at preview when the cluster can be asked, naming the
+    component (``owner``), what it needs (``controller``, ``crd``) and how to add it."""
+
+    def __init__(self, owner: str, controller: str, crd: str, fix: str) -> None:
+        self.owner = owner
+        self.controller = controller
+        self.crd = crd
+        super().__init__(f"{owner} needs {controller} ({crd} is not served by the cluster): {fix}")
 
 
 class InputError(TogetherError, ValueError):

@@ -3,8 +3,8 @@
 A Together cluster with 8 standard and 16 preemptible GPUs, a checkpoint volume on the cluster's shared
 filesystem, and a BatchJob that survives preemption: a preempted pod saves within its grace period and
 exits 143, the JobSet holding the run's Job recreates that Job fresh (no growing backoff), and its pod
-resumes from the checkpoint. The cluster needs JobSet (v0.11) installed; without it, set
-``fresh_job_per_attempt=False`` in BatchJobArgs for a plain Job.
+resumes from the checkpoint. ``provider_for(cluster)`` installs JobSet (v0.11)
+from its official chart unless the cluster has it already.
 
 The dataset is read from the PersistentVolumeClaim ``datasetClaim`` (default ``datasets``, an existing
 claim on the cluster's shared filesystem), mounted read-only at /data. The Hugging Face token comes from

@@ -2,9 +2,9 @@
 
 When a preemptible node is reclaimed, the pod gets SIGTERM and up to 300 s to save a checkpoint to the
 shared volume; the preemption is not counted as a failure: the JobSet holding the run's Job recreates it
-fresh (no growing backoff) and its pod resumes from the last checkpoint. The cluster needs JobSet (v0.11,
-``jobset.x-k8s.io/v1alpha2``) installed; without it, set ``fresh_job_per_attempt=False`` in BatchJobArgs
-for a plain Job. The container uses ``together_clusters.components.checkpoint``
+fresh (no growing backoff) and its pod resumes from the last checkpoint. ``provider_for(cluster)``
+installs JobSet (v0.11, from its official chart) on the new cluster unless it has it already, and the JobSet
+waits for it: no step of your own. The container uses ``together_clusters.components.checkpoint``
 (``Checkpointer``, ``PreemptionHandler``) to save and resume.
 
 Stack config: ``region``, ``gpuType``, ``numPreemptibleGpus``, ``image``, ``gpusPerPod``,

@@ -89,7 +89,8 @@ class Program:
         """Every Kubernetes object registered, keyed ``Kind/name``, in API field names."""
         objects = {}
         for r in self.mocks.registered:
-            if r.typ.startswith("kubernetes:") and not r.typ.startswith("pulumi:providers"):
+            # A Helm chart (ClusterControllers') is a component of objects, not an object.
+            if r.typ.startswith("kubernetes:") and not r.typ.startswith("kubernetes:helm.sh/"):
                 obj = normalise(r.inputs)
                 objects[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
         return objects

@@ -140,7 +140,9 @@ def check_python(args: list[str]) -> None:
         listed = run_python("-m", name, "--help")
         assert listed.returncode == 0, listed.stderr
         flags = [word for word in rest if word.startswith("-")]
-        missing = [flag for flag in flags if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", listed.stdout)]
+        missing = [
+            flag for flag in flags if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", listed.stdout)
+        ]
         assert not missing, f"python -m {name}: no such flags {missing}"
     elif name == "together_clusters.drift":
         check_together_clusters(rest)
@@ -237,4 +239,3 @@ def test_every_shell_command_in_readme_exists_as_written() -> None:
 )
 def test_shell_lines_are_split_into_their_commands(line: str, commands: list[list[str]]) -> None:
     assert list(simple_commands(line)) == commands
-

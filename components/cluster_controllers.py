@@ -1,0 +1,201 @@
+"""ClusterControllers: the controllers the components' objects need (JobSet), installed from their official
+Helm charts at pinned versions, unless the cluster already has them.
+
+How it decides, per controller, when the program runs (preview and up alike):
+
+- The kubeconfig is not known yet (a preview of a cluster this stack is still to create): the cluster is
+  taken as bare, and the preview shows the install.
+- The kubeconfig is known: the cluster is asked for the controller's CustomResourceDefinition
+  (``jobsets.jobset.x-k8s.io``). Absent: installed. Present and annotated
+  ``together.ai/installed-by: <organization>/<project>/<stack>`` naming this stack: kept and managed (a
+  bumped pin is one ``pulumi up``). Present otherwise (another stack, ``helm install``, ``kubectl apply``, a
+  cluster that came with it): used and left alone, with a note in the preview naming who installed it and
+  how to hand it to this stack. A second stack on the same cluster so uses the first one's controllers.
+- The cluster cannot be asked (no ``kubernetes`` client, no answer): installed, with a warning saying why.
+
+It looks at the CRD only: a CRD left behind by a removed controller counts as installed. The descheduler
+serves no CRD, so it is always installed when asked for.
+
+Every object a chart renders carries the annotation ``together.ai/installed-by`` and the label
+``together.ai/installed-by-stack``; the controller pods get a required node affinity to standard nodes, so a
+preemption never takes the controller down with the workloads it restarts. Each chart is a
+``pulumi_kubernetes.helm.v4.Chart`` (CRDs included, server-side apply); the engine reports it created once
+every object is ready (the controller's Deployment available, its webhook Service with endpoints), and
+whatever waits for this component waits for that. ``pulumi destroy`` removes the components that depend on
+it first.
+
+Destroying the stack that installed the controllers removes them (and the JobSet CRD with every JobSet in
+the cluster) for every stack that uses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from . import kube
+from ._shell import TYPE_PREFIX
+from .controllers.charts import ChartFacts
+from .controllers.detection import Finding, Presence, find
+from .controllers.releases import (
+    INSTALLED_BY_ANNOTATION,
+    ClusterControllersArgs,
+    Release,
+    kept_off_preemptible,
+    marked,
+    releases,
+)
+
+__all__ = ["ClusterControllers", "ClusterControllersArgs", "stack_identity"]
+
+CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
+
+
+def stack_identity() -> str:
+    """``<organization>/<project>/<stack>`` of the running program: what the installed objects are marked with."""
+    return "/".join(
+        part for part in (pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack()) if part
+    )
+
+
+def left_alone_note(owner: str, facts: ChartFacts, finding: Finding) -> str:
+    """The preview note of a controller found installed by someone else."""
+    by = (
+        f"by {finding.installed_by}"
+        if finding.installed_by
+        else f"without the {INSTALLED_BY_ANNOTATION} annotation"
+    )
+    return (
+        f"{owner}: {facts.controller.value} is already installed in the cluster ({facts.crd} found, installed "
+        f"{by}): using it, not installing it. To have this stack manage it, uninstall that one and run pulumi up "
+        "again; to silence this note, leave it out of ClusterControllersArgs."
+    )
+
+
+class ClusterControllers(pulumi.ComponentResource):
+    """Installs the controllers ``args`` asks for (JobSet by default) on the cluster of its Kubernetes
+    provider, unless the cluster already has them (see the module's docstring for how that is decided).
+
+    :func:`~together_clusters.components.provider_for` declares one for its provider; declare it yourself
+    for a provider you make, before the components that use it::
+
+        provider = k8s.Provider("k8s", kubeconfig=cluster.kube_config)
+        ClusterControllers("controllers", opts=pulumi.ResourceOptions(provider=provider))
+
+    The components on that provider then wait for it (a ``depends_on`` of it does the same). ``kubeconfig``:
+    what the cluster is asked with; by default the provider's own.
+
+    ``installed``: per controller, ``"installed"`` (by this stack) or what was found instead.
+    """
+
+    installed: pulumi.Output[dict[str, str]]
+
+    def __init__(
+        self,
+        name: str,
+        args: ClusterControllersArgs | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        kubeconfig: pulumi.Input[str] | None = None,
+    ) -> None:
+        args = args or ClusterControllersArgs()
+        owner = f"ClusterControllers {name!r}"
+        planned = releases(args, owner)  # an unusable chart source is refused before anything is registered
+        super().__init__(f"{TYPE_PREFIX}:ClusterControllers", name, None, opts)
+        self.args = args
+        self.releases = planned
+        provider = kube.kubernetes_provider(opts)
+        if provider is not None:
+            kube.register_controllers(provider, self)
+        if kubeconfig is not None:
+            asked: pulumi.Output[Any] = pulumi.Output.from_input(kubeconfig)
+        elif provider is not None:
+            asked = kube.kubeconfig_of(provider)
+        else:
+            asked = pulumi.Output.from_input(None)
+        deleted_with = (opts.deleted_with if opts is not None else None) or kube.cluster_of(opts)
+        this_stack = stack_identity()
+
+        def declare(kubeconfig_value: Any) -> pulumi.Output[dict[str, str]]:
+            known = kubeconfig_value if isinstance(kubeconfig_value, str) else None
+            outcome: dict[str, pulumi.Input[str]] = {}
+            for release in planned:
+                finding = self._finding(release.facts, known, this_stack)
+                if finding.presence is Presence.THEIRS:
+                    pulumi.log.info(left_alone_note(owner, release.facts, finding), resource=self)
+                    outcome[release.facts.controller.value] = (
+                        f"found, installed by {finding.installed_by or 'another'}"
+                    )
+                    continue
+                if finding.presence is Presence.UNKNOWN and known is not None:
+                    pulumi.log.warn(
+                        f"{owner}: could not ask the cluster whether {release.facts.controller.value} is installed "
+                        f"({finding.reason}): installing it",
+                        resource=self,
+                    )
+                chart = self._install(name, release, this_stack, deleted_with)
+                outcome[release.facts.controller.value] = chart.urn.apply(lambda _: "installed")
+            return pulumi.Output.all(**outcome) if outcome else pulumi.Output.from_input({})
+
+        self.installed = asked.apply(declare, run_with_unknowns=True)
+        # A resource of the component's own, declared now: what depends on the component waits for it, and it
+        # waits for the charts (declared once the kubeconfig is known), so depends_on=[this] is enough.
+        ready = pulumi.Stash(f"{name}-ready", input=self.installed, opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"installed": ready.input})
+
+    @staticmethod
+    def _finding(facts: ChartFacts, kubeconfig: str | None, this_stack: str) -> Finding:
+        if facts.crd is None:
+            return Finding(Presence.ABSENT, reason="it serves no CRD to look for")
+        return find(facts.crd, kubeconfig, this_stack)
+
+    def _install(
+        self, name: str, release: Release, this_stack: str, deleted_with: pulumi.Resource | None
+    ) -> k8s.helm.v4.Chart:
+        controller = release.facts.controller.value
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-{controller}-namespace",
+            metadata=marked({"metadata": {"name": release.namespace}}, this_stack)["metadata"],
+            opts=pulumi.ResourceOptions(parent=self, deleted_with=deleted_with),
+        )
+        reference = release.reference
+        repository = (
+            k8s.helm.v4.RepositoryOptsArgs(repo=reference.repository) if reference.repository else None
+        )
+        return k8s.helm.v4.Chart(
+            f"{name}-{controller}",
+            chart=reference.chart,
+            version=reference.version,
+            repository_opts=repository,
+            name=release.facts.chart_name,
+            namespace=release.namespace,
+            values=dict(release.values),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[namespace],
+                deleted_with=deleted_with,
+                transforms=[chart_transform(this_stack, deleted_with)],
+            ),
+        )
+
+
+def chart_transform(this_stack: str, deleted_with: pulumi.Resource | None) -> pulumi.ResourceTransform:
+    """The transform of every object a chart renders: the marks naming this stack, the standard-node
+    affinity where the chart has no value for it, and ``deleted_with`` the cluster (a transform, as the
+    objects are registered by the Kubernetes provider, out of the program's reach)."""
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        if not args.type_.startswith("kubernetes:") or args.type_ == CHART_TYPE:
+            return None
+        props: Mapping[str, Any] = args.props
+        kind = args.type_.rsplit(":", 1)[-1]
+        props = kept_off_preemptible(kind, props) or props
+        options = args.opts
+        if deleted_with is not None and options.deleted_with is None:
+            options = pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(deleted_with=deleted_with))
+        return pulumi.ResourceTransformResult(props=marked(props, this_stack), opts=options)
+
+    return transform

@@ -1,0 +1,87 @@
+"""Which controllers a component's objects need, and the wait for them (or the error naming the fix).
+
+A component's objects of a kind some controller serves (a JobSet) wait for the
+:class:`~together_clusters.components.ClusterControllers` of their provider. A provider with none (one the
+program made itself, or ``provider_for(..., controllers=False)``) has its cluster asked at preview, when its
+kubeconfig is known: a needed CRD that is not served fails the preview with
+:class:`~together_clusters.errors.MissingControllerError`, one line naming the component, what it needs and
+how to add it. A cluster that cannot be asked is not refused: the API server then says it, at up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+
+from together_clusters.errors import MissingControllerError
+
+from . import kube
+from .controllers.charts import NEEDED_BY_KIND, ChartFacts
+from .controllers.detection import Presence, find
+
+
+class _MissingControllerShownOnOneLine(MissingControllerError, pulumi.RunError):
+    """:class:`MissingControllerError` printed as Pulumi prints a ``RunError``: the message, no traceback."""
+
+
+def needed_charts(manifests: Sequence[Mapping[str, Any]]) -> list[ChartFacts]:
+    """The charts whose controllers serve a kind among ``manifests`` (pure)."""
+    kinds = {str(m.get("kind")) for m in manifests}
+    return [NEEDED_BY_KIND[kind] for kind in sorted(kinds) if kind in NEEDED_BY_KIND]
+
+
+def the_fix(facts: ChartFacts) -> str:
+    """How to give a cluster ``facts``' controller, as the error says it."""
+    return (
+        "add ClusterControllers('controllers', opts=pulumi.ResourceOptions(provider=<your provider>)) before it "
+        f"(from together_clusters.components), or use provider_for(cluster), or install {facts.chart_name} "
+        f"{facts.version} yourself"
+    )
+
+
+def missing(
+    owner: str, facts: ChartFacts, kubeconfig: str | None, this_stack: str
+) -> MissingControllerError | None:
+    """The error for ``owner`` when the cluster of ``kubeconfig`` does not serve ``facts``' CRD, else ``None``."""
+    if facts.crd is None:
+        return None
+    finding = find(facts.crd, kubeconfig, this_stack)
+    if finding.presence is not Presence.ABSENT:
+        return None
+    return _MissingControllerShownOnOneLine(owner, facts.title, facts.crd, the_fix(facts))
+
+
+def wait_for_controllers(
+    owner: str, manifests: Sequence[Mapping[str, Any]], opts: pulumi.ResourceOptions | None
+) -> pulumi.Input[Sequence[pulumi.Input[pulumi.Resource]]] | None:
+    """What the component's objects must ``depends_on`` for the controllers their kinds need: the
+    provider's ClusterControllers, or (none declared) a check of the cluster that raises
+    :class:`MissingControllerError`. ``None`` when the objects need no controller."""
+    needs = needed_charts(manifests)
+    if not needs:
+        return None
+    controllers = kube.controllers_of(opts)
+    if controllers is not None:
+        return [controllers]
+    from .cluster_controllers import ClusterControllers, stack_identity
+
+    explicit = opts.depends_on if opts is not None else None
+    if isinstance(explicit, Sequence) and any(isinstance(d, ClusterControllers) for d in explicit):
+        return None  # the program waits for its own installer
+    provider = kube.kubernetes_provider(opts)
+    if provider is None:
+        return None  # the ambient configuration: no kubeconfig to ask the cluster with
+
+    this_stack = stack_identity()
+
+    def check(kubeconfig: Any) -> list[pulumi.Resource]:
+        known = kubeconfig if isinstance(kubeconfig, str) else None
+        for facts in needs:
+            error = missing(owner, facts, known, this_stack) if known is not None else None
+            if error is not None:
+                raise error
+        return []
+
+    return kube.kubeconfig_of(provider).apply(check, run_with_unknowns=True)

@@ -1,0 +1,214 @@
+"""What :class:`~together_clusters.components.ClusterControllers` installs, as plain data (pure).
+
+:func:`releases` turns :class:`ClusterControllersArgs` into one :class:`Release` per wanted controller: the
+chart reference (the official registry, a mirror, or a local folder), its pinned version, the namespace and
+the values (the release image, and the controller pods kept off preemptible nodes). :func:`marked` and
+:func:`kept_off_preemptible` are what the component does to every object a chart renders.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from together_clusters.components.placement import standard_placement
+from together_clusters.errors import ArgsError
+
+from ..violations import Violation, argument_violation
+from .charts import CHARTS, ChartFacts, Controller
+
+INSTALLED_BY_ANNOTATION = "together.ai/installed-by"
+"""Annotation on every object the component installs: ``<organization>/<project>/<stack>`` of the stack that
+installed it (an annotation, as a label value may not hold ``/``). A stack that finds it naming another
+stack uses the controller and leaves it alone."""
+
+INSTALLED_BY_LABEL = "together.ai/installed-by-stack"
+"""Label on the same objects (value ``"true"``), to list them: ``kubectl get crd -l together.ai/installed-by-stack``."""
+
+OCI = "oci://"
+HELM_REPOSITORY = ("https://", "http://")
+
+
+@dataclass(frozen=True)
+class ClusterControllersArgs:
+    """Which controllers to install and where their charts come from.
+
+    ``jobset`` (default on): the controller of the JobSets that BatchJob, Sweep and TrainingRun render by
+    default. ``kueue`` and ``descheduler``: declared at their pinned versions, not yet needed by any
+    component. ``chart_source``: ``None`` takes each chart from its official registry; an ``oci://`` or
+    ``https://`` URL is a mirror holding the charts under their own names (``<url>/jobset``, or a Helm
+    repository's index); anything else is a local folder holding ``<name>/Chart.yaml`` for each chart
+    (an air-gapped cluster: ``helm pull --untar`` each chart there). A local chart must be the pinned
+    version. The images are the release images of :mod:`.charts` (mirror them under the same names, or point
+    the cluster's registry mirror at registry.k8s.io).
+    """
+
+    jobset: bool = True
+    """Install JobSet (v0.11.0), the controller of the components' default JobSets."""
+    kueue: bool = False
+    """Install Kueue (v0.17.0): declared at its pinned version, no component needs it yet."""
+    descheduler: bool = False
+    """Install the descheduler (v0.36.0, with its chart's default policy): declared, not yet exercised."""
+    chart_source: str | None = None
+    """``None``: the official registries; ``oci://...`` or ``https://...``: a mirror; else a local folder."""
+
+    def wanted(self) -> tuple[Controller, ...]:
+        """The controllers asked for, in install order."""
+        flags = {
+            Controller.JOBSET: self.jobset,
+            Controller.KUEUE: self.kueue,
+            Controller.DESCHEDULER: self.descheduler,
+        }
+        return tuple(controller for controller, on in flags.items() if on)
+
+
+@dataclass(frozen=True)
+class ChartReference:
+    """Where Helm finds a chart: ``chart`` (an ``oci://`` reference, a name in ``repository``, or a local
+    path) and the version to take (``None`` for a local folder: the folder is the version)."""
+
+    chart: str
+    version: str | None
+    repository: str | None = None
+
+
+@dataclass(frozen=True)
+class Release:
+    """One controller's Helm release: its chart, namespace and values, as plain data."""
+
+    facts: ChartFacts
+    reference: ChartReference
+    namespace: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+def chart_reference(facts: ChartFacts, chart_source: str | None) -> ChartReference:
+    """The reference of ``facts``' chart in ``chart_source`` (see :class:`ClusterControllersArgs`)."""
+    source = (chart_source or facts.official_repository).rstrip("/")
+    if source.startswith(OCI):
+        return ChartReference(f"{source}/{facts.chart_name}", facts.version)
+    if source.startswith(HELM_REPOSITORY):
+        return ChartReference(facts.chart_name, facts.version, repository=source)
+    return ChartReference(os.path.join(source, facts.chart_name), None)
+
+
+def local_chart_violations(facts: ChartFacts, chart_source: str | None) -> list[Violation]:
+    """What is wrong with a local chart folder (none for a registry): no ``Chart.yaml``, another chart,
+    another version. Reads the folder; a registry is only asked by the Kubernetes provider."""
+    reference = chart_reference(facts, chart_source)
+    if reference.version is not None:
+        return []
+    chart_file = os.path.join(reference.chart, "Chart.yaml")
+    try:
+        with open(chart_file) as stream:
+            chart = yaml.safe_load(stream) or {}
+    except (OSError, yaml.YAMLError) as error:
+        return [
+            argument_violation(
+                "chart-source",
+                "chart_source",
+                chart_source,
+                f"chart_source={chart_source!r} holds no readable {chart_file} ({type(error).__name__})",
+                f"put the {facts.chart_name} chart there (helm pull {facts.official_repository}/"
+                f"{facts.chart_name} --version {facts.version} --untar), or leave chart_source unset",
+            )
+        ]
+    found = (chart.get("name"), str(chart.get("version")))
+    if found != (facts.chart_name, facts.version):
+        return [
+            argument_violation(
+                "chart-source",
+                "chart_source",
+                chart_source,
+                f"chart_source={chart_source!r} holds {found[0]} {found[1]} at {chart_file}, "
+                f"not {facts.chart_name} {facts.version}",
+                f"put the pinned chart there (helm pull ... --version {facts.version} --untar)",
+            )
+        ]
+    return []
+
+
+def standard_node_affinity() -> dict[str, Any]:
+    """The affinity that keeps a controller's pods off preemptible nodes, so a preemption never takes the
+    controller of the preempted workloads down with them (the components' own standard placement)."""
+    return dict(standard_placement().pod_spec_fields()["affinity"])
+
+
+def _nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    for key in reversed(path):
+        value = {key: value}
+    return dict(value)
+
+
+def _merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def chart_values(facts: ChartFacts) -> dict[str, Any]:
+    """The values a release of ``facts``' chart is installed with: the release image, pulled
+    ``IfNotPresent``, and (where the chart has the value) the affinity to standard nodes."""
+    image = {"repository": facts.image_repository, "tag": facts.image_tag, "pullPolicy": "IfNotPresent"}
+    values = _nested(facts.image_values, image)
+    if facts.affinity_value is not None:
+        values = _merged(values, _nested(facts.affinity_value, standard_node_affinity()))
+    return values
+
+
+def releases(args: ClusterControllersArgs, owner: str = "ClusterControllers") -> list[Release]:
+    """The releases ``args`` asks for; :class:`ArgsError` naming every unusable local chart."""
+    wanted = [CHARTS[controller] for controller in args.wanted()]
+    problems = [v for facts in wanted for v in local_chart_violations(facts, args.chart_source)]
+    if problems:
+        raise ArgsError(owner, problems)
+    return [
+        Release(facts, chart_reference(facts, args.chart_source), facts.namespace, chart_values(facts))
+        for facts in wanted
+    ]
+
+
+POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+"""Where the pod spec sits in each kind of workload a chart renders."""
+
+
+def kept_off_preemptible(kind: str, props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``props`` of a rendered object of ``kind`` with the standard-node affinity in its pod spec when it
+    has none (a chart without an affinity value); ``None`` when nothing changes."""
+    path = POD_TEMPLATE_PATHS.get(kind)
+    if path is None:
+        return None
+    spec: Any = props
+    for key in path:
+        spec = spec.get(key) if isinstance(spec, Mapping) else None
+    if not isinstance(spec, Mapping) or spec.get("affinity"):
+        return None
+
+    def rebuilt(node: Mapping[str, Any], rest: tuple[str, ...]) -> dict[str, Any]:
+        if not rest:
+            return {**node, "affinity": standard_node_affinity()}
+        return {**node, rest[0]: rebuilt(node[rest[0]], rest[1:])}
+
+    return rebuilt(props, path)
+
+
+def marked(props: Mapping[str, Any], installed_by: str) -> dict[str, Any]:
+    """``props`` of a rendered object with the marks naming the stack that installed it."""
+    metadata = dict(props.get("metadata") or {})
+    metadata["labels"] = {**(metadata.get("labels") or {}), INSTALLED_BY_LABEL: "true"}
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), INSTALLED_BY_ANNOTATION: installed_by}
+    return {**props, "metadata": metadata}

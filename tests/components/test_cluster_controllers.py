@@ -1,0 +1,364 @@
+"""ClusterControllers: what it installs (pure: chart references and values), whether it installs it (what the
+cluster already has), and the components' objects waiting for it, under Pulumi's mocks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+import yaml
+
+from together_clusters.components import (
+    BatchJob,
+    BatchJobArgs,
+    CheckpointStore,
+    CheckpointStoreArgs,
+    ClusterControllers,
+    ClusterControllersArgs,
+    ContainerSpec,
+    SharedVolume,
+    _shell,
+    kube,
+    provider_for,
+)
+from together_clusters.components.cluster_controllers import chart_transform
+from together_clusters.components.controllers import detection
+from together_clusters.components.controllers.charts import CHARTS, DESCHEDULER, JOBSET, KUEUE, ChartFacts
+from together_clusters.components.controllers.releases import (
+    INSTALLED_BY_ANNOTATION,
+    INSTALLED_BY_LABEL,
+    chart_reference,
+    chart_values,
+    kept_off_preemptible,
+    releases,
+)
+from together_clusters.errors import ArgsError, MissingControllerError
+from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE
+
+from .conftest import Program, normalise
+
+STANDARD_ONLY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": COMPUTE_CLASS_LABEL, "operator": "NotIn", "values": [PREEMPTIBLE]}
+                    ]
+                }
+            ]
+        }
+    }
+}
+MODULES = Path("/root/go/pkg/mod/sigs.k8s.io")
+MODULE_CHARTS = {
+    JOBSET.controller: MODULES / "jobset@v0.11.0/charts/jobset",
+    KUEUE.controller: MODULES / "kueue@v0.17.0/charts/kueue",
+    DESCHEDULER.controller: MODULES / "descheduler@v0.36.0/charts/descheduler",
+}
+"""The charts as their Go modules ship them (``go mod download``), where present."""
+THIS_STACK = "components-test/test"
+"""What the mocks' program (no organization) marks the objects it installs with."""
+JOB = BatchJobArgs(
+    container=ContainerSpec(image="ghcr.io/example/trainer:1", gpus=8),
+    checkpoint=SharedVolume(claim_name="ckpt"),
+    job_name="train",
+)
+
+
+def at(values: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        values = values[key]
+    return values
+
+
+# --- the pure builder -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("facts", CHARTS.values(), ids=lambda f: f.chart_name)
+def test_the_values_name_the_release_image_not_the_charts_default(facts: ChartFacts) -> None:
+    image = at(chart_values(facts), facts.image_values)
+    assert image == {
+        "repository": facts.image_repository,
+        "tag": facts.image_tag,
+        "pullPolicy": "IfNotPresent",
+    }
+    assert facts.image_tag == f"v{facts.version}"
+
+
+@pytest.mark.parametrize("facts", CHARTS.values(), ids=lambda f: f.chart_name)
+def test_every_value_set_is_one_the_pinned_chart_declares(facts: ChartFacts) -> None:
+    folder = MODULE_CHARTS[facts.controller]
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not downloaded (go mod download {folder.name.split('/')[0]})")
+    declared = yaml.safe_load((folder / "values.yaml").read_text())
+    image = at(declared, facts.image_values)
+    assert {"repository", "tag", "pullPolicy"} <= set(image)
+    # The chart's own default is not the release image: without the override a cluster pulls another image.
+    assert (image["repository"], image["tag"]) != (facts.image_repository, facts.image_tag)
+    if facts.affinity_value is not None:
+        assert at(declared, facts.affinity_value) == {}
+
+
+def test_the_jobset_controller_is_kept_off_preemptible_nodes() -> None:
+    assert chart_values(JOBSET)["controller"]["affinity"] == STANDARD_ONLY
+
+
+def test_a_chart_without_an_affinity_value_gets_it_in_its_rendered_pod_templates() -> None:
+    deployment = {"metadata": {"name": "kueue"}, "spec": {"template": {"spec": {"containers": []}}}}
+    assert kept_off_preemptible("Deployment", deployment) == {
+        "metadata": {"name": "kueue"},
+        "spec": {"template": {"spec": {"containers": [], "affinity": STANDARD_ONLY}}},
+    }
+    cron = {"spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}}
+    assert at(
+        kept_off_preemptible("CronJob", cron) or {}, ("spec", "jobTemplate", "spec", "template", "spec")
+    ) == {"affinity": STANDARD_ONLY}
+    own = {"spec": {"template": {"spec": {"affinity": {"podAntiAffinity": {}}}}}}
+    assert kept_off_preemptible("Deployment", own) is None
+    assert kept_off_preemptible("Service", {"spec": {}}) is None
+
+
+@pytest.mark.parametrize(
+    ("source", "chart", "version", "repository"),
+    [
+        (None, "oci://registry.k8s.io/jobset/charts/jobset", "0.11.0", None),
+        ("oci://mirror.example/charts/", "oci://mirror.example/charts/jobset", "0.11.0", None),
+        ("https://charts.example/helm", "jobset", "0.11.0", "https://charts.example/helm"),
+        ("/srv/charts", "/srv/charts/jobset", None, None),
+    ],
+    ids=["official", "oci-mirror", "helm-repository", "local-folder"],
+)
+def test_the_chart_comes_from_the_source_asked_for(
+    source: str | None, chart: str, version: str | None, repository: str | None
+) -> None:
+    reference = chart_reference(JOBSET, source)
+    assert (reference.chart, reference.version, reference.repository) == (chart, version, repository)
+
+
+def test_the_descheduler_comes_from_its_helm_repository() -> None:
+    reference = chart_reference(DESCHEDULER, None)
+    assert (reference.chart, reference.repository) == (
+        "descheduler",
+        "https://kubernetes-sigs.github.io/descheduler",
+    )
+
+
+def write_chart(folder: Path, name: str, version: str) -> None:
+    (folder / name).mkdir(parents=True)
+    (folder / name / "Chart.yaml").write_text(
+        yaml.safe_dump({"apiVersion": "v2", "name": name, "version": version})
+    )
+
+
+def test_a_local_folder_holding_the_pinned_chart_is_used(tmp_path: Path) -> None:
+    write_chart(tmp_path, "jobset", "0.11.0")
+    (release,) = releases(ClusterControllersArgs(chart_source=str(tmp_path)))
+    assert release.reference.chart == str(tmp_path / "jobset")
+
+
+def test_a_local_folder_without_the_chart_or_with_another_version_is_refused_naming_the_fix(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(
+        ArgsError, match=r"holds no readable .*/jobset/Chart.yaml .*helm pull oci://registry"
+    ) as missing:
+        releases(ClusterControllersArgs(chart_source=str(tmp_path)))
+    assert "\n" not in str(missing.value)
+    write_chart(tmp_path, "jobset", "0.10.1")
+    with pytest.raises(ArgsError, match=r"holds jobset 0.10.1 .*not jobset 0.11.0"):
+        releases(ClusterControllersArgs(chart_source=str(tmp_path)))
+
+
+def test_the_twins_copy_of_the_chart_is_the_pinned_one() -> None:
+    folder = Path(__file__).resolve().parents[2] / ".kubernetes" / "charts"
+    if not (folder / "jobset").is_dir():
+        pytest.skip("scripts/install-kubernetes has not copied the chart")
+    (release,) = releases(ClusterControllersArgs(chart_source=str(folder)))
+    assert release.reference.chart == str(folder / "jobset")
+
+
+def test_the_objects_a_chart_renders_are_marked_with_the_stack_and_go_with_the_cluster() -> None:
+    cluster = pulumi.ComponentResource.__new__(pulumi.ComponentResource)  # a stand-in: only compared
+    transform = chart_transform(THIS_STACK, cluster)
+    crd = {"metadata": {"name": "jobsets.jobset.x-k8s.io", "labels": {"app": "jobset"}}, "spec": {}}
+    args = pulumi.ResourceTransformArgs(
+        custom=True,
+        type_="kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+        name="c",
+        props=crd,
+        opts=pulumi.ResourceOptions(),
+    )
+    result = transform(args)
+    assert result is not None
+    assert result.props["metadata"]["labels"] == {"app": "jobset", INSTALLED_BY_LABEL: "true"}
+    assert result.props["metadata"]["annotations"] == {INSTALLED_BY_ANNOTATION: THIS_STACK}
+    assert result.opts.deleted_with is cluster
+
+
+# --- the component under mocks ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, dict[str, str]]]:
+    """The CRDs the mocked cluster serves, with their annotations (empty: a bare cluster)."""
+    crds: dict[str, dict[str, str]] = {}
+    monkeypatch.setattr(detection, "installed_crds", lambda kubeconfig: crds)
+    yield crds
+
+
+@pytest.fixture
+def notes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    said: list[str] = []
+    monkeypatch.setattr(pulumi.log, "info", lambda message, *args, **kwargs: said.append(message))
+    return said
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The ``depends_on`` each object of a component was created with, by resource name."""
+    seen: dict[str, Any] = {}
+    create = kube.create
+
+    def recording(resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> Any:
+        seen[resource_name] = opts.depends_on
+        return create(resource_name, manifest, opts)
+
+    monkeypatch.setattr(_shell.kube, "create", recording)
+    return seen
+
+
+def charts(program: Program) -> list[dict[str, Any]]:
+    return [normalise(r.inputs) for r in program.by_type("kubernetes:helm.sh/v4:Chart")]
+
+
+def test_provider_for_installs_jobset_on_a_bare_cluster(program: Program, served: dict) -> None:
+    program.run(lambda: provider_for("kubeconfig"))
+    (chart,) = charts(program)
+    assert (chart["chart"], chart["version"], chart["namespace"]) == (
+        "oci://registry.k8s.io/jobset/charts/jobset",
+        "0.11.0",
+        "jobset-system",
+    )
+    assert chart["values"]["image"] == {
+        "repository": "registry.k8s.io/jobset/jobset",
+        "tag": "v0.11.0",
+        "pullPolicy": "IfNotPresent",
+    }
+    assert chart["values"]["controller"]["affinity"] == STANDARD_ONLY
+    (namespace,) = [normalise(r.inputs) for r in program.by_type("kubernetes:core/v1:Namespace")]
+    assert namespace["metadata"]["name"] == "jobset-system"
+    assert namespace["metadata"]["annotations"] == {INSTALLED_BY_ANNOTATION: THIS_STACK}
+    assert [r.name for r in program.by_type("together:components:ClusterControllers")] == ["k8s-controllers"]
+
+
+def test_a_jobset_installed_by_someone_else_is_used_and_left_alone_with_a_note(
+    program: Program, served: dict, notes: list[str]
+) -> None:
+    served["jobsets.jobset.x-k8s.io"] = {INSTALLED_BY_ANNOTATION: "acme/platform/prod"}
+    program.run(lambda: provider_for("kubeconfig"))
+    assert charts(program) == []
+    assert program.by_type("kubernetes:core/v1:Namespace") == []
+    (note,) = notes
+    assert (
+        "jobset is already installed in the cluster (jobsets.jobset.x-k8s.io found, installed by acme/platform/prod)"
+        in note
+    )
+    assert "uninstall that one and run pulumi up again" in note
+
+
+def test_a_jobset_this_stack_installed_is_kept(program: Program, served: dict, notes: list[str]) -> None:
+    served["jobsets.jobset.x-k8s.io"] = {INSTALLED_BY_ANNOTATION: THIS_STACK}
+    program.run(lambda: provider_for("kubeconfig"))
+    assert len(charts(program)) == 1
+    assert notes == []
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: provider_for("kubeconfig", controllers=False),
+        lambda: provider_for("kc", render_dir="/tmp/out"),
+    ],
+)
+def test_no_controllers_when_told_not_to_or_when_rendering(program: Program, served: dict, make: Any) -> None:
+    program.run(make)
+    assert program.by_type("together:components:ClusterControllers") == []
+    assert charts(program) == []
+
+
+def test_a_batch_jobs_job_set_waits_for_the_controllers_of_its_provider(
+    program: Program, served: dict, waits: dict
+) -> None:
+    def build() -> ClusterControllers:
+        p = provider_for("kubeconfig")
+        BatchJob("ft", JOB, opts=pulumi.ResourceOptions(provider=p))
+        CheckpointStore(
+            "ckpt",
+            CheckpointStoreArgs(storage=SharedVolume(claim_name="ckpt")),
+            pulumi.ResourceOptions(provider=p),
+        )
+        controllers = kube.controllers_of(pulumi.ResourceOptions(provider=p))
+        assert isinstance(controllers, ClusterControllers)
+        return controllers
+
+    controllers = program.run(build)
+    assert waits["ft-jobset-train"] == [controllers]
+    # A claim needs no controller: it is not held back.
+    assert waits["ckpt-persistentvolumeclaim-ckpt"] is None
+
+
+def test_controllers_declared_on_a_hand_made_provider_are_waited_for_too(
+    program: Program, served: dict, waits: dict
+) -> None:
+    def build() -> ClusterControllers:
+        p = k8s.Provider("mine", kubeconfig="kubeconfig")
+        controllers = ClusterControllers("controllers", opts=pulumi.ResourceOptions(provider=p))
+        BatchJob("ft", JOB, opts=pulumi.ResourceOptions(provider=p))
+        return controllers
+
+    controllers = program.run(build)
+    assert waits["ft-jobset-train"] == [controllers]
+    assert len(charts(program)) == 1
+
+
+def hand_made_stack(job: BatchJobArgs = JOB) -> None:
+    p = k8s.Provider("mine", kubeconfig="kubeconfig")
+    BatchJob("ft", job, opts=pulumi.ResourceOptions(provider=p))
+
+
+def test_a_hand_made_stack_on_a_cluster_without_jobset_is_refused_naming_the_fix(
+    program: Program, served: dict
+) -> None:
+    with pytest.raises(MissingControllerError) as refused:
+        program.run(hand_made_stack)
+    message = str(refused.value)
+    assert message.startswith(
+        "BatchJob 'ft' needs JobSet (jobsets.jobset.x-k8s.io is not served by the cluster): add ClusterControllers("
+    )
+    assert "provider_for(cluster)" in message
+    assert "\n" not in message
+
+
+def test_a_hand_made_stack_passes_when_the_cluster_serves_jobset_or_needs_none(
+    program: Program, served: dict
+) -> None:
+    served["jobsets.jobset.x-k8s.io"] = {}
+    program.run(hand_made_stack)
+    served.clear()
+    plain_job = BatchJobArgs(
+        container=JOB.container, checkpoint=JOB.checkpoint, job_name="train", fresh_job_per_attempt=False
+    )
+    program.run(lambda: hand_made_stack(plain_job))
+
+
+def test_at_preview_a_hand_made_stack_is_refused_too(served: dict) -> None:
+    # At preview the inputs a provider was not given (render_yaml_to_directory) read as unknown, not None.
+    program = Program()
+    pulumi.runtime.set_mocks(program.mocks, project="components-test", stack="test", preview=True)
+    with pytest.raises(MissingControllerError, match="BatchJob 'ft' needs JobSet"):
+        program.run(hand_made_stack)

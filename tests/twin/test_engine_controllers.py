@@ -1,0 +1,131 @@
+"""ClusterControllers through the real engine on a bare twin (``--no-jobset``): ``provider_for(cluster)``
+installs JobSet's chart (the copy scripts/install-kubernetes takes from the pinned Go module) with the release
+image, on standard nodes, marked with the stack; a second stack on the same cluster uses it without
+installing it again; dropping the controllers from the program deletes what the chart created.
+
+Oracles: the objects as the API server has them, read with the ``kubernetes`` client, and the second stack's
+preview (its note, no chart in the plan).
+
+Not yet: a JobSet created on it. Today's twin fakes the chart's pods with kwok (no real manager answers the
+webhook), so a JobSet create would fail at admission until the twin runs chart-installed controllers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests import _engine
+from together_clusters.components.controllers.charts import JOBSET
+from together_clusters.components.controllers.releases import INSTALLED_BY_ANNOTATION, INSTALLED_BY_LABEL
+from together_clusters.emulator.kubernetes.options import TwinOptions
+from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE
+
+from ._twin import DRIVER, GPU, REGION, twin_stack, up
+
+pytestmark = [pytest.mark.engine, pytest.mark.twin]
+API_KEY = "tgp_v1_twin-controllers-0123456789abcdef"
+CHARTS = _engine.ROOT / ".kubernetes" / "charts"
+DEPLOYMENT = "jobset-controller"
+
+PROGRAM = f"""\
+import pulumi
+
+from together_clusters.components import ClusterControllersArgs, provider_for
+from together_clusters.provider import Cluster, ClusterArgs
+
+cluster = Cluster("gpu", ClusterArgs(cluster_name="controllers", region={REGION!r}, gpu_type={GPU!r},
+                                     num_gpus=8, num_preemptible_gpus=8, nvidia_version_id={DRIVER!r},
+                                     ready_timeout_minutes=5))
+installs = pulumi.Config().get_bool("installs")
+provider_for(cluster, controllers=ClusterControllersArgs(chart_source={str(CHARTS)!r}) if installs else False)
+pulumi.export("kube_config", cluster.kube_config)
+"""
+
+SECOND = f"""\
+import pulumi
+
+from together_clusters.components import ClusterControllersArgs, provider_for
+
+provider_for(pulumi.Config().require_secret("kubeconfig"), controllers=ClusterControllersArgs(chart_source={str(CHARTS)!r}))
+"""
+
+
+def test_provider_for_installs_jobset_on_a_bare_cluster_and_a_second_stack_uses_it(tmp_path: Path) -> None:
+    if not (CHARTS / "jobset" / "Chart.yaml").is_file():
+        pytest.skip("scripts/install-kubernetes has not copied JobSet's chart")
+    with twin_stack(tmp_path, "controllers", PROGRAM, API_KEY, TwinOptions(jobset=False)) as stack:
+        stack.set_config("installs", "true")
+        api = up(stack)
+        apps, extensions = client.AppsV1Api(api), client.ApiextensionsV1Api(api)
+        admission = client.AdmissionregistrationV1Api(api)
+
+        deployment = apps.read_namespaced_deployment(DEPLOYMENT, JOBSET.namespace)
+        assert (deployment.status.ready_replicas or 0) >= 1  # the engine waited for it
+        (container,) = deployment.spec.template.spec.containers
+        assert (container.image, container.image_pull_policy) == (
+            "registry.k8s.io/jobset/jobset:v0.11.0",
+            "IfNotPresent",
+        )
+        (term,) = (
+            deployment.spec.template.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+        )
+        (expression,) = term.match_expressions
+        assert (expression.key, expression.operator, expression.values) == (
+            COMPUTE_CLASS_LABEL,
+            "NotIn",
+            [PREEMPTIBLE],
+        )
+
+        crd = extensions.read_custom_resource_definition(JOBSET.crd)
+        assert crd.metadata.annotations[INSTALLED_BY_ANNOTATION] == "organization/controllers/test"
+        assert crd.metadata.labels[INSTALLED_BY_LABEL] == "true"
+        assert [
+            w.metadata.name
+            for w in admission.list_validating_webhook_configuration().items
+            if "jobset" in w.metadata.name
+        ]
+        assert [
+            w.metadata.name
+            for w in admission.list_mutating_webhook_configuration().items
+            if "jobset" in w.metadata.name
+        ]
+        services = client.CoreV1Api(api).list_namespaced_service(JOBSET.namespace).items
+        assert any("webhook" in s.metadata.name for s in services)
+
+        # Installed by this stack: the next run keeps it as it is.
+        again = _engine.run_pulumi(
+            ["preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes"], cwd=stack.project, env=stack.env
+        )
+        assert again.returncode == 0, _engine.output(again)
+
+        # What waits for the component waits for its Stash, which the engine created after the chart.
+        resources = {
+            r["urn"].rsplit("::", 1)[-1]: r for r in _engine.stack_resources(stack.project, stack.env)
+        }
+        chart_urn = resources["k8s-controllers-jobset"]["urn"]
+        assert chart_urn in resources["k8s-controllers-ready"].get("dependencies", [])
+
+        # A second stack on the same cluster: the preview notes whose JobSet it found and plans no chart.
+        kubeconfig = _engine.stack_outputs(stack.project, stack.env)["kube_config"]
+        second = _engine.write_project(tmp_path / "second", "second", SECOND)
+        _engine.run_pulumi(["stack", "init", "test"], cwd=second, env=stack.env, check=True)
+        _engine.run_pulumi(
+            ["config", "set", "--secret", "kubeconfig", kubeconfig], cwd=second, env=stack.env, check=True
+        )
+        preview = _engine.run_pulumi(["preview", *_engine.PREVIEW_FLAGS, "--diff"], cwd=second, env=stack.env)
+        shown = _engine.output(preview)
+        assert preview.returncode == 0, shown
+        assert "installed by organization/controllers/test): using it, not installing it" in shown, shown
+        assert "helm.sh/v4:Chart" not in shown
+
+        # Controllers dropped from the program (the cluster stays): what the chart created is deleted.
+        stack.set_config("installs", "false")
+        up(stack)
+        with pytest.raises(ApiException) as gone:
+            extensions.read_custom_resource_definition(JOBSET.crd)
+        assert gone.value.status == 404
+        assert apps.list_namespaced_deployment(JOBSET.namespace).items == []
