@@ -40,6 +40,14 @@ class Binaries:
     def jobset_role(self) -> Path:
         return self.kubernetes.parent / "jobset-role.yaml"
 
+    def versions(self) -> dict[str, str]:
+        """The module version each controller binary was built from (``<binary>.version`` beside it, written
+        by scripts/install-kubernetes): which release images the twin can run as them."""
+        found = {}
+        for path in self.kubernetes.parent.glob("*.version"):
+            found[path.stem] = path.read_text().strip()
+        return found
+
     def has_jobset(self) -> bool:
         return os.access(self.jobset, os.X_OK) and self.jobset_crd.is_file() and self.jobset_role.is_file()
 

@@ -18,6 +18,7 @@ a minute to exit on TERM.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import signal
@@ -29,7 +30,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from . import jobset, kubeconfig, kwok_config, pki, ports
+from . import jobset, kubeconfig, kwok_config, pki, ports, service_proxy
 from .binaries import Binaries
 from .kubeconfig import KubeApi
 
@@ -63,8 +64,17 @@ class ControlPlane:
     the parent-death signal follows the starting thread.
     """
 
-    def __init__(self, binaries: Binaries, directory: Path, cluster_name: str, admin_token: str) -> None:
+    def __init__(
+        self,
+        binaries: Binaries,
+        directory: Path,
+        cluster_name: str,
+        admin_token: str,
+        local_images: tuple[str, ...] = (),
+    ) -> None:
+        """``local_images``: the controller images the local runtime runs, which kwok must leave alone."""
         self.binaries = binaries
+        self.local_images = local_images
         self.directory = directory
         self.cluster_name = cluster_name
         self.admin_token = admin_token
@@ -87,6 +97,13 @@ class ControlPlane:
             self._ports[name] = ports.keep_or_pick(saved.get(name))
         self._save_ports()
         return self.kube_api
+
+    @property
+    def egress_socket(self) -> str:
+        """The abstract Unix socket of the API server's egress proxy (see :mod:`.service_proxy`): one per
+        data directory, so a restarted emulator finds its cluster's again."""
+        digest = hashlib.sha256(str(self.directory.resolve()).encode()).hexdigest()[:20]
+        return f"@together-twin-egress-{digest}"
 
     @property
     def kube_api(self) -> KubeApi:
@@ -180,6 +197,8 @@ class ControlPlane:
 
     def _start_apiserver(self) -> None:
         files = self.files
+        egress = self.directory / "egress-selector.yaml"
+        egress.write_text(service_proxy.egress_configuration(self.egress_socket))
         self._spawn(
             "kube-apiserver",
             [
@@ -202,6 +221,8 @@ class ControlPlane:
                 # Pod logs: kwok's kubelet server, on loopback, presenting the serving certificate.
                 "--kubelet-preferred-address-types=InternalIP",
                 f"--kubelet-certificate-authority={files.ca_cert}",
+                # Webhooks of a Service (and kwok's kubelet server) through the twin's proxy: no pod network.
+                f"--egress-selector-config-file={egress}",
                 "--profiling=false",
                 "--v=0",
             ],
@@ -240,7 +261,7 @@ class ControlPlane:
 
     def _start_kwok(self) -> None:
         config = self.directory / "kwok.yaml"
-        config.write_text(kwok_config.configuration())
+        config.write_text(kwok_config.configuration(self.local_images))
         self._spawn(
             "kwok",
             [

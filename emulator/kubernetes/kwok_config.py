@@ -13,7 +13,8 @@ is for. These stages make a simulated pod behave like a kubelet's:
 - PVCs of the :data:`STORAGE_CLASS` are bound at once to a fake volume with the claim's access modes
   (ReadWriteMany included).
 
-Pods annotated :data:`RUN` ``=`` :data:`RUN_LOCAL` are left out of every pod stage: the twin runs their main
+Pods annotated :data:`RUN` ``=`` :data:`RUN_LOCAL`, and pods of the controller images the twin runs as local
+binaries (:mod:`.controller_images`), are left out of every pod stage: the twin runs their main
 container as a real local process instead (:mod:`together_clusters.emulator.kubernetes.local_runtime`), and
 kwok serves their logs to the API server as a kubelet would (a ``Logs`` object per pod, :func:`logs_crd`;
 nodes advertise kwok's server as their kubelet endpoint).
@@ -282,9 +283,13 @@ def node_stages() -> list[dict[str, Any]]:
     ]
 
 
-def pod_stages() -> list[dict[str, Any]]:
-    """Pods as a kubelet runs them (see the module docstring); pods the local runtime runs are left alone."""
-    simulated = _expr(_annotation(RUN), "DoesNotExist")
+def pod_stages(local_images: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Pods as a kubelet runs them (see the module docstring); pods the local runtime runs (opted in, or of
+    one of ``local_images``, the controllers it runs as local binaries) are left alone."""
+    simulated = [_expr(_annotation(RUN), "DoesNotExist")]
+    if local_images:
+        listed = ", ".join(f"'{image}'" for image in local_images)
+        simulated.append({"cel": {"expression": f"!(self.spec.containers[0].image in [{listed}])"}})
     alive = _expr(".metadata.deletionTimestamp", "DoesNotExist")
     deleting = _expr(".metadata.deletionTimestamp", "Exists")
     not_terminal = _expr(".status.phase", "NotIn", "Succeeded", "Failed")
@@ -293,14 +298,14 @@ def pod_stages() -> list[dict[str, Any]]:
         _stage(
             "pod-ready",
             "Pod",
-            [simulated, alive, _expr(".status.phase", "In", "Pending"), _expr(ready, "NotIn", "True")],
+            [*simulated, alive, _expr(".status.phase", "In", "Pending"), _expr(ready, "NotIn", "True")],
             status=_POD_RUNNING,
         ),
         _stage(
             "pod-complete",
             "Pod",
             [
-                simulated,
+                *simulated,
                 alive,
                 _expr(".status.phase", "In", "Running"),
                 _expr(_annotation(EXIT_CODE), "Exists"),
@@ -312,7 +317,7 @@ def pod_stages() -> list[dict[str, Any]]:
             "pod-sigterm",
             "Pod",
             [
-                simulated,
+                *simulated,
                 alive,
                 _expr(".status.phase", "In", "Running"),
                 _expr(_annotation(SIGTERM), "Exists"),
@@ -323,7 +328,7 @@ def pod_stages() -> list[dict[str, Any]]:
         _stage(
             "pod-terminate",
             "Pod",
-            [simulated, deleting, not_terminal],
+            [*simulated, deleting, not_terminal],
             status=_NOW + _TERMINATION_CODE + _TERMINATED,
             delay_from=TERMINATION_DURATION,
         ),
@@ -331,7 +336,7 @@ def pod_stages() -> list[dict[str, Any]]:
             "pod-delete",
             "Pod",
             [
-                simulated,
+                *simulated,
                 deleting,
                 _expr(".status.phase", "In", "Succeeded", "Failed"),
                 _expr(".metadata.finalizers", "DoesNotExist"),
@@ -519,7 +524,7 @@ def logs_crd() -> dict[str, Any]:
     }
 
 
-def configuration() -> str:
+def configuration(local_images: tuple[str, ...] = ()) -> str:
     """The whole ``--config`` file: options (every parallelism set: kwok applies no defaults to a config
     file) followed by every stage."""
     options = {
@@ -539,4 +544,6 @@ def configuration() -> str:
             "enableDebuggingHandlers": True,
         },
     }
-    return yaml.safe_dump_all([options, *node_stages(), *pod_stages(), *volume_stages()], sort_keys=False)
+    return yaml.safe_dump_all(
+        [options, *node_stages(), *pod_stages(local_images), *volume_stages()], sort_keys=False
+    )

@@ -48,6 +48,8 @@ from typing import Any, Protocol
 
 from together_clusters.components.checkpoint import contract
 
+from . import controller_images
+from .controller_images import ControllerImage
 from .kwok_config import RUN, RUN_LOCAL
 
 Manifest = dict[str, Any]
@@ -125,6 +127,26 @@ class ProcessPlan:
     """ConfigMap and Secret volume files to write before the start."""
     mounts: Mapping[str, Path] = field(default_factory=dict)
     """Mount path in the container -> host folder or file."""
+    synced: frozenset[Path] = frozenset()
+    """The files of ConfigMap and Secret volumes mounted whole, which a kubelet keeps up to date while the
+    pod runs (a ``subPath`` mount and a projected token are not)."""
+
+
+@dataclass(frozen=True)
+class PodNetwork:
+    """A pod's own addresses: the IP the API reports, and the loopback address its process binds."""
+
+    pod_ip: str = "127.0.0.1"
+    host_ip: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Controller:
+    """A controller image's pod (see :mod:`.controller_images`): the binary that runs it and the API server."""
+
+    profile: ControllerImage
+    binary: Path
+    api_server: str
 
 
 def opted_in(pod: Manifest) -> bool:
@@ -153,7 +175,7 @@ def rewrite(value: str, mounts: Mapping[str, Path]) -> str:
     return value
 
 
-def _field(pod: Manifest, path: str) -> str:
+def _field(pod: Manifest, path: str, network: PodNetwork) -> str:
     meta, spec = pod["metadata"], pod.get("spec") or {}
     simple = {
         "metadata.name": meta.get("name"),
@@ -162,8 +184,8 @@ def _field(pod: Manifest, path: str) -> str:
         "spec.nodeName": spec.get("nodeName"),
         "spec.serviceAccountName": spec.get("serviceAccountName"),
         "status.hostIP": LOCAL_IP,
-        "status.podIP": LOCAL_IP,
-        "status.podIPs": LOCAL_IP,
+        "status.podIP": network.pod_ip,
+        "status.podIPs": network.pod_ip,
         "status.hostIPs": LOCAL_IP,
     }
     if path in simple:
@@ -191,7 +213,7 @@ def _key_ref(kind: str, ref: Mapping[str, Any], found: Mapping[str, str] | None)
 
 
 def _environment(
-    pod: Manifest, container: Manifest, lookups: Lookups, base: Mapping[str, str]
+    pod: Manifest, container: Manifest, lookups: Lookups, base: Mapping[str, str], network: PodNetwork
 ) -> dict[str, str]:
     namespace = pod["metadata"]["namespace"]
     env = dict(base)
@@ -213,7 +235,7 @@ def _environment(
         if source is None:
             env[name] = expand(item.get("value", ""), env)
         elif "fieldRef" in source:
-            env[name] = _field(pod, source["fieldRef"]["fieldPath"])
+            env[name] = _field(pod, source["fieldRef"]["fieldPath"], network)
         elif "configMapKeyRef" in source:
             ref = source["configMapKeyRef"]
             value = _key_ref("configmap", ref, lookups.config_map(namespace, ref.get("name", "")))
@@ -247,7 +269,7 @@ def _volume_files(
 
 
 def _projected(
-    pod: Manifest, projected: Mapping[str, Any], lookups: Lookups, folder: Path
+    pod: Manifest, projected: Mapping[str, Any], lookups: Lookups, folder: Path, network: PodNetwork
 ) -> dict[Path, bytes]:
     """A projected volume (such as the service account's ``kube-api-access-*``): its sources' files."""
     namespace = pod["metadata"]["namespace"]
@@ -278,7 +300,7 @@ def _projected(
                     raise Unrunnable(
                         "ContainerCreating", f"downwardAPI {item['path']!r}: only fieldRef is supported"
                     )
-                files[folder / item["path"]] = _field(pod, item["fieldRef"]["fieldPath"]).encode()
+                files[folder / item["path"]] = _field(pod, item["fieldRef"]["fieldPath"], network).encode()
         else:
             kinds = ", ".join(sorted(source))
             raise Unrunnable("ContainerCreating", f"projected source {kinds}: not supported locally")
@@ -286,14 +308,15 @@ def _projected(
 
 
 def _volumes(
-    pod: Manifest, lookups: Lookups, layout: Layout
-) -> tuple[dict[str, Path], list[Path], dict[Path, bytes]]:
-    """Each volume's host folder; folders to create; files to write."""
+    pod: Manifest, lookups: Lookups, layout: Layout, network: PodNetwork
+) -> tuple[dict[str, Path], list[Path], dict[Path, bytes], set[str]]:
+    """Each volume's host folder; folders to create; files to write; the ConfigMap and Secret volumes."""
     namespace = pod["metadata"]["namespace"]
     own = layout.pod(pod) / "volumes"
     folders: dict[str, Path] = {}
     create: list[Path] = []
     files: dict[Path, bytes] = {}
+    kept_current: set[str] = set()
     for volume in (pod.get("spec") or {}).get("volumes") or []:
         name = volume["name"]
         if "persistentVolumeClaim" in volume:
@@ -318,9 +341,10 @@ def _volumes(
             if data is None and not source.get("optional"):
                 raise Unrunnable("ContainerCreating", f"{kind.lower()} {ref!r} not found")
             files.update(_volume_files(source, data or {}, folders[name], f"{kind.lower()} {ref!r}"))
+            kept_current.add(name)
         elif "projected" in volume:
             folders[name] = own / name
-            files.update(_projected(pod, volume["projected"], lookups, folders[name]))
+            files.update(_projected(pod, volume["projected"], lookups, folders[name], network))
         elif "hostPath" in volume:
             node = (pod.get("spec") or {}).get("nodeName") or "node"
             folders[name] = layout.node(node) / volume["hostPath"]["path"].lstrip("/")
@@ -330,7 +354,7 @@ def _volumes(
                 "ContainerCreating", f"volume {name!r} ({', '.join(kinds)}): not supported locally"
             )
         create.append(folders[name])
-    return folders, create, files
+    return folders, create, files, kept_current
 
 
 def _argv(command: Sequence[str], python: str) -> tuple[str, ...]:
@@ -350,8 +374,14 @@ def plan(
     python: str,
     duration: Callable[[float], float],
     base_env: Mapping[str, str] | None = None,
+    network: PodNetwork | None = None,
+    controller: Controller | None = None,
 ) -> ProcessPlan:
-    """The process that runs ``pod``'s main container; :class:`Unrunnable` when it cannot start."""
+    """The process that runs ``pod``'s main container; :class:`Unrunnable` when it cannot start.
+
+    ``controller``: the pod is of a known controller image, run as its binary (see :func:`_as_controller`).
+    """
+    network = network or PodNetwork()
     spec = pod.get("spec") or {}
     containers = spec.get("containers") or []
     if len(containers) != 1 or spec.get("initContainers"):
@@ -368,13 +398,16 @@ def plan(
         "HOME": str(home),
         **(base_env or {}),
     }
-    env = _environment(pod, main, lookups, base)
-    folders, create, files = _volumes(pod, lookups, layout)
+    env = _environment(pod, main, lookups, base, network)
+    folders, create, files, kept_current = _volumes(pod, lookups, layout, network)
     mounts: dict[str, Path] = {}
+    synced: set[Path] = set()
     for mount in main.get("volumeMounts") or []:
         if mount["name"] not in folders:
             raise Unrunnable("CreateContainerConfigError", f"volumeMount {mount['name']!r}: no such volume")
         host = folders[mount["name"]]
+        if mount["name"] in kept_current and not mount.get("subPath"):
+            synced.update(path for path in files if path.parent == host)
         if mount.get("subPath"):
             host = host / mount["subPath"]
             if host not in files:  # a ConfigMap key mounted as one file is written, not created as a folder
@@ -386,6 +419,8 @@ def plan(
     command = [expand(part, env) for part in [*(main.get("command") or []), *(main.get("args") or [])]]
     env = {name: rewrite(value, mounts) for name, value in env.items()}
     argv = _argv([rewrite(part, mounts) for part in command], python)
+    if controller is not None:
+        argv = _as_controller(controller, pod, argv, env, files, mounts, layout, network)
     working_dir = main.get("workingDir")
     cwd = Path(rewrite(posixpath.normpath(working_dir), mounts)) if working_dir else home
     return ProcessPlan(
@@ -397,7 +432,62 @@ def plan(
         folders=(home, cwd, *create),
         files=files,
         mounts=mounts,
+        synced=frozenset(synced),
     )
+
+
+def _as_controller(
+    controller: Controller,
+    pod: Manifest,
+    argv: tuple[str, ...],
+    env: dict[str, str],
+    files: dict[Path, bytes],
+    mounts: Mapping[str, Path],
+    layout: Layout,
+    network: PodNetwork,
+) -> tuple[str, ...]:
+    """A controller image's process (see :mod:`.controller_images`): its binary, a kubeconfig of the pod's
+    service account, and its configuration bound to the pod's own address. ``env`` and ``files`` gain what
+    it needs; the argv is returned."""
+    profile = controller.profile
+    if argv[0] != profile.entrypoint:
+        raise Unrunnable(
+            "CreateContainerConfigError",
+            f"the twin runs {profile.repository} as its {profile.entrypoint}, not {argv[0]!r}",
+        )
+    account = mounts.get(controller_images.SERVICE_ACCOUNT_MOUNT)
+    if account is None:
+        raise Unrunnable(
+            "CreateContainerConfigError",
+            f"no service account token mounted at {controller_images.SERVICE_ACCOUNT_MOUNT} "
+            "(automountServiceAccountToken is off): the controller cannot reach the API server",
+        )
+    kubeconfig = layout.pod(pod) / "kubeconfig"
+    files[kubeconfig] = controller_images.kubeconfig(controller.api_server, account).encode()
+    host, _, port = controller.api_server.removeprefix("https://").rpartition(":")
+    env.update(
+        {"KUBECONFIG": str(kubeconfig), "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+    )
+    config = controller_images.config_path(argv)
+    if config is not None:
+        host_config = Path(rewrite(config, mounts))
+        if host_config not in files:
+            raise Unrunnable(
+                "CreateContainerConfigError", f"--config={config}: no ConfigMap file mounted there"
+            )
+        files[host_config] = controller_images.adapt_config(
+            files[host_config].decode(),
+            network.host_ip,
+            pod["metadata"]["namespace"],
+            lambda value: rewrite(value, mounts),
+        ).encode()
+        argv = tuple(
+            f"{controller_images.CONFIG_FLAG}{host_config}"
+            if part == f"{controller_images.CONFIG_FLAG}{config}"
+            else part
+            for part in argv
+        )
+    return (str(controller.binary), *argv[1:])
 
 
 def describe(process_plan: ProcessPlan) -> str:

@@ -45,9 +45,23 @@ from typing import IO, Any, cast
 from kubernetes.client import CoreV1Api, CustomObjectsApi, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
 
-from . import kwok_config
+from . import kwok_config, pod_network, probes
+from .controller_images import ControllerImage
+from .controller_images import ports as controller_ports
 from .controlplane import die_with_parent
-from .local_pods import LOCAL_IP, Layout, Manifest, ProcessPlan, Unrunnable, describe, opted_in, plan
+from .local_pods import (
+    LOCAL_IP,
+    Controller,
+    Layout,
+    Manifest,
+    PodNetwork,
+    ProcessPlan,
+    Unrunnable,
+    describe,
+    opted_in,
+    plan,
+)
+from .service_proxy import LocalPod
 
 _log = logging.getLogger("together_clusters.emulator.kubernetes.local_runtime")
 _TIMEOUT = 10
@@ -55,6 +69,9 @@ DEFAULT_GRACE_SECONDS = 30
 BACKOFF_SECONDS = 10.0
 MAX_BACKOFF_SECONDS = 300.0
 LOG_READY_SECONDS = 5.0
+VOLUME_SYNC_SECONDS = 2.0
+"""How often a running pod's ConfigMap and Secret volumes are brought up to date (a kubelet: about a minute;
+a controller waiting for the certificates it wrote to its Secret should not wait that long here)."""
 
 
 def now_rfc3339() -> str:
@@ -120,6 +137,18 @@ class _Container:
     kill_at: float | None = None
     deleted: bool = False
     logs: list[_LogWriter] = field(default_factory=list)
+    network: PodNetwork = field(default_factory=PodNetwork)
+    readiness: probes.Readiness | None = None
+    """The readiness probe's state; ``None``: no probe the runtime can run, ready once started."""
+    synced_at: float = 0.0
+    controller: Controller | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    ports: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        running = self.process is not None and self.process.poll() is None
+        return running and (self.readiness is None or self.readiness.ready)
 
     @property
     def container_id(self) -> str:
@@ -233,8 +262,13 @@ class LocalRuntime:
         root: Path,
         duration: Callable[[float], float] = lambda seconds: seconds,
         python: str = sys.executable,
+        controllers: Mapping[str, tuple[ControllerImage, Path]] | None = None,
     ) -> None:
+        """``controllers``: the controller images run as local binaries (see :mod:`.controller_images`),
+        image reference -> (profile, binary)."""
         self._core = core
+        self._controllers = dict(controllers or {})
+        self._api_server = str(core.api_client.configuration.host)
         self._custom = CustomObjectsApi(core.api_client)
         self._layout = Layout(root)
         self._lookups = _ClusterLookups(core)
@@ -243,6 +277,27 @@ class LocalRuntime:
         self._containers: dict[str, _Container] = {}
         self._waiting: dict[str, str] = {}
         self._reaper = _Reaper()
+        self._pod_ips = pod_network.PodIPs()
+
+    def runs(self, pod: Manifest) -> bool:
+        """Whether this runtime runs the pod: it opted in, or its image is a known controller's."""
+        containers = (pod.get("spec") or {}).get("containers") or []
+        return opted_in(pod) or bool(containers and containers[0].get("image") in self._controllers)
+
+    def network(self) -> list[LocalPod]:
+        """The running pods as the network sees them (for the API server's egress proxy)."""
+        return [
+            LocalPod(
+                namespace=c.namespace,
+                labels=c.labels,
+                pod_ip=c.network.pod_ip,
+                host_ip=c.network.host_ip,
+                ports=c.ports,
+                ready=c.ready,
+            )
+            for c in self._containers.values()
+            if c.controller is not None
+        ]
 
     def pids(self) -> list[int]:
         """The PIDs of the pods' processes that still run."""
@@ -269,11 +324,11 @@ class LocalRuntime:
         pods = [
             p
             for p in json.loads(reply.data)["items"]
-            if opted_in(p) and (p.get("spec") or {}).get("nodeName")
+            if self.runs(p) and (p.get("spec") or {}).get("nodeName")
         ]
         by_uid = {p["metadata"]["uid"]: p for p in pods}
         for uid in [u for u in self._containers if u not in by_uid]:
-            self._kill(self._containers.pop(uid))
+            self._forget(self._containers.pop(uid))
         for uid in [u for u in self._waiting if u not in by_uid]:
             self._waiting.pop(uid)
         for pod in by_uid.values():
@@ -286,9 +341,13 @@ class LocalRuntime:
     def stop(self) -> None:
         """Kill every process (the emulator is stopping) and the reaper."""
         for container in self._containers.values():
-            self._kill(container)
+            self._forget(container)
         self._containers.clear()
         self._reaper.stop()
+
+    def _forget(self, container: _Container) -> None:
+        self._kill(container)
+        pod_network.release(container.network)
 
     # --- one pod ----------------------------------------------------------------------------------
 
@@ -310,6 +369,9 @@ class LocalRuntime:
         returncode = process.poll()
         if returncode is None:
             self._terminate_if_asked(container, pod)
+            if not container.terminating:
+                self._probe(container, pod)
+                self._sync_volume_files(container, pod)
             return
         if container.reported_exit is None:
             self._exited(container, pod, exit_code(returncode))
@@ -325,18 +387,45 @@ class LocalRuntime:
         if container.restart_at is not None and time.monotonic() >= container.restart_at:
             self._spawn(container, pod)
 
+    def _controller_of(self, pod: Manifest) -> Controller | None:
+        image = pod["spec"]["containers"][0].get("image")
+        if image not in self._controllers:
+            return None
+        profile, binary = self._controllers[image]
+        return Controller(profile=profile, binary=binary, api_server=self._api_server)
+
+    def _plan(self, pod: Manifest, network: PodNetwork, controller: Controller | None) -> ProcessPlan:
+        return plan(
+            pod,
+            self._lookups,
+            self._layout,
+            self._python,
+            self._duration,
+            network=network,
+            controller=controller,
+        )
+
     def _start(self, pod: Manifest) -> None:
         meta = pod["metadata"]
         uid = meta["uid"]
+        controller = self._controller_of(pod)
+        # A controller binds its ports as in a network namespace of its own: a loopback address of its own.
+        network = (
+            self._pod_ips.allocate(controller_ports(pod["spec"]["containers"][0]).values())
+            if controller is not None
+            else PodNetwork()
+        )
         try:
-            process_plan = plan(pod, self._lookups, self._layout, self._python, self._duration)
+            process_plan = self._plan(pod, network, controller)
         except Unrunnable as exc:
+            pod_network.release(network)
             if self._waiting.get(uid) != str(exc):
                 self._waiting[uid] = str(exc)
                 self._patch_waiting(pod, exc)
             return
         self._waiting.pop(uid, None)
         spec = pod["spec"]
+        main = spec["containers"][0]
         container = _Container(
             uid=uid,
             namespace=meta["namespace"],
@@ -344,6 +433,11 @@ class LocalRuntime:
             image=spec["containers"][0].get("image", ""),
             plan=process_plan,
             restart_policy=spec.get("restartPolicy", "Always"),
+            network=network,
+            readiness=probes.Readiness.of(main, network.host_ip, self._duration),
+            controller=controller,
+            labels=dict(meta.get("labels") or {}),
+            ports=controller_ports(main),
         )
         for folder in process_plan.folders:
             folder.mkdir(parents=True, exist_ok=True)
@@ -375,6 +469,8 @@ class LocalRuntime:
         if container.process is not None:
             container.restarts += 1
         container.process = process
+        if container.readiness is not None:  # a new container is not ready until its probe passes again
+            container.readiness.restart(time.monotonic())
         container.started_at = now_rfc3339()
         container.reported_exit = None
         container.restart_at = None
@@ -393,6 +489,50 @@ class LocalRuntime:
         self._patch_running(pod, container)
         # Asked to stop before it even started (a delete raced the start): the signal follows at once.
         self._terminate_if_asked(container, pod)
+
+    def _probe(self, container: _Container, pod: Manifest) -> None:
+        """Run the readiness probe when due; report a change of readiness."""
+        readiness = container.readiness
+        now = time.monotonic()
+        if readiness is None or not readiness.due(now):
+            return
+        if readiness.run(now):
+            _log.info("pod %s/%s: ready=%s", container.namespace, container.name, readiness.ready)
+            self._patch_running(pod, container)
+
+    def _sync_volume_files(self, container: _Container, pod: Manifest) -> None:
+        """Bring the ConfigMap and Secret volumes mounted whole up to date, as a kubelet does while a pod
+        runs (a controller that wrote its webhook certificates to its Secret waits for them to appear)."""
+        now = time.monotonic()
+        if not container.plan.synced or now - container.synced_at < VOLUME_SYNC_SECONDS:
+            return
+        container.synced_at = now
+        try:
+            current = self._plan(pod, container.network, container.controller)
+        except Unrunnable:
+            return  # a volume's source went away: a kubelet keeps the last files
+        for path in container.plan.synced & current.synced:
+            data = current.files.get(path)
+            if data is not None and (not path.is_file() or path.read_bytes() != data):
+                partial = path.with_name(f".{path.name}.partial")
+                partial.write_bytes(data)
+                partial.replace(path)  # whole or not at all, as the kubelet's atomic writer
+        for path in current.synced - container.plan.synced:  # a key added to the Secret
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(current.files[path])
+        self._mark_certificate(container)
+
+    def _mark_certificate(self, container: _Container) -> None:
+        """For a program that checks a fixed folder for its certificate (see :mod:`.controller_images`): a
+        copy there once the pod's own mounted certificate exists."""
+        fixed = container.controller.profile.waits_for_certificate_in if container.controller else None
+        if fixed is None or fixed not in container.plan.mounts:
+            return
+        own = container.plan.mounts[fixed] / "tls.crt"
+        marker = Path(fixed) / "tls.crt"
+        if own.is_file() and not marker.is_file():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_bytes(own.read_bytes())
 
     def _terminate_if_asked(self, container: _Container, pod: Manifest) -> None:
         process = container.process
@@ -519,16 +659,22 @@ class LocalRuntime:
 
     def _patch_running(self, pod: Manifest, container: _Container) -> None:
         now = now_rfc3339()
+        ready = container.ready
+        pod_ip = container.network.pod_ip
         status = {
             "phase": "Running",
             "startTime": (pod.get("status") or {}).get("startTime") or now,
             "hostIP": LOCAL_IP,
             "hostIPs": [{"ip": LOCAL_IP}],
-            "podIP": LOCAL_IP,
-            "podIPs": [{"ip": LOCAL_IP}],
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
             "conditions": [
                 {"type": kind, "status": "True", "lastTransitionTime": now}
-                for kind in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+                for kind in ("PodReadyToStartContainers", "Initialized")
+            ]
+            + [
+                {"type": kind, "status": str(ready), "lastTransitionTime": now}
+                for kind in ("ContainersReady", "Ready")
             ],
             "containerStatuses": [
                 {
@@ -536,7 +682,7 @@ class LocalRuntime:
                     "image": container.image,
                     "imageID": "",
                     "containerID": container.container_id,
-                    "ready": True,
+                    "ready": ready,
                     "started": True,
                     "restartCount": container.restarts,
                     "state": {

@@ -14,6 +14,7 @@ tied to it (see :mod:`together_clusters.emulator.kubernetes.controlplane`).
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
@@ -28,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from together_clusters.errors import TwinError, TwinTimeout
 from together_clusters.platform import TerminationMode, preemption
 
-from . import jobset, kwok_config, shared_volumes
+from . import controller_images, jobset, kwok_config, service_proxy, shared_volumes
 from .binaries import Binaries
 from .controlplane import ControlPlane
 from .kubeconfig import KubeApi
@@ -63,6 +64,8 @@ class _Plane:
         self.moved: set[str] = set()
         # The shared volumes' PersistentVolumes as last made or patched: volume name -> capacity.
         self.volumes: dict[str, str] = {}
+        # The API server's way to Services of the pods the local runtime runs (see :mod:`.service_proxy`).
+        self.egress = service_proxy.EgressProxy(control_plane.egress_socket)
 
 
 class Twin:
@@ -107,6 +110,8 @@ class Twin:
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kubernetes-twin", daemon=True)
         self.errors: list[str] = []
+        # The controller images of charts a user installs, run as the binaries built beside the twin's.
+        self._controllers = controller_images.known(binaries.kubernetes.parent, binaries.versions())
 
     # --- called by the platform, under its lock -----------------------------------------------------
 
@@ -205,7 +210,11 @@ class Twin:
 
     def _launch(self, view: ClusterView) -> _Plane:
         control_plane = ControlPlane(
-            self.binaries, self.root / view.cluster_id, view.cluster_name, view.kube_token
+            self.binaries,
+            self.root / view.cluster_id,
+            view.cluster_name,
+            view.kube_token,
+            local_images=tuple(sorted(self._controllers)),
         )
         control_plane.job_pod_failure_backoff = self.options.job_pod_failure_backoff
         api = control_plane.prepare()
@@ -223,6 +232,7 @@ class Twin:
             self._modes = {k: v for k, v in self._modes.items() if k[0] != cluster_id}
         if plane.runtime is not None:
             plane.runtime.stop()
+        plane.egress.close()
         if plane.client is not None:
             plane.client.close()
         plane.control_plane.stop()
@@ -251,7 +261,9 @@ class Twin:
             if not self._jobset_running(plane, plane.client) or not accounts:
                 return
             plane.ready_after_s = time.monotonic() - plane.started
-            plane.runtime = LocalRuntime(plane.core, root_for(control_plane.directory), self._duration)
+            plane.runtime = LocalRuntime(
+                plane.core, root_for(control_plane.directory), self._duration, controllers=self._controllers
+            )
             plane.phase = "ready"
             self._serving(view.cluster_id)
         assert plane.core is not None and plane.runtime is not None
@@ -264,6 +276,18 @@ class Twin:
                 if v.volume_name in plane.volumes
             }
         )
+        self._route_services(plane, plane.core, plane.runtime)
+
+    def _route_services(self, plane: _Plane, core: CoreV1Api, runtime: LocalRuntime) -> None:
+        """Point the API server's egress proxy at the local pods behind each Service (webhooks)."""
+        pods = runtime.network()
+        if not pods:
+            plane.egress.set_routes({})
+            return
+        reply: Any = core.list_service_for_all_namespaces(
+            resource_version="0", _request_timeout=_TIMEOUT, _preload_content=False
+        )
+        plane.egress.set_routes(service_proxy.routes(json.loads(reply.data)["items"], pods))
 
     def _sync_volumes(self, view: ClusterView, plane: _Plane, core: CoreV1Api) -> None:
         """A static PersistentVolume per attached shared volume, its capacity the volume's size."""
