@@ -30,6 +30,7 @@ the cluster) for every stack that uses them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,12 +42,14 @@ from ._shell import TYPE_PREFIX
 from .controllers.charts import ChartFacts
 from .controllers.detection import Finding, Presence, find
 from .controllers.releases import (
+    CHART_SOURCE_CONFIG,
     INSTALLED_BY_ANNOTATION,
     ClusterControllersArgs,
     Release,
     kept_off_preemptible,
     marked,
     releases,
+    with_default_chart_source,
 )
 
 __all__ = ["ClusterControllers", "ClusterControllersArgs", "stack_identity"]
@@ -101,7 +104,10 @@ class ClusterControllers(pulumi.ComponentResource):
         *,
         kubeconfig: pulumi.Input[str] | None = None,
     ) -> None:
-        args = args or ClusterControllersArgs()
+        namespace, key = CHART_SOURCE_CONFIG
+        args = with_default_chart_source(
+            args or ClusterControllersArgs(), pulumi.Config(namespace).get(key), os.environ
+        )
         owner = f"ClusterControllers {name!r}"
         planned = releases(args, owner)  # an unusable chart source is refused before anything is registered
         super().__init__(f"{TYPE_PREFIX}:ClusterControllers", name, None, opts)

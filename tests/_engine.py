@@ -52,6 +52,9 @@ from typing import Any
 
 import pytest
 
+from together_clusters.components.controllers.releases import CHART_SOURCE_ENV
+from together_clusters.emulator.kubernetes import binaries
+
 ROOT = Path(__file__).resolve().parents[1]
 PULUMI = ROOT / "scripts" / "pulumi"
 INSTALL_ENGINE = ROOT / "scripts" / "install-engine"
@@ -117,6 +120,7 @@ def engine_env(
     - ``PYTHONPATH`` = ``pythonpath`` entries (absolute) before any inherited value: this is how a dynamic
       provider module that is not installed in .venv becomes importable by the program and by the dynamic
       provider process;
+    - ``TOGETHER_CHART_SOURCE`` = the twin's charts folder (the machine is offline: no registry);
     - ``KUBECONFIG`` removed; ``extra`` applied last.
     """
     state = Path(workdir).resolve() / ".pulumi-state"
@@ -134,6 +138,8 @@ def engine_env(
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             "PULUMI_SKIP_CONFIRMATIONS": "true",
             "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
+            # Offline: ClusterControllers installs the pinned charts install-kubernetes copied from their modules.
+            CHART_SOURCE_ENV: str(binaries.charts_dir()),
         }
     )
     paths = [str(Path(p).resolve()) for p in pythonpath]

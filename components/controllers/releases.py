@@ -8,6 +8,7 @@ the values (the release image, and the controller pods kept off preemptible node
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,11 @@ INSTALLED_BY_LABEL = "together.ai/installed-by-stack"
 """Label on the same objects (value ``"true"``), to list them: ``kubectl get crd -l together.ai/installed-by-stack``."""
 
 OCI = "oci://"
+CHART_SOURCE_ENV = "TOGETHER_CHART_SOURCE"
+"""Environment variable: the chart source of every ClusterControllers that names none (an air-gapped
+machine's mirror or folder), after the stack config ``together:chartSource``."""
+CHART_SOURCE_CONFIG = ("together", "chartSource")
+"""Stack config (namespace, key) with the same meaning: ``pulumi config set together:chartSource DIR``."""
 HELM_REPOSITORY = ("https://", "http://")
 
 
@@ -84,6 +90,17 @@ class Release:
     reference: ChartReference
     namespace: str
     values: Mapping[str, Any] = field(default_factory=dict)
+
+
+def with_default_chart_source(
+    args: ClusterControllersArgs, configured: str | None, environment: Mapping[str, str]
+) -> ClusterControllersArgs:
+    """``args`` with the chart source of the stack config (``configured``), else of
+    :data:`CHART_SOURCE_ENV`, when they name none themselves."""
+    if args.chart_source is not None:
+        return args
+    default = configured or environment.get(CHART_SOURCE_ENV) or None
+    return dataclasses.replace(args, chart_source=default) if default else args
 
 
 def chart_reference(facts: ChartFacts, chart_source: str | None) -> ChartReference:

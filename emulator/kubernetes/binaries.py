@@ -57,6 +57,12 @@ def bin_dir() -> Path:
     return Path(os.environ.get(BIN_ENV) or DEFAULT_BIN)
 
 
+def charts_dir() -> Path:
+    """The pinned controllers' Helm charts, beside the binaries (``<name>/Chart.yaml``; copied from their Go
+    modules by scripts/install-kubernetes): a chart source for ``ClusterControllers`` with nothing fetched."""
+    return bin_dir().parent / "charts"
+
+
 def find() -> Binaries | None:
     """The built binaries, or ``None`` when either is missing."""
     directory = bin_dir()

@@ -23,9 +23,10 @@ class TwinOptions:
     nodes: NodeOptions = field(default_factory=NodeOptions)
     job_pod_failure_backoff: str | None = None
     """Shorten the Job controller's delay before it replaces a failed pod (a Go duration; upstream 10s)."""
-    jobset: bool = True
-    """Run the JobSet controller (CRD, controller manager and its webhooks) in every cluster, as a cluster
-    with JobSet installed has it."""
+    jobset: bool = False
+    """Pre-install JobSet (CRD, controller manager and its webhooks) in every cluster, as a cluster someone
+    prepared has it. Off by default: a new Together cluster is bare Kubernetes, and what a user's stack
+    installs (``ClusterControllers``) runs for real (:mod:`.controller_images`)."""
 
 
 def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
@@ -66,8 +67,10 @@ def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--jobset",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="install JobSet (CRD, controller manager, webhooks) in every cluster (default: on)",
+        default=False,
+        help="pre-install JobSet (CRD, controller manager, webhooks) in every cluster, as a cluster someone "
+        "prepared (default: off, a bare cluster as Together delivers it; a stack's ClusterControllers "
+        "installs what it needs)",
     )
 
 

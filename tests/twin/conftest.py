@@ -41,7 +41,9 @@ def require_twin() -> None:
 def twin_emulator() -> Iterator[RunningEmulator]:
     require_twin()
     # Speed 60: a bring-up of ten emulated minutes takes ten seconds, a 300 s grace period five.
-    options = TwinOptions(job_pod_failure_backoff="1s")
+    # JobSet pre-installed, as in a cluster someone prepared: these tests drive JobSets with the kubernetes
+    # client; the engine tests install it the way a user's stack does (ClusterControllers on a bare twin).
+    options = TwinOptions(job_pod_failure_backoff="1s", jobset=True)
     with start_emulator(speed=60, kubernetes=options) as emulator:
         # A preemption takes its GPUs out of the pool for good (they went to whoever reclaimed them), and
         # the refill needs free ones: the package preempts more often than the default pool could refill.

@@ -88,7 +88,7 @@ def test_a_cluster_the_api_calls_ready_accepts_a_job_set_at_once() -> None:
     """Ready means usable: at a clock fast enough that provisioning takes a second, the compute API (read with the
     official SDK) may not say Ready before the cluster's Kubernetes serves its controllers and JobSet's webhooks."""
     require_twin()
-    with start_emulator(speed=600, kubernetes=TwinOptions()) as emulator:
+    with start_emulator(speed=600, kubernetes=TwinOptions(jobset=True)) as emulator:
         sdk = together.Together(api_key="twin-ready-key", base_url=emulator.base_url, max_retries=0)
         try:
             created = sdk.clusters.create(

@@ -30,7 +30,7 @@ PROCESSES = 6
 def twin_process(state: Path) -> AbstractContextManager[tuple[str, subprocess.Popen[str]]]:
     """The emulator with the twin, keeping its state in ``state``: its URL and process. Its control planes may
     take a while to stop."""
-    return emulator_process("--state", str(state), "--kubernetes", stop_timeout=60)
+    return emulator_process("--state", str(state), "--kubernetes", "--jobset", stop_timeout=60)
 
 
 def control_plane_pids(base_url: str) -> list[int]:

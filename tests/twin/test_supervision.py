@@ -42,7 +42,7 @@ pytestmark = pytest.mark.twin
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[RunningEmulator]:
     require_twin()
-    with start_emulator(speed=60, kubernetes=TwinOptions()) as running:
+    with start_emulator(speed=60, kubernetes=TwinOptions(jobset=True)) as running:
         yield running
 
 
@@ -251,7 +251,7 @@ def test_a_manager_that_keeps_exiting_fails_the_clusters_provisioning_with_its_l
     fake = broken_jobset(tmp_path / "bin")
     monkeypatch.setattr(binaries, "require", lambda jobset: fake)
     with (
-        start_emulator(speed=60, kubernetes=TwinOptions()) as running,
+        start_emulator(speed=60, kubernetes=TwinOptions(jobset=True)) as running,
         TwinCluster.create(running, "broken", num_gpus=8) as cluster,
     ):
         phase = wait_for(
