@@ -3,11 +3,12 @@ installs JobSet's chart (the copy scripts/install-kubernetes takes from the pinn
 image, on standard nodes, marked with the stack; a second stack on the same cluster uses it without
 installing it again; dropping the controllers from the program deletes what the chart created.
 
-Oracles: the objects as the API server has them, read with the ``kubernetes`` client, and the second stack's
-preview (its note, no chart in the plan).
+A cluster that came with JobSet (the twin's ``--jobset``: installed by someone else, not by a chart of this
+stack) is left alone: used, not installed over.
 
-Not yet: a JobSet created on it. Today's twin fakes the chart's pods with kwok (no real manager answers the
-webhook), so a JobSet create would fail at admission until the twin runs chart-installed controllers.
+Oracles: the objects as the API server has them, read with the ``kubernetes`` client, and the second stack's
+preview (its note, no chart in the plan). That the installed JobSet really runs (a JobSet defaulted by its
+webhook and reconciled) is tests/twin/test_chart_controllers.py's and the engine tests' on the bare twin.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from together_clusters.components.controllers.releases import INSTALLED_BY_ANNOT
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE
 
-from ._twin import DRIVER, GPU, REGION, twin_stack, up
+from ._twin import DRIVER, GPU, REGION, kube_clients, twin_stack, up
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-controllers-0123456789abcdef"
@@ -129,3 +130,17 @@ def test_provider_for_installs_jobset_on_a_bare_cluster_and_a_second_stack_uses_
             extensions.read_custom_resource_definition(JOBSET.crd)
         assert gone.value.status == 404
         assert apps.list_namespaced_deployment(JOBSET.namespace).items == []
+
+
+def test_a_jobset_someone_else_installed_is_used_and_left_alone(tmp_path: Path) -> None:
+    with twin_stack(tmp_path, "controllers", PROGRAM, API_KEY, TwinOptions(jobset=True)) as stack:
+        stack.set_config("installs", "true")
+        result = _engine.run_pulumi(["up", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)
+        shown = _engine.output(result)
+        assert result.returncode == 0, shown
+        assert "using it, not installing it" in shown, shown
+        types = {r["type"] for r in _engine.stack_resources(stack.project, stack.env)}
+        assert "kubernetes:helm.sh/v4:Chart" not in types and "kubernetes:apps/v1:Deployment" not in types
+        api = kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
+        crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(JOBSET.crd)
+        assert INSTALLED_BY_ANNOTATION not in (crd.metadata.annotations or {})  # not taken over

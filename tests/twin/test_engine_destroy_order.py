@@ -53,7 +53,7 @@ PROGRAM = f"""\
 import pulumi
 
 from together_clusters.components import (
-    BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ContainerSpec, SharedVolume,
+    BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ClusterControllers, ContainerSpec, SharedVolume,
 )
 from together_clusters.provider import Cluster, ClusterArgs, Volume, VolumeArgs
 import pulumi_kubernetes as k8s
@@ -63,6 +63,8 @@ cluster = Cluster("gpu", ClusterArgs(cluster_name="destroy-order", region={REGIO
                                      num_gpus=8, num_preemptible_gpus=8, nvidia_version_id="nv-570-cu128-ubuntu2204",
                                      volume_id=volume.volume_id, ready_timeout_minutes=5))
 on_cluster = pulumi.ResourceOptions(provider=k8s.Provider("k8s", kubeconfig=cluster.kube_config))
+# A provider of the user's own: the controllers the BatchJob needs are declared by hand (provider_for would).
+ClusterControllers("controllers", opts=on_cluster, kubeconfig=cluster.kube_config)
 store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_name="ckpt", size="1Ti")),
                         opts=on_cluster, volume_name="checkpoints", allow_data_loss=True)
 BatchJob("train", BatchJobArgs(
