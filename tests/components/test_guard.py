@@ -229,22 +229,24 @@ def test_bare_pod_on_preemptible_nodes_is_refused() -> None:
     assert "Pod/p kind='Pod'" in str(violations[0])
 
 
-def test_critical_raw_deployment_that_tolerates_everything_is_refused() -> None:
-    deployment: dict[str, Any] = {
+def critical_deployment(**pod_fields: Any) -> dict[str, Any]:
+    """A raw Deployment of critical pods with ``pod_fields`` in its pod spec."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "login"},
+        "metadata": {"name": "coordinator"},
         "spec": {
-            "selector": {"matchLabels": {"app": "login"}},
+            "selector": {"matchLabels": {"app": "c"}},
             "template": {
-                "metadata": {"labels": {"app": "login", CRITICAL_LABEL: "true"}},
-                "spec": {
-                    "containers": [{"name": "c", "image": IMAGE}],
-                    "tolerations": [{"operator": "Exists"}],
-                },
+                "metadata": {"labels": {"app": "c", CRITICAL_LABEL: "true"}},
+                "spec": {"containers": [{"name": "c", "image": IMAGE}], **pod_fields},
             },
         },
     }
+
+
+def test_critical_raw_deployment_that_tolerates_everything_is_refused() -> None:
+    deployment = critical_deployment(tolerations=[{"operator": "Exists"}])
     assert rules_violated(deployment) == ["critical-on-preemptible"]
     deployment["spec"]["template"]["spec"]["nodeSelector"] = {COMPUTE_CLASS_LABEL: "standard"}
     assert rules_violated(deployment) == []
@@ -408,21 +410,6 @@ def test_every_component_layout_passes_the_guard() -> None:
 
 
 # --- critical pods: affinity, not a taint ----------------------------------------------------
-
-
-def critical_deployment(**pod_fields: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "coordinator"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "c"}},
-            "template": {
-                "metadata": {"labels": {"app": "c", CRITICAL_LABEL: "true"}},
-                "spec": {"containers": [{"name": "c", "image": IMAGE}], **pod_fields},
-            },
-        },
-    }
 
 
 @pytest.mark.parametrize("taint", [None, guard.DEFAULT_PREEMPTIBLE_TAINT])
