@@ -15,7 +15,6 @@ from together_clusters.components import (
     ComputeClass,
     ContainerSpec,
     PlacementRefused,
-    SharedVolume,
     Sweep,
     SweepArgs,
     Taint,
@@ -26,15 +25,7 @@ from together_clusters.components import (
 from together_clusters.components.platform import COMPUTE_CLASS_LABEL, CRITICAL_LABEL
 
 from .conftest import Program
-
-IMAGE = "ghcr.io/example/trainer:1.0"
-SHARED = SharedVolume(claim_name="ckpt")
-
-
-def good_job() -> dict[str, Any]:
-    """A BatchJob rendered as a plain Job (the guard's Job rules apply to it directly)."""
-    args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, fresh_job_per_attempt=False)
-    return manifests.batch_job("ft", args)[0]
+from .guarded import IMAGE, SHARED, good_job, long_grace_on_standard_nodes
 
 
 def pod_spec_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -109,18 +100,7 @@ def test_inference_grace_period_over_the_limit_is_refused() -> None:
 
 
 def test_the_same_layouts_pass_on_standard_nodes(program: Program) -> None:
-    program.run(
-        lambda: BatchJob(
-            "long",
-            BatchJobArgs(
-                container=ContainerSpec(image=IMAGE),
-                checkpoint=None,
-                compute_class=ComputeClass.STANDARD,
-                grace_period_seconds=900,
-                critical=True,
-            ),
-        )
-    )
+    program.run(lambda: BatchJob("long", long_grace_on_standard_nodes(critical=True)))
     assert any(r.typ == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet" for r in program.mocks.registered)
 
 
