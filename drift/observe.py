@@ -23,6 +23,8 @@ from typing import Any
 
 from pulumi import automation as auto
 
+from together_clusters.provider.planning import whole_numbers
+
 from .baseline import Baseline, HistoryEntry, reaches_back
 from .classify import PlannedStep
 from .stack_state import managed_resources
@@ -150,14 +152,4 @@ def history_entry(summary: auto.UpdateSummary) -> HistoryEntry:
 
 def _plain(values: Mapping[str, Any] | None) -> dict[str, Any]:
     """Event values as the state holds them: the wire has one number type, so ``8`` arrives as ``8.0``."""
-    return {k: _whole(v) for k, v in (values or {}).items()}
-
-
-def _whole(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole(v) for v in value]
-    return value
+    return {k: whole_numbers(v) for k, v in (values or {}).items()}

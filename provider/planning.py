@@ -39,17 +39,17 @@ CATALOG_TIMEOUT_S = 2.0
 
 def inputs_of(props: dict[str, Any]) -> dict[str, Any]:
     """The resource inputs in ``props`` (which may also hold outputs and ``__provider``)."""
-    return {k: _whole_numbers(v) for k, v in props.items() if k in FIELDS and v is not None}
+    return {k: whole_numbers(v) for k, v in props.items() if k in FIELDS and v is not None}
 
 
-def _whole_numbers(value: Any) -> Any:
+def whole_numbers(value: Any) -> Any:
     """The engine's wire format has one number type, so ``8`` arrives as ``8.0``: make it ``8`` again."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
-        return {k: _whole_numbers(v) for k, v in value.items()}
+        return {k: whole_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_whole_numbers(v) for v in value]
+        return [whole_numbers(v) for v in value]
     return value
 
 

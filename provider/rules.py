@@ -12,6 +12,7 @@ treated as "will change" by ``plan_change``; the engine calls ``check`` again on
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from pulumi.runtime.rpc import UNKNOWN
 
 from together_clusters.platform import GPUS_PER_NODE
 
-from .schema import FIELDS, OnChange
+from .schema import FIELDS, FieldSpec, OnChange
 from .vocabulary import BILLING_TYPES, CLUSTER_TYPES, GPU_TYPES
 
 if TYPE_CHECKING:
@@ -385,24 +386,43 @@ def _differs(name: str, old: Any, new: Any) -> bool:
     return normalize(name, old) != normalize(name, new)
 
 
-def plan_change(olds: dict[str, Any], news: dict[str, Any]) -> ChangePlan:
-    """What going from ``olds`` (current state) to ``news`` (the code) does to the cluster."""
-    replace: list[str] = []
-    update: list[str] = []
-    local: list[str] = []
-    for name, spec in FIELDS.items():
-        if name == "adopt_cluster_id":
-            if _adoption_changes(olds, news.get(name)):
-                replace.append(name)
+def changes_by_effect(
+    fields: Mapping[str, FieldSpec],
+    olds: dict[str, Any],
+    news: dict[str, Any],
+    differs: Callable[[str, Any, Any], bool],
+    adopt_field: str,
+    adoption_changes: bool,
+) -> tuple[list[str], list[str], list[str]]:
+    """The fields of a resource's table whose value ``differs`` from ``olds`` to ``news``, sorted by what
+    their change does: (replace, update, local), in table order. A ``replace_when`` field's change may be a
+    replacement; the adoption field (``adopt_field``) is one when ``adoption_changes``."""
+    by_effect: dict[OnChange, list[str]] = {effect: [] for effect in OnChange}
+    for name, spec in fields.items():
+        if name == adopt_field:
+            if adoption_changes:
+                by_effect[OnChange.REPLACE].append(name)
             continue
-        if not _differs(name, olds.get(name), news.get(name)):
+        if not differs(name, olds.get(name), news.get(name)):
             continue
         on_change = spec.on_change
         if spec.replace_when is not None and not is_unknown(news.get(name)):
             if spec.replace_when(olds.get(name), news.get(name)):
                 on_change = OnChange.REPLACE
-        {OnChange.REPLACE: replace, OnChange.UPDATE: update, OnChange.LOCAL: local}[on_change].append(name)
+        by_effect[on_change].append(name)
+    return by_effect[OnChange.REPLACE], by_effect[OnChange.UPDATE], by_effect[OnChange.LOCAL]
 
+
+def plan_change(olds: dict[str, Any], news: dict[str, Any]) -> ChangePlan:
+    """What going from ``olds`` (current state) to ``news`` (the code) does to the cluster."""
+    replace, update, local = changes_by_effect(
+        FIELDS,
+        olds,
+        news,
+        _differs,
+        "adopt_cluster_id",
+        _adoption_changes(olds, news.get("adopt_cluster_id")),
+    )
     refusals = [] if replace else conversion_refusals(olds, news)
     if replace and (loss := inline_volume_loss(olds, news, replace)) is not None:
         refusals.append(loss)

@@ -61,6 +61,20 @@ def add_on_set_changes(old: Any, new: Any) -> bool:
     return names(old) != names(new)
 
 
+def _allow_data_loss(doc: str) -> FieldSpec:
+    """The opt-in, ours alone, to a plan that loses data; ``doc`` says which plans."""
+    return FieldSpec("allow_data_loss", OnChange.LOCAL, default=False, doc=doc)
+
+
+def _adopt(kind: str) -> FieldSpec:
+    """``adopt_<kind>_id``: take in an existing ``kind`` instead of creating one (a new id replaces)."""
+    return FieldSpec(
+        f"adopt_{kind}_id",
+        OnChange.REPLACE,
+        doc=f"Adopt this existing {kind} instead of creating one (pulumi import does not work here).",
+    )
+
+
 _FIELDS = (
     FieldSpec("cluster_name", OnChange.REPLACE, required=True, read_back=True, doc="Name of the cluster."),
     FieldSpec(
@@ -111,21 +125,17 @@ _FIELDS = (
     FieldSpec("reservation_end_time", OnChange.UPDATE, read_back=True),
     FieldSpec("slurm_shm_size_gib", OnChange.REPLACE, read_back=True),
     FieldSpec("ready_timeout_minutes", OnChange.LOCAL, default=60, doc="How long create waits for Ready."),
-    FieldSpec(
-        "allow_data_loss",
-        OnChange.LOCAL,
-        default=False,
-        doc="Let a plan replace or delete the cluster with its inline shared_volume (not "
-        "lifecycle-independent), which goes with it; refused at preview otherwise.",
+    _allow_data_loss(
+        "Let a plan replace or delete the cluster with its inline shared_volume (not "
+        "lifecycle-independent), which goes with it; refused at preview otherwise."
     ),
-    FieldSpec(
-        "adopt_cluster_id",
-        OnChange.REPLACE,
-        doc="Adopt this existing cluster instead of creating one (pulumi import does not work here).",
-    ),
+    _adopt("cluster"),
 )
 
 FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _FIELDS}
+
+TARGET_OUTPUTS: tuple[str, ...] = ("api_endpoint", "api_project_id", "api_organization_id")
+"""Outputs of every resource: where it lives. Refresh, update and delete refuse another endpoint or project."""
 
 # Outputs computed from the live cluster. They never take part in a diff.
 OUTPUT_NAMES: tuple[str, ...] = (
@@ -141,20 +151,21 @@ OUTPUT_NAMES: tuple[str, ...] = (
     "last_preempted_at",
     "kube_config",
     "created_at",
-    # Where the cluster lives: refresh, update and delete refuse another endpoint or project.
-    "api_endpoint",
-    "api_project_id",
-    "api_organization_id",
+    *TARGET_OUTPUTS,
 )
 SECRET_OUTPUTS: tuple[str, ...] = ("kube_config",)
 
 
-def with_defaults(inputs: dict[str, Any]) -> dict[str, Any]:
-    """The inputs with every known field present, defaults filled in; unknown keys dropped."""
+def _with_defaults(fields: dict[str, FieldSpec], inputs: dict[str, Any]) -> dict[str, Any]:
     return {
         name: (inputs.get(name) if inputs.get(name) is not None else spec.default)
-        for name, spec in FIELDS.items()
+        for name, spec in fields.items()
     }
+
+
+def with_defaults(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs with every known field present, defaults filled in; unknown keys dropped."""
+    return _with_defaults(FIELDS, inputs)
 
 
 # --- the Volume resource: its own table, read like the Cluster's ------------------------------------
@@ -182,32 +193,20 @@ _VOLUME_FIELDS = (
     FieldSpec(
         "instance_cluster_id", OnChange.REPLACE, doc="Place it on the same infrastructure as this cluster."
     ),
-    FieldSpec(
-        "allow_data_loss",
-        OnChange.LOCAL,
-        default=False,
-        doc="Let a plan delete this volume with its data (a replacement, or a destroy); refused otherwise.",
+    _allow_data_loss(
+        "Let a plan delete this volume with its data (a replacement, or a destroy); refused otherwise."
     ),
-    FieldSpec(
-        "adopt_volume_id",
-        OnChange.REPLACE,
-        doc="Adopt this existing volume instead of creating one (pulumi import does not work here).",
-    ),
+    _adopt("volume"),
 )
 
 VOLUME_FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _VOLUME_FIELDS}
 VOLUME_OUTPUT_NAMES: tuple[str, ...] = (
     "volume_id",
     "status",
-    "api_endpoint",
-    "api_project_id",
-    "api_organization_id",
+    *TARGET_OUTPUTS,
 )
 
 
 def volume_with_defaults(inputs: dict[str, Any]) -> dict[str, Any]:
     """A Volume's inputs with every known field present, defaults filled in; unknown keys dropped."""
-    return {
-        name: (inputs.get(name) if inputs.get(name) is not None else spec.default)
-        for name, spec in VOLUME_FIELDS.items()
-    }
+    return _with_defaults(VOLUME_FIELDS, inputs)

@@ -13,7 +13,7 @@ from .client import Identity, TogetherClient
 from .errors import ConflictError, InputError, NotFoundError
 from .models import ClusterStorage, StorageCreateRequest
 from .operations import _check_target, _identity
-from .planning import _whole_numbers
+from .planning import whole_numbers
 from .schema import VOLUME_FIELDS, volume_with_defaults
 from .volume_rules import plan_volume_change, validate_volume
 
@@ -23,7 +23,7 @@ ADOPTION_DONE = "adoption_done"
 
 def volume_inputs_of(props: dict[str, Any]) -> dict[str, Any]:
     """The Volume inputs in ``props`` (which may also hold outputs and ``__provider``)."""
-    return {k: _whole_numbers(v) for k, v in props.items() if k in VOLUME_FIELDS and v is not None}
+    return {k: whole_numbers(v) for k, v in props.items() if k in VOLUME_FIELDS and v is not None}
 
 
 def check(olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -39,7 +39,7 @@ def check(olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
 
 
 def diff(id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-    plan = plan_volume_change(_whole_numbers(olds), volume_inputs_of(news))
+    plan = plan_volume_change(whole_numbers(olds), volume_inputs_of(news))
     return DiffResult(
         changes=plan.changed,
         replaces=plan.replace,
@@ -121,7 +121,7 @@ def update(id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult
     inputs = volume_with_defaults(volume_inputs_of(news))
     client = settings.connect()
     identity = _check_target(client, olds, id_, what="volume")
-    plan = plan_volume_change(_whole_numbers(olds), inputs)
+    plan = plan_volume_change(whole_numbers(olds), inputs)
     if "size_tib" in plan.update:
         volume = client.resize_volume(id_, inputs["size_tib"])
         lifecycle.report(f"volume {id_}: grown to {volume.size_tib} TiB")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rules import ChangePlan, Failure, is_unknown, normalize
-from .schema import VOLUME_FIELDS, OnChange
+from .rules import ChangePlan, Failure, changes_by_effect, is_unknown, normalize
+from .schema import VOLUME_FIELDS
 
 # A LOCAL field (never sent): the code's explicit consent that a plan may delete the volume's data.
 ALLOW_DATA_LOSS = "allow_data_loss"
@@ -55,21 +55,13 @@ def _differs(name: str, old: Any, new: Any) -> bool:
 
 def plan_volume_change(olds: dict[str, Any], news: dict[str, Any]) -> ChangePlan:
     """What going from ``olds`` (current state) to ``news`` (the code) does to the volume."""
-    replace: list[str] = []
-    update: list[str] = []
-    local: list[str] = []
-    for name, spec in VOLUME_FIELDS.items():
-        if name == "adopt_volume_id":
-            adopt = news.get(name)
-            if adopt is not None and (
-                is_unknown(adopt) or adopt not in (olds.get(name), olds.get("volume_id"))
-            ):
-                replace.append(name)
-            continue
-        if _differs(name, olds.get(name), news.get(name)):
-            {OnChange.REPLACE: replace, OnChange.UPDATE: update, OnChange.LOCAL: local}[
-                spec.on_change
-            ].append(name)
+    adopt = news.get("adopt_volume_id")
+    adoption_changes = adopt is not None and (
+        is_unknown(adopt) or adopt not in (olds.get("adopt_volume_id"), olds.get("volume_id"))
+    )
+    replace, update, local = changes_by_effect(
+        VOLUME_FIELDS, olds, news, _differs, "adopt_volume_id", adoption_changes
+    )
     refusals: list[Failure] = []
     old_size, new_size = olds.get("size_tib"), news.get("size_tib")
     if (

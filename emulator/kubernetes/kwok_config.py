@@ -51,115 +51,127 @@ NODE_LEASE_SECONDS = 40
 POD_CIDR = "10.244.0.1/16"
 
 _NOW = "{{ $now := Now }}\n"
-_TERMINATION_CODE = (
-    '{{ $code := "143" }}'
-    "{{ with .metadata.annotations }}"
-    f'{{{{ with index . "{TERMINATION_EXIT_CODE}" }}}}{{{{ $code = . }}}}{{{{ end }}}}'
-    "{{ end }}\n"
-)
-_EXIT_CODE = (
-    '{{ $code := "0" }}'
-    "{{ with .metadata.annotations }}"
-    f'{{{{ with index . "{EXIT_CODE}" }}}}{{{{ $code = . }}}}{{{{ end }}}}'
-    "{{ end }}\n"
-)
+
+
+def _code_of(annotation: str, default: str) -> str:
+    """Sets ``$code`` to the pod's ``annotation``, or ``default`` when the pod has none."""
+    return (
+        f'{{{{ $code := "{default}" }}}}'
+        "{{ with .metadata.annotations }}"
+        f'{{{{ with index . "{annotation}" }}}}{{{{ $code = . }}}}{{{{ end }}}}'
+        "{{ end }}\n"
+    )
+
+
+_TERMINATION_CODE = _code_of(TERMINATION_EXIT_CODE, "143")
+_EXIT_CODE = _code_of(EXIT_CODE, "0")
+
+
+# The parts of the pod status templates below (Go templates, ``$now`` set).
+def _condition(kind: str, status: str, reason: str | None = None) -> str:
+    """A pod condition entry, last changed at ``$now``."""
+    entry = '- lastTransitionTime: {{ $now | Quote }}\n  status: "' + status + '"\n  type: ' + kind + "\n"
+    return entry + (f"  reason: {reason}\n" if reason else "")
+
+
+def _container_status(ready: str) -> str:
+    """The first fields of the status of the container ``.`` (inside a ``range`` over containers)."""
+    return (
+        "- image: {{ .image | Quote }}\n  name: {{ .name | Quote }}\n  ready: "
+        + ready
+        + "\n  restartCount: 0\n"
+    )
+
+
+_STARTED = "  started: true\n  state:\n    running:\n      startedAt: {{ $now | Quote }}\n"
+"""A container status's fields for a container running since ``$now``."""
+
+
+def _terminated(exit_code: str, reason: str, started_at: str) -> str:
+    """A container status's state: terminated at ``$now`` with ``exit_code``."""
+    return (
+        "  state:\n    terminated:\n"
+        f"      exitCode: {exit_code}\n"
+        "      finishedAt: {{ $now | Quote }}\n"
+        f"      reason: {reason}\n"
+        f"      startedAt: {started_at}\n"
+    )
+
+
+def _addresses(field: str, function: str) -> str:
+    """``<field>`` and ``<field>s``: the IPs kwok's template ``function`` gives, if any."""
+    return (
+        f"{{{{ ${field}s := {function} }}}}\n"
+        f"{{{{ with ${field}s }}}}\n"
+        f"{field}: {{{{ index . 0 | Quote }}}}\n"
+        f"{field}s:\n"
+        "{{ range . }}\n- ip: {{ . | Quote }}\n{{ end }}\n"
+        "{{ end }}\n"
+    )
+
+
 # Containers terminated with $code; the pod Succeeded on 0, else Failed. Conditions merge by type, so a
 # DisruptionTarget condition set by the API server (eviction) stays.
-_TERMINATED = """\
-{{ $started := or .status.startTime $now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  type: Ready
-  reason: PodCompleted
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  type: ContainersReady
-  reason: PodCompleted
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: false
-  restartCount: 0
-  started: false
-  state:
-    terminated:
-      exitCode: {{ $code }}
-      finishedAt: {{ $now | Quote }}
-      reason: {{ if eq $code "0" }}Completed{{ else }}Error{{ end }}
-      startedAt: {{ $started | Quote }}
-{{ end }}
-phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
-"""
+_TERMINATED = (
+    "{{ $started := or .status.startTime $now }}\n"
+    "conditions:\n"
+    + _condition("Ready", "False", "PodCompleted")
+    + _condition("ContainersReady", "False", "PodCompleted")
+    + "containerStatuses:\n{{ range .spec.containers }}\n"
+    + _container_status("false")
+    + "  started: false\n"
+    + _terminated(
+        "{{ $code }}", '{{ if eq $code "0" }}Completed{{ else }}Error{{ end }}', "{{ $started | Quote }}"
+    )
+    + "{{ end }}\n"
+    'phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}\n'
+)
 
-_POD_RUNNING = """\
-{{ $now := Now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Initialized
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Ready
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: ContainersReady
-{{ range .spec.readinessGates }}
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: {{ .conditionType | Quote }}
-{{ end }}
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: true
-  restartCount: 0
-  started: true
-  state:
-    running:
-      startedAt: {{ $now | Quote }}
-{{ end }}
-initContainerStatuses:
-{{ range .spec.initContainers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: true
-  restartCount: 0
-  {{ if eq .restartPolicy "Always" }}
-  started: true
-  state:
-    running:
-      startedAt: {{ $now | Quote }}
-  {{ else }}
-  state:
-    terminated:
-      exitCode: 0
-      finishedAt: {{ $now | Quote }}
-      reason: Completed
-      startedAt: {{ $now | Quote }}
-  {{ end }}
-{{ end }}
-{{ $hostIPs := NodeIPsWith .spec.nodeName }}
-{{ with $hostIPs }}
-hostIP: {{ index . 0 | Quote }}
-hostIPs:
-{{ range . }}
-- ip: {{ . | Quote }}
-{{ end }}
-{{ end }}
-{{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
-{{ with $podIPs }}
-podIP: {{ index . 0 | Quote }}
-podIPs:
-{{ range . }}
-- ip: {{ . | Quote }}
-{{ end }}
-{{ end }}
+_POD_RUNNING = (
+    _NOW
+    + "conditions:\n"
+    + _condition("Initialized", "True")
+    + _condition("Ready", "True")
+    + _condition("ContainersReady", "True")
+    + "{{ range .spec.readinessGates }}\n"
+    + _condition("{{ .conditionType | Quote }}", "True")
+    + "{{ end }}\n"
+    "containerStatuses:\n{{ range .spec.containers }}\n"
+    + _container_status("true")
+    + _STARTED
+    + "{{ end }}\n"
+    "initContainerStatuses:\n{{ range .spec.initContainers }}\n"
+    + _container_status("true")
+    + '  {{ if eq .restartPolicy "Always" }}\n'
+    + _STARTED
+    + "  {{ else }}\n"
+    + _terminated("0", "Completed", "{{ $now | Quote }}")
+    + "  {{ end }}\n"
+    "{{ end }}\n"
+    + _addresses("hostIP", "NodeIPsWith .spec.nodeName")
+    + _addresses(
+        "podIP",
+        'PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" )'
+        ' ( or .metadata.namespace "" )',
+    )
+    + """\
 phase: Running
 startTime: {{ $now | Quote }}
 """
+)
+
+
+def _resources_or_plenty(field: str) -> str:
+    """A node's ``status.<field>`` as it is, or plenty of everything when it has none."""
+    return (
+        f"{field}:\n"
+        f"{{{{ with .status.{field} }}}}\n"
+        "{{ YAML . 1 }}\n"
+        "{{ else }}\n"
+        "  cpu: 1k\n  memory: 1Ti\n  pods: 1M\n"
+        "{{ end }}\n"
+    )
+
 
 _NODE_CONDITIONS = """\
 {{ $now := Now }}
@@ -196,22 +208,10 @@ daemonEndpoints:
 _NODE_INITIALIZE = (
     _NODE_CONDITIONS
     + """\
-allocatable:
-{{ with .status.allocatable }}
-{{ YAML . 1 }}
-{{ else }}
-  cpu: 1k
-  memory: 1Ti
-  pods: 1M
-{{ end }}
-capacity:
-{{ with .status.capacity }}
-{{ YAML . 1 }}
-{{ else }}
-  cpu: 1k
-  memory: 1Ti
-  pods: 1M
-{{ end }}
+"""
+    + _resources_or_plenty("allocatable")
+    + _resources_or_plenty("capacity")
+    + """\
 nodeInfo:
   architecture: amd64
   kubeletVersion: {{ printf "kwok-%s" Version | Quote }}
@@ -267,15 +267,18 @@ def _stage(
     return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
 
 
+_READY = '.status.conditions.[] | select( .type == "Ready" ) | .status'
+"""The status of an object's Ready condition (a node's, a pod's)."""
+
+
 def node_stages() -> list[dict[str, Any]]:
     """A new node becomes Ready at once; afterwards its lease keeps it Ready (status refreshed rarely)."""
-    ready = '.status.conditions.[] | select( .type == "Ready" ) | .status'
     return [
-        _stage("node-initialize", "Node", [_expr(ready, "NotIn", "True")], status=_NODE_INITIALIZE),
+        _stage("node-initialize", "Node", [_expr(_READY, "NotIn", "True")], status=_NODE_INITIALIZE),
         _stage(
             "node-heartbeat-with-lease",
             "Node",
-            [_expr(".status.phase", "In", "Running"), _expr(ready, "In", "True")],
+            [_expr(".status.phase", "In", "Running"), _expr(_READY, "In", "True")],
             status=_NODE_CONDITIONS,
             delay_ms=600_000,
             jitter_ms=610_000,
@@ -293,45 +296,26 @@ def pod_stages(local_images: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     alive = _expr(".metadata.deletionTimestamp", "DoesNotExist")
     deleting = _expr(".metadata.deletionTimestamp", "Exists")
     not_terminal = _expr(".status.phase", "NotIn", "Succeeded", "Failed")
-    ready = '.status.conditions.[] | select( .type == "Ready" ) | .status'
+
+    def ends(name: str, selector: list[dict[str, Any]], code: str, delay_from: str) -> dict[str, Any]:
+        """The containers terminate with ``code`` after the duration the pod's ``delay_from`` asks."""
+        return _stage(
+            name, "Pod", [*simulated, *selector], status=_NOW + code + _TERMINATED, delay_from=delay_from
+        )
+
+    def running_with(annotation: str) -> list[dict[str, Any]]:
+        return [alive, _expr(".status.phase", "In", "Running"), _expr(_annotation(annotation), "Exists")]
+
     return [
         _stage(
             "pod-ready",
             "Pod",
-            [*simulated, alive, _expr(".status.phase", "In", "Pending"), _expr(ready, "NotIn", "True")],
+            [*simulated, alive, _expr(".status.phase", "In", "Pending"), _expr(_READY, "NotIn", "True")],
             status=_POD_RUNNING,
         ),
-        _stage(
-            "pod-complete",
-            "Pod",
-            [
-                *simulated,
-                alive,
-                _expr(".status.phase", "In", "Running"),
-                _expr(_annotation(EXIT_CODE), "Exists"),
-            ],
-            status=_NOW + _EXIT_CODE + _TERMINATED,
-            delay_from=RUN_DURATION,
-        ),
-        _stage(
-            "pod-sigterm",
-            "Pod",
-            [
-                *simulated,
-                alive,
-                _expr(".status.phase", "In", "Running"),
-                _expr(_annotation(SIGTERM), "Exists"),
-            ],
-            status=_NOW + _TERMINATION_CODE + _TERMINATED,
-            delay_from=TERMINATION_DURATION,
-        ),
-        _stage(
-            "pod-terminate",
-            "Pod",
-            [*simulated, deleting, not_terminal],
-            status=_NOW + _TERMINATION_CODE + _TERMINATED,
-            delay_from=TERMINATION_DURATION,
-        ),
+        ends("pod-complete", running_with(EXIT_CODE), _EXIT_CODE, RUN_DURATION),
+        ends("pod-sigterm", running_with(SIGTERM), _TERMINATION_CODE, TERMINATION_DURATION),
+        ends("pod-terminate", [deleting, not_terminal], _TERMINATION_CODE, TERMINATION_DURATION),
         _stage(
             "pod-delete",
             "Pod",

@@ -119,36 +119,64 @@ class Results:
         )
 
 
-class Campaign:
-    """One emulator (with a state file, so it can be restarted), a proxy in front, a second emulator
-    elsewhere (the wrong endpoint), and the provider pointed at the proxy through the environment."""
+class ProxiedEmulator:
+    """What every campaign runs on: an emulator, a fault proxy in front, and the provider pointed at the
+    proxy through the environment (put back by :meth:`close`); its seeded sequences run one by one."""
 
-    def __init__(self, workdir: Path, seed: int) -> None:
+    def __init__(self, emu: RunningEmulator, seed: int, key: str) -> None:
         self.seed = seed
-        self.state_path = workdir / "emulator.sqlite"
-        self.emu: RunningEmulator = start_emulator(speed=SPEED, state_path=self.state_path)
-        self.elsewhere: RunningEmulator = start_emulator(speed=SPEED)
-        self.proxy = FaultProxy(self.emu.base_url)
-        self.proxy.stale_headers = {"Authorization": f"Bearer {KEY}"}
+        self.emu = emu
+        self.proxy = FaultProxy(emu.base_url)
         self.results = Results()
-        self.unique_names = True
-        self.logs = io.StringIO()
         self._saved_env = {k: os.environ.get(k) for k in _ENV}
-        self._target(self.proxy.url, KEY)
-        os.environ["TOGETHER_RECONCILE_TIMEOUT_S"] = "8"
+        self._target(self.proxy.url, key)
 
     def close(self) -> None:
         restore_environ(self._saved_env)
         settings.forget_clients()
         self.proxy.close()
-        self.elsewhere.stop()
         self.emu.stop()
 
-    # --- the provider's target ----------------------------------------------------------------
+    def run(self, sequences: int) -> Results:
+        for index in range(sequences):
+            self.run_sequence(index)
+        return self.results
+
+    def run_sequence(self, index: int) -> None:
+        raise NotImplementedError
+
+    def _failed(self, operation: str, exc: Exception) -> None:
+        """``operation`` failed, as its fault may make it: counted, logged and listed."""
+        self.results.failed_operations += 1
+        logging.getLogger("campaign").info("%s failed: %s", operation, exc)
+        self.results.failures.append(f"{operation}: {type(exc).__name__}: {exc}")
+
+    def _crashed(self, operation: str, exc: Exception) -> None:
+        """``operation`` raised what the provider never should: a crash the user would see."""
+        self.results.violations.append(f"{operation}: crashed with {type(exc).__name__}: {exc}")
 
     def _target(self, base_url: str, key: str) -> None:
+        """Point the provider at ``base_url`` with ``key``."""
         os.environ["TOGETHER_BASE_URL"] = base_url
         os.environ["TOGETHER_API_KEY"] = key
+
+
+class Campaign(ProxiedEmulator):
+    """One emulator (with a state file, so it can be restarted), a proxy in front, a second emulator
+    elsewhere (the wrong endpoint), and the provider pointed at the proxy through the environment."""
+
+    def __init__(self, workdir: Path, seed: int) -> None:
+        self.state_path = workdir / "emulator.sqlite"
+        super().__init__(start_emulator(speed=SPEED, state_path=self.state_path), seed, KEY)
+        self.elsewhere: RunningEmulator = start_emulator(speed=SPEED)
+        self.proxy.stale_headers = {"Authorization": f"Bearer {KEY}"}
+        self.unique_names = True
+        self.logs = io.StringIO()
+        os.environ["TOGETHER_RECONCILE_TIMEOUT_S"] = "8"
+
+    def close(self) -> None:
+        super().close()
+        self.elsewhere.stop()
 
     def _restart_emulator(self) -> None:
         self.emu.stop()
@@ -157,11 +185,6 @@ class Campaign:
         self.emu.admin.settings(unique_names=self.unique_names)
 
     # --- sequences ----------------------------------------------------------------------------
-
-    def run(self, sequences: int) -> Results:
-        for index in range(sequences):
-            self.run_sequence(index)
-        return self.results
 
     def run_sequence(self, index: int) -> None:
         rng = random.Random(f"{self.seed}:{index}")
@@ -289,13 +312,9 @@ class Campaign:
             if fault not in TARGET_FAULTS:
                 self.results.violations.append(f"{op} under {fault}: refused as a wrong target")
         except (TogetherError, CheckFailed) as exc:
-            self.results.failed_operations += 1
-            logging.getLogger("campaign").info("%s under %s failed: %s", op, fault, exc)
-            self.results.failures.append(f"{name} {op} under {fault}: {type(exc).__name__}: {exc}")
+            self._failed(f"{name} {op} under {fault}", exc)
         except Exception as exc:  # noqa: BLE001 - any other exception is a crash the user would see
-            self.results.violations.append(
-                f"{name} {op} under {fault}: crashed with {type(exc).__name__}: {exc}"
-            )
+            self._crashed(f"{name} {op} under {fault}", exc)
         else:
             if fault in TARGET_FAULTS and op in ("refresh", "delete"):
                 self.results.violations.append(f"{op} under {fault}: not refused")

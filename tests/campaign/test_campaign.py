@@ -12,14 +12,13 @@ import os
 
 import pytest
 
-from .runner import Campaign, Results
+from .runner import Campaign, ProxiedEmulator, Results
 
 # The fresh seed's sequences: enough to draw most fault kinds, few enough for the CI budget.
 FRESH_SEQUENCES = 6
 
 
-def _run(tmp_path, seed: int, sequences: int) -> Results:
-    campaign = Campaign(tmp_path, seed)
+def _run(campaign: ProxiedEmulator, sequences: int) -> Results:
     try:
         return campaign.run(sequences)
     finally:
@@ -40,7 +39,7 @@ def _report(results: Results, seed: int, capsys: pytest.CaptureFixture[str]) -> 
 def test_in_process_campaign_keeps_every_invariant(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     sequences = int(os.environ.get("CAMPAIGN_SEQUENCES", "10"))
     seed = int(os.environ.get("CAMPAIGN_SEED", "9"))
-    results = _run(tmp_path, seed, sequences)
+    results = _run(Campaign(tmp_path, seed), sequences)
     _report(results, seed, capsys)
     assert results.sequences == sequences
     assert results.faults_injected > 0
@@ -54,11 +53,7 @@ def test_volume_campaign_loses_orphans_and_duplicates_no_volume(
 
     sequences = int(os.environ.get("CAMPAIGN_SEQUENCES", "10"))
     seed = int(os.environ.get("CAMPAIGN_SEED", "9"))
-    campaign = VolumeCampaign(tmp_path, seed)
-    try:
-        results = campaign.run(sequences)
-    finally:
-        campaign.close()
+    results = _run(VolumeCampaign(tmp_path, seed), sequences)
     with capsys.disabled():
         print(f"\nvolume {results.summary()} (seed {seed})")
         for violation in results.violations:
@@ -74,7 +69,7 @@ def test_in_process_campaign_on_a_fresh_seed(tmp_path, capsys: pytest.CaptureFix
     seed = int(os.environ.get("CAMPAIGN_FRESH_SEED") or int.from_bytes(os.urandom(4), "big"))
     with capsys.disabled():
         print(f"\nfresh campaign seed: {seed} (replay: CAMPAIGN_FRESH_SEED={seed})")
-    results = _run(tmp_path, seed, FRESH_SEQUENCES)
+    results = _run(Campaign(tmp_path, seed), FRESH_SEQUENCES)
     _report(results, seed, capsys)
     assert results.sequences == FRESH_SEQUENCES
     assert results.violations == []

@@ -8,22 +8,20 @@ adoption), and no plan deleted data without the opt-in.
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.faultproxy import Fault, FaultProxy
-from together_clusters.emulator.server import RunningEmulator, start_emulator
+from tests.faultproxy import Fault
+from together_clusters.emulator.server import start_emulator
 from together_clusters.provider import settings
 from together_clusters.provider.client import VOLUMES_PATH, TogetherClient
 from together_clusters.provider.errors import TogetherError
 from together_clusters.provider.models import StorageCreateRequest
 from together_clusters.provider.resource import VolumeProvider
 
-from .runner import Results, restore_environ
+from .runner import ProxiedEmulator
 from .stack import CheckFailed, Stack
 
 KEY = "tgp_v1_volume-campaign-key-0123456789"
@@ -41,28 +39,11 @@ VOLUME_FAULTS: dict[str, Callable[[random.Random], list[Fault]]] = {
 }
 
 
-class VolumeCampaign:
+class VolumeCampaign(ProxiedEmulator):
     """An emulator, a proxy in front, and the Volume provider pointed at the proxy."""
 
     def __init__(self, workdir: Path, seed: int) -> None:
-        self.seed = seed
-        self.emu: RunningEmulator = start_emulator(speed=SPEED)
-        self.proxy = FaultProxy(self.emu.base_url)
-        self.results = Results()
-        self._saved_env = {k: os.environ.get(k) for k in ("TOGETHER_BASE_URL", "TOGETHER_API_KEY")}
-        os.environ["TOGETHER_BASE_URL"] = self.proxy.url
-        os.environ["TOGETHER_API_KEY"] = KEY
-
-    def close(self) -> None:
-        restore_environ(self._saved_env)
-        settings.forget_clients()
-        self.proxy.close()
-        self.emu.stop()
-
-    def run(self, sequences: int) -> Results:
-        for index in range(sequences):
-            self.run_sequence(index)
-        return self.results
+        super().__init__(start_emulator(speed=SPEED), seed, KEY)
 
     def run_sequence(self, index: int) -> None:
         rng = random.Random(f"volumes:{self.seed}:{index}")
@@ -134,13 +115,9 @@ class VolumeCampaign:
             if op not in ("shrink", "rename"):
                 self.results.failures.append(f"{name} {op} under {fault}: refused: {exc}")
         except TogetherError as exc:
-            self.results.failed_operations += 1
-            logging.getLogger("campaign").info("%s under %s failed: %s", op, fault, exc)
-            self.results.failures.append(f"{name} {op} under {fault}: {type(exc).__name__}: {exc}")
+            self._failed(f"{name} {op} under {fault}", exc)
         except Exception as exc:  # noqa: BLE001 - any other exception is a crash the user would see
-            self.results.violations.append(
-                f"{name} {op} under {fault}: crashed with {type(exc).__name__}: {exc}"
-            )
+            self._crashed(f"{name} {op} under {fault}", exc)
         finally:
             self.proxy.clear()
         if op in ("shrink", "rename") and current is not None and self._live_size(current.id) != size_before:

@@ -28,6 +28,18 @@ def bucket(s3_client: Any) -> str:
     return name
 
 
+def s3_worker_env(bucket: str, endpoint: str, **extra: str) -> dict[str, str]:
+    """The environment of a worker process that saves to ``bucket`` on the test S3 and resumes from it."""
+    return {
+        **S3_CREDENTIALS,
+        "CHECKPOINT_BACKEND": "s3",
+        "CHECKPOINT_S3_BUCKET": bucket,
+        "CHECKPOINT_S3_ENDPOINT": endpoint,
+        "CHECKPOINT_RESUME": "true",
+        **extra,
+    }
+
+
 RECORDED = ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload", "GetObject")
 
 
@@ -138,15 +150,9 @@ def test_s3_keeps_the_last_n(s3_client: Any, bucket: str) -> None:
 def test_sigterm_saves_to_s3_and_a_new_process_resumes(
     s3_endpoint: str, bucket: str, workers: list[Worker]
 ) -> None:
-    env = {
-        **S3_CREDENTIALS,
-        "CHECKPOINT_BACKEND": "s3",
-        "CHECKPOINT_S3_BUCKET": bucket,
-        "CHECKPOINT_S3_PREFIX": "runs/ft",
-        "CHECKPOINT_S3_ENDPOINT": s3_endpoint,
-        "CHECKPOINT_RESUME": "true",
-        "CHECKPOINT_SAVE_BUDGET_SECONDS": "60",
-    }
+    env = s3_worker_env(
+        bucket, s3_endpoint, CHECKPOINT_S3_PREFIX="runs/ft", CHECKPOINT_SAVE_BUDGET_SECONDS="60"
+    )
     first = Worker(["train", "100000"], env)
     workers.append(first)
     first.wait_for(lambda line: line.startswith("STEP") and int(line.split()[1]) >= 3)
@@ -192,14 +198,7 @@ def test_files_above_the_multipart_threshold_go_up_in_parts_and_come_back_intact
 def test_a_checkpoint_larger_than_the_process_memory_cap_goes_through_s3(
     s3_endpoint: str, bucket: str, workers: list[Worker]
 ) -> None:
-    env = {
-        **S3_CREDENTIALS,
-        "CHECKPOINT_BACKEND": "s3",
-        "CHECKPOINT_S3_BUCKET": bucket,
-        "CHECKPOINT_S3_ENDPOINT": s3_endpoint,
-        "CHECKPOINT_RESUME": "true",
-        "MALLOC_ARENA_MAX": "2",
-    }
+    env = s3_worker_env(bucket, s3_endpoint, MALLOC_ARENA_MAX="2")
     # Room for four 8 MiB parts in flight, the transfer threads' stacks and the client's buffers, but not
     # for the ten parts s3transfer would hold by default (the cap bit at random under a CI load then).
     worker = Worker(["capped", "144"], env)

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -227,16 +228,20 @@ def test_container_env_may_not_override_the_contract() -> None:
 TRIALS = ({"lr": 1e-4, "warmup": 100}, {"lr": 3e-4, "warmup": 100}, {"lr": 1e-3, "warmup": 0})
 
 
-def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
-    args = SweepArgs(
+def gpu_sweep(**args: Any) -> SweepArgs:
+    """The sweep both layouts render: a GPU a trial, a trial retried up to 3 times, never on exit code 3."""
+    return SweepArgs(
         container=ContainerSpec(image=IMAGE, gpus=1),
         trials=TRIALS,
         checkpoint=SHARED,
-        parallelism=2,
         backoff_limit_per_index=3,
         non_retriable_exit_codes=(3,),
-        fresh_job_per_attempt=False,
+        **args,
     )
+
+
+def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
+    args = gpu_sweep(parallelism=2, fresh_job_per_attempt=False)
     sweep = program.run(lambda: Sweep("lr-sweep", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
     (config_map_key,) = [k for k in objects if k.startswith("ConfigMap/")]
@@ -292,13 +297,7 @@ def test_sweep_rejects_impossible_failure_limits() -> None:
 
 
 def test_a_sweep_is_one_job_set_per_trial_each_restarting_only_itself_on_preemption(program: Program) -> None:
-    args = SweepArgs(
-        container=ContainerSpec(image=IMAGE, gpus=1),
-        trials=TRIALS,
-        checkpoint=SHARED,
-        backoff_limit_per_index=3,
-        non_retriable_exit_codes=(3,),
-    )
+    args = gpu_sweep()
     sweep = program.run(lambda: Sweep("lr-sweep", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
     assert sorted(objects) == ["JobSet/lr-sweep-0", "JobSet/lr-sweep-1", "JobSet/lr-sweep-2"]

@@ -15,7 +15,6 @@ from together_clusters.components import (
     ComputeClass,
     ContainerSpec,
     PlacementRefused,
-    SharedVolume,
     Sweep,
     SweepArgs,
     Taint,
@@ -26,15 +25,7 @@ from together_clusters.components import (
 from together_clusters.components.platform import COMPUTE_CLASS_LABEL, CRITICAL_LABEL
 
 from .conftest import Program
-
-IMAGE = "ghcr.io/example/trainer:1.0"
-SHARED = SharedVolume(claim_name="ckpt")
-
-
-def good_job() -> dict[str, Any]:
-    """A BatchJob rendered as a plain Job (the guard's Job rules apply to it directly)."""
-    args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, fresh_job_per_attempt=False)
-    return manifests.batch_job("ft", args)[0]
+from .guarded import IMAGE, SHARED, good_job, long_grace_on_standard_nodes
 
 
 def pod_spec_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -109,18 +100,7 @@ def test_inference_grace_period_over_the_limit_is_refused() -> None:
 
 
 def test_the_same_layouts_pass_on_standard_nodes(program: Program) -> None:
-    program.run(
-        lambda: BatchJob(
-            "long",
-            BatchJobArgs(
-                container=ContainerSpec(image=IMAGE),
-                checkpoint=None,
-                compute_class=ComputeClass.STANDARD,
-                grace_period_seconds=900,
-                critical=True,
-            ),
-        )
-    )
+    program.run(lambda: BatchJob("long", long_grace_on_standard_nodes(critical=True)))
     assert any(r.typ == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet" for r in program.mocks.registered)
 
 
@@ -229,22 +209,24 @@ def test_bare_pod_on_preemptible_nodes_is_refused() -> None:
     assert "Pod/p kind='Pod'" in str(violations[0])
 
 
-def test_critical_raw_deployment_that_tolerates_everything_is_refused() -> None:
-    deployment: dict[str, Any] = {
+def critical_deployment(**pod_fields: Any) -> dict[str, Any]:
+    """A raw Deployment of critical pods with ``pod_fields`` in its pod spec."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "login"},
+        "metadata": {"name": "coordinator"},
         "spec": {
-            "selector": {"matchLabels": {"app": "login"}},
+            "selector": {"matchLabels": {"app": "c"}},
             "template": {
-                "metadata": {"labels": {"app": "login", CRITICAL_LABEL: "true"}},
-                "spec": {
-                    "containers": [{"name": "c", "image": IMAGE}],
-                    "tolerations": [{"operator": "Exists"}],
-                },
+                "metadata": {"labels": {"app": "c", CRITICAL_LABEL: "true"}},
+                "spec": {"containers": [{"name": "c", "image": IMAGE}], **pod_fields},
             },
         },
     }
+
+
+def test_critical_raw_deployment_that_tolerates_everything_is_refused() -> None:
+    deployment = critical_deployment(tolerations=[{"operator": "Exists"}])
     assert rules_violated(deployment) == ["critical-on-preemptible"]
     deployment["spec"]["template"]["spec"]["nodeSelector"] = {COMPUTE_CLASS_LABEL: "standard"}
     assert rules_violated(deployment) == []
@@ -408,21 +390,6 @@ def test_every_component_layout_passes_the_guard() -> None:
 
 
 # --- critical pods: affinity, not a taint ----------------------------------------------------
-
-
-def critical_deployment(**pod_fields: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "coordinator"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "c"}},
-            "template": {
-                "metadata": {"labels": {"app": "c", CRITICAL_LABEL: "true"}},
-                "spec": {"containers": [{"name": "c", "image": IMAGE}], **pod_fields},
-            },
-        },
-    }
 
 
 @pytest.mark.parametrize("taint", [None, guard.DEFAULT_PREEMPTIBLE_TAINT])

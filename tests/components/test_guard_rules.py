@@ -2,41 +2,26 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from together_clusters.components import (
-    BatchJobArgs,
-    ComputeClass,
-    ContainerSpec,
-    SharedVolume,
     guard,
     manifests,
 )
 from together_clusters.components.checkpoint import contract
 from together_clusters.components.platform import CRITICAL_LABEL
 
-IMAGE = "ghcr.io/example/trainer:1.0"
-SHARED = SharedVolume(claim_name="ckpt")
-
-
-def job(checkpoint: SharedVolume | None = SHARED) -> dict[str, Any]:
-    """A BatchJob rendered as a plain Job, which passes every rule."""
-    args = BatchJobArgs(
-        container=ContainerSpec(image=IMAGE), checkpoint=checkpoint, fresh_job_per_attempt=False
-    )
-    rendered: dict[str, Any] = copy.deepcopy(manifests.batch_job("ft", args)[0])
-    return rendered
+from .guarded import good_job, long_grace_on_standard_nodes
 
 
 def changed(change: Callable[[dict[str, Any], dict[str, Any]], None]) -> Callable[[], dict[str, Any]]:
     """A Job changed by ``change(job, pod_spec)``."""
 
     def build() -> dict[str, Any]:
-        obj = job()
+        obj = good_job()
         change(obj, obj["spec"]["template"]["spec"])
         return obj
 
@@ -55,7 +40,7 @@ def bare_pod() -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "p"},
-        "spec": job()["spec"]["template"]["spec"],
+        "spec": good_job()["spec"]["template"]["spec"],
     }
 
 
@@ -95,7 +80,7 @@ TRIGGERS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
         "sigterm-exit-rule",
     ),
     "restart_policy_never": (changed(lambda _, pod: pod.update(restartPolicy="OnFailure")), "restart-policy"),
-    "checkpoint_storage": (lambda: job(checkpoint=None), "checkpoint-storage"),
+    "checkpoint_storage": (lambda: good_job(checkpoint=None), "checkpoint-storage"),
     "save_budget_within_grace": (
         changed(lambda _, pod: main_env(pod, contract.ENV_SAVE_BUDGET, "9999")),
         "save-budget",
@@ -112,7 +97,7 @@ def test_every_rule_of_the_table_has_a_layout_that_triggers_it() -> None:
 @pytest.mark.parametrize("rule", guard.RULES, ids=lambda rule: rule.name)
 def test_each_rule_alone_refuses_its_layout(rule: guard.Rule, monkeypatch: pytest.MonkeyPatch) -> None:
     build, violation_rule = TRIGGERS[rule.name]
-    assert guard.check_manifest(job()) == []
+    assert guard.check_manifest(good_job()) == []
     monkeypatch.setattr(guard, "RULES", (rule,))
     violations = guard.check_manifest(build())
     assert [v.rule for v in violations] == [violation_rule]
@@ -120,13 +105,5 @@ def test_each_rule_alone_refuses_its_layout(rule: guard.Rule, monkeypatch: pytes
 
 
 def test_the_rules_of_preemptible_jobs_leave_standard_pods_alone() -> None:
-    standard = manifests.batch_job(
-        "ft",
-        BatchJobArgs(
-            container=ContainerSpec(image=IMAGE),
-            checkpoint=None,
-            compute_class=ComputeClass.STANDARD,
-            grace_period_seconds=900,
-        ),
-    )
+    standard = manifests.batch_job("ft", long_grace_on_standard_nodes())
     assert guard.check_manifests(standard) == []

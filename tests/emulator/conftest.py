@@ -55,13 +55,13 @@ def sdk(emu: RunningEmulator) -> Iterator[Callable[..., together.Together]]:
 
 @pytest.fixture
 def http(emu: RunningEmulator) -> Iterator[Callable[..., httpx.Client]]:
-    """Raw HTTP clients, authenticated with the given key (or none)."""
+    """Raw HTTP clients, authenticated with the given key (or none), giving up after ``timeout`` seconds."""
     clients: list[httpx.Client] = []
 
-    def make(api_key: str | None = "key-alice") -> httpx.Client:
+    def make(api_key: str | None = "key-alice", timeout: float = 10) -> httpx.Client:
         # httpx refuses a header value ending in a space, so an empty key is sent as a bare "Bearer".
         headers = {"Authorization": f"Bearer {api_key}".strip()} if api_key is not None else {}
-        client = httpx.Client(base_url=emu.base_url, headers=headers, timeout=10)
+        client = httpx.Client(base_url=emu.base_url, headers=headers, timeout=timeout)
         clients.append(client)
         return client
 

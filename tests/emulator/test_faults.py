@@ -124,21 +124,17 @@ def test_connection_reset_before_the_request_takes_effect(http: Any, sdk: Any, a
     assert http().post("/v1/compute/clusters", json=create_body(cluster_name="never")).status_code == 200
 
 
-def test_slow_commit_takes_effect_after_the_client_gave_up(emu: Any, admin: Any) -> None:
+def test_slow_commit_takes_effect_after_the_client_gave_up(http: Any, admin: Any) -> None:
     admin.slow_commit(3.0, method="POST", path="/v1/compute/clusters")
-    headers = {"Authorization": "Bearer key-alice"}
-    with httpx.Client(base_url=emu.base_url, headers=headers, timeout=0.5) as client:
-        with pytest.raises(httpx.ReadTimeout):
-            client.post("/v1/compute/clusters", json=create_body(cluster_name="slow"))
+    with pytest.raises(httpx.ReadTimeout):
+        http(timeout=0.5).post("/v1/compute/clusters", json=create_body(cluster_name="slow"))
     _eventually("the slow create to take effect", lambda: _names(admin) == ["slow"])
 
 
-def test_slow_reply_after_an_immediate_commit(emu: Any, admin: Any) -> None:
+def test_slow_reply_after_an_immediate_commit(http: Any, admin: Any) -> None:
     admin.slow_reply(30.0, method="POST", path="/v1/compute/clusters")
-    headers = {"Authorization": "Bearer key-alice"}
-    with httpx.Client(base_url=emu.base_url, headers=headers, timeout=2) as client:
-        with pytest.raises(httpx.ReadTimeout):
-            client.post("/v1/compute/clusters", json=create_body(cluster_name="slow-reply"))
+    with pytest.raises(httpx.ReadTimeout):
+        http(timeout=2).post("/v1/compute/clusters", json=create_body(cluster_name="slow-reply"))
     assert _names(admin) == ["slow-reply"]
 
 
