@@ -147,13 +147,18 @@ def installed(
     the file (pip's cache serves the dependencies): a user's project deploying against the emulator, on the
     Pulumi versions of the engine the repository builds (it has no other kubernetes plugin, and downloads
     none)."""
-    home = tmp_path_factory.mktemp("user")
+    yield user_venv(distributions, tmp_path_factory.mktemp("user"), "emulator")
+
+
+def user_venv(distributions: Distributions, home: Path, *extras: str) -> InstalledVenv:
+    """A fresh virtualenv in ``home`` (outside the repository) with the wheel and ``extras`` installed from the
+    file, on the engine's Pulumi versions (see :func:`installed`)."""
     assert not home.resolve().is_relative_to(ROOT)
     env = InstalledVenv(home / "venv")
     venv.EnvBuilder(with_pip=True).create(env.path)
-    wheel = f"{distributions.wheel}[emulator]"
+    wheel = f"{distributions.wheel}[{','.join(extras)}]"
     _check(env.run(env.python, "-m", "pip", "install", "--quiet", wheel, *engine_pins(), cwd=home))
-    yield env
+    return env
 
 
 def engine_pins() -> list[str]:
