@@ -85,10 +85,10 @@ def shipped_emulator(speed: float, state: Path | None = None) -> Served:
     return Served("together_clusters.emulator", args)
 
 
-def twin_emulator(speed: float) -> Served:
-    """The emulator with the Kubernetes twin, as users start it (``--kubernetes``)."""
+def twin_emulator(speed: float, *flags: str) -> Served:
+    """The emulator with the Kubernetes twin, as users start it (``--kubernetes``), and ``flags``."""
     return Served(
-        "together_clusters.emulator", ["--port", "0", "--speed", f"{speed:g}", "--kubernetes"], 180.0
+        "together_clusters.emulator", ["--port", "0", "--speed", f"{speed:g}", "--kubernetes", *flags], 180.0
     )
 
 

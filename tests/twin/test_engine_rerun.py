@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import urllib3
 from kubernetes import client
 
 from tests import _engine
@@ -80,7 +81,7 @@ def _apps_once_the_deployment_exists(stack) -> client.AppsV1Api | None:
     apps = client.AppsV1Api(kube_clients(clusters[0]["kube_config"]))
     try:
         apps.read_namespaced_deployment("worker", "default")
-    except client.ApiException:
+    except (client.ApiException, urllib3.exceptions.HTTPError):  # not made yet, or the API not answering yet
         return None
     time.sleep(1)  # well inside the wait for the Deployment to be ready, which never comes
     return apps

@@ -139,7 +139,8 @@ def test_example_runs_its_kubernetes_objects_on_the_twin(
         )
 
     def all_running() -> list[Any] | None:
-        pods = core.list_pod_for_all_namespaces(label_selector="app.kubernetes.io/managed-by").items
+        # The example's pods (the components' label), not those of the controllers its stack installed.
+        pods = core.list_pod_for_all_namespaces(label_selector="app.kubernetes.io/managed-by=pulumi").items
         pods = [p for p in pods if p.metadata.namespace != "kube-system"]
         return pods if pods and all(p.status.phase == "Running" for p in pods) else None
 
