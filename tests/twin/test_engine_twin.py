@@ -142,7 +142,11 @@ def test_example_runs_its_kubernetes_objects_on_the_twin(
         # The example's pods (the components' label), not those of the controllers its stack installed.
         pods = core.list_pod_for_all_namespaces(label_selector="app.kubernetes.io/managed-by=pulumi").items
         pods = [p for p in pods if p.metadata.namespace != "kube-system"]
-        return pods if pods and all(p.status.phase == "Running" for p in pods) else None
+        # The workloads on preemptible nodes too: a JobSet is made only once the controllers the stack
+        # installs answer, so its pods may come after the rest have started.
+        on_preemptible = any(classes.get(p.spec.node_name) == "preemptible" for p in pods if p.spec.node_name)
+        running = pods and all(p.status.phase == "Running" for p in pods)
+        return pods if running and on_preemptible else None
 
     pods = wait_for(all_running, f"the pods of {example} to run")
     # Nodes may have joined while the pods started (a refill): classes as they are now.
