@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import controller_images
+
 Manifest = dict[str, Any]
 _TIMEOUT_SECONDS = 1.0
 _RETRY_WHILE_NOT_READY_SECONDS = 0.25
@@ -47,10 +49,7 @@ class Readiness:
         probe = container.get("readinessProbe")
         if not probe:
             return None
-        ports = {
-            str(p.get("name") or p["containerPort"]): int(p["containerPort"])
-            for p in container.get("ports") or []
-        }
+        ports = controller_images.ports(container)
         check: Callable[[], bool]
         if "httpGet" in probe:
             get = probe["httpGet"]
