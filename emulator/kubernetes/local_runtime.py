@@ -53,6 +53,7 @@ from .local_pods import (
     LOCAL_IP,
     Controller,
     Layout,
+    Lookups,
     Manifest,
     PodNetwork,
     ProcessPlan,
@@ -239,6 +240,26 @@ class _ClusterLookups:
         return str(found.spec.volume_name) if bound and found.spec and found.spec.volume_name else None
 
 
+class _NoNewTokens:
+    """Lookups that ask the API for no service account token (a projected token is not among the files a
+    running pod's volumes are refreshed with: :attr:`.local_pods.ProcessPlan.synced`)."""
+
+    def __init__(self, lookups: Lookups) -> None:
+        self._lookups = lookups
+
+    def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        return self._lookups.config_map(namespace, name)
+
+    def secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        return self._lookups.secret(namespace, name)
+
+    def claim_volume(self, namespace: str, claim: str) -> str | None:
+        return self._lookups.claim_volume(namespace, claim)
+
+    def service_account_token(self, namespace: str, service_account: str, audience: str | None) -> str:
+        return ""
+
+
 def _grace_seconds(pod: Manifest) -> float:
     deleting = pod["metadata"].get("deletionGracePeriodSeconds")
     if deleting is not None:
@@ -394,10 +415,16 @@ class LocalRuntime:
         profile, binary = self._controllers[image]
         return Controller(profile=profile, binary=binary, api_server=self._api_server)
 
-    def _plan(self, pod: Manifest, network: PodNetwork, controller: Controller | None) -> ProcessPlan:
+    def _plan(
+        self,
+        pod: Manifest,
+        network: PodNetwork,
+        controller: Controller | None,
+        lookups: Lookups | None = None,
+    ) -> ProcessPlan:
         return plan(
             pod,
-            self._lookups,
+            lookups or self._lookups,
             self._layout,
             self._python,
             self._duration,
@@ -508,7 +535,8 @@ class LocalRuntime:
             return
         container.synced_at = now
         try:
-            current = self._plan(pod, container.network, container.controller)
+            # Only the ConfigMap and Secret files are wanted: no new service account token per refresh.
+            current = self._plan(pod, container.network, container.controller, _NoNewTokens(self._lookups))
         except Unrunnable:
             return  # a volume's source went away: a kubelet keeps the last files
         for path in container.plan.synced & current.synced:
