@@ -21,10 +21,16 @@ COMPUTE_CLASS_LABEL = "together.ai/compute-class"
 
 
 class ComputeClass(StrEnum):
-    """Where a workload runs: the values of :data:`COMPUTE_CLASS_LABEL`."""
+    """Where a workload runs. ``STANDARD`` and ``PREEMPTIBLE`` are also the values of :data:`COMPUTE_CLASS_LABEL`.
+
+    ``PREEMPTIBLE_FIRST`` is a workload's choice, not a node's: its pods run on preemptible nodes when there is
+    room and on idle standard capacity when there is not, at :data:`FALLBACK_PRIORITY_CLASS`, so a critical pod
+    takes the standard node back (the fallback pod is preempted by the scheduler: saved and resumed, not counted).
+    """
 
     STANDARD = "standard"
     PREEMPTIBLE = "preemptible"
+    PREEMPTIBLE_FIRST = "preemptible-first"
 
 
 PREEMPTIBLE = ComputeClass.PREEMPTIBLE.value
@@ -32,6 +38,25 @@ PREEMPTIBLE = ComputeClass.PREEMPTIBLE.value
 
 CRITICAL_LABEL = "together.ai/critical"
 """Pod label (value ``"true"``) marking a workload that must never run on preemptible nodes."""
+
+PLACEMENT_LABEL = "together.ai/placement"
+"""Pod label: the :class:`ComputeClass` its workload asked for (so ``preemptible-first`` pods can be found on
+standard nodes and moved back, and reported as fallback)."""
+
+# --- priorities: who keeps the standard nodes when capacity is short --------------------------------
+
+CRITICAL_PRIORITY_CLASS = "together-critical"
+"""PriorityClass of pods that must have the standard nodes: critical pods and every ``STANDARD`` workload."""
+
+CRITICAL_PRIORITY = 1_000_000
+"""Its value: above every user's default (0), below the system's classes (2,000,000,000 and up)."""
+
+FALLBACK_PRIORITY_CLASS = "together-fallback"
+"""PriorityClass of ``PREEMPTIBLE_FIRST`` pods: below the default, and never preempting (``preemptionPolicy:
+Never``), so a fallback pod only takes room nobody else wants and yields it to anything that asks."""
+
+FALLBACK_PRIORITY = -100
+"""Its value."""
 
 
 @dataclass(frozen=True)
