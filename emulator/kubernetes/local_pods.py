@@ -480,6 +480,7 @@ def _as_controller(
             network.host_ip,
             pod["metadata"]["namespace"],
             lambda value: rewrite(value, mounts),
+            profile.disabled_features,
         ).encode()
         argv = tuple(
             f"{controller_images.CONFIG_FLAG}{host_config}"
