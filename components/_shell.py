@@ -56,7 +56,7 @@ class ManifestComponent(pulumi.ComponentResource):
         # are created after it and deleted before it; with none declared, a cluster without it is refused.
         controllers = wait_for_controllers(f"{type_name} {name!r}", manifests, opts)
         child_opts = pulumi.ResourceOptions(
-            parent=self, deleted_with=wanted or cluster, depends_on=controllers
+            parent=self, deleted_with=wanted or cluster, depends_on=_with_queue(controllers, args)
         )
         self.resources = {}
         for manifest in self.manifests:
@@ -79,6 +79,21 @@ class ManifestComponent(pulumi.ComponentResource):
     def finish(self, outputs: Mapping[str, Any]) -> None:
         """Register the component's outputs (always includes the names of the objects it created)."""
         self.register_outputs({"names": self.names, **outputs})
+
+
+def _with_queue(
+    controllers: pulumi.Input[Sequence[pulumi.Input[pulumi.Resource]]] | None, args: Any
+) -> pulumi.Input[Sequence[pulumi.Input[pulumi.Resource]]] | None:
+    """What the children wait for: the controllers, and the WorkloadQueue the workload is submitted to
+    (``queue=`` a component rather than a name), so its LocalQueue exists first and goes last."""
+    queue = getattr(args, "queue", None)
+    if not isinstance(queue, pulumi.Resource):
+        return controllers
+    if controllers is None:
+        return [queue]
+    if isinstance(controllers, pulumi.Output):
+        return controllers.apply(lambda found: [*found, queue])
+    return [*controllers, queue]  # type: ignore[misc]
 
 
 def metadata_field(resource: pulumi.CustomResource, field: str) -> pulumi.Output[Any]:

@@ -18,7 +18,7 @@ import pulumi
 from together_clusters.errors import MissingControllerError
 
 from . import kube
-from .controllers.charts import NEEDED_BY_KIND, ChartFacts
+from .controllers.charts import KUEUE, NEEDED_BY_KIND, QUEUE_NAME_LABEL, ChartFacts
 from .controllers.detection import Presence, find
 
 
@@ -27,9 +27,14 @@ class _MissingControllerShownOnOneLine(MissingControllerError, pulumi.RunError):
 
 
 def needed_charts(manifests: Sequence[Mapping[str, Any]]) -> list[ChartFacts]:
-    """The charts whose controllers serve a kind among ``manifests`` (pure)."""
+    """The charts whose controllers serve a kind among ``manifests``, and Kueue for an object submitted to a
+    queue (without Kueue's webhook it would start at once, unqueued) (pure)."""
     kinds = {str(m.get("kind")) for m in manifests}
-    return [NEEDED_BY_KIND[kind] for kind in sorted(kinds) if kind in NEEDED_BY_KIND]
+    needs = [NEEDED_BY_KIND[kind] for kind in sorted(kinds) if kind in NEEDED_BY_KIND]
+    queued = any(QUEUE_NAME_LABEL in ((m.get("metadata") or {}).get("labels") or {}) for m in manifests)
+    if queued and KUEUE not in needs:
+        needs.append(KUEUE)
+    return needs
 
 
 def the_fix(facts: ChartFacts) -> str:

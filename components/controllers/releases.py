@@ -40,6 +40,24 @@ HELM_REPOSITORY = ("https://", "http://")
 
 
 @dataclass(frozen=True)
+class KueueSettings:
+    """How the installed Kueue treats a queued workload that loses its pods (its manager configuration's
+    ``waitForPodsReady``, see :func:`kueue_manager_config`).
+
+    An admitted workload whose pods are not all ready within ``pods_ready_timeout_seconds`` (at admission,
+    or again after a preemption took one) is evicted, so its quota goes to one that can run, and requeued
+    after a backoff of ``requeue_backoff_base_seconds`` doubling up to ``requeue_backoff_max_seconds``.
+    Requeued without end: no ``backoffLimitCount``, so a workload is never deactivated because capacity is
+    merely short (kubernetes-sigs/kueue#15255: a count reached while spot capacity is dry deactivates the
+    workload for good).
+    """
+
+    pods_ready_timeout_seconds: int = 600
+    requeue_backoff_base_seconds: int = 60
+    requeue_backoff_max_seconds: int = 3600
+
+
+@dataclass(frozen=True)
 class ClusterControllersArgs:
     """Which controllers to install and where their charts come from.
 
@@ -56,11 +74,14 @@ class ClusterControllersArgs:
     jobset: bool = True
     """Install JobSet (v0.11.0), the controller of the components' default JobSets."""
     kueue: bool = False
-    """Install Kueue (v0.17.0): declared at its pinned version, no component needs it yet."""
+    """Install Kueue (v0.17.0), which :class:`~together_clusters.components.WorkloadQueue` and every workload
+    given ``queue=`` need."""
     descheduler: bool = False
     """Install the descheduler (v0.36.0, with its chart's default policy): declared, not yet exercised."""
     chart_source: str | None = None
     """``None``: the official registries; ``oci://...`` or ``https://...``: a mirror; else a local folder."""
+    kueue_settings: KueueSettings = field(default_factory=KueueSettings)
+    """How the installed Kueue requeues a workload that lost its pods (see :class:`KueueSettings`)."""
 
     def wanted(self) -> tuple[Controller, ...]:
         """The controllers asked for, in install order."""
@@ -181,14 +202,62 @@ def chart_values(facts: ChartFacts) -> dict[str, Any]:
     return values
 
 
+KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
+"""The kinds Kueue manages: those the components submit. Its chart's default list also takes pods,
+Deployments and StatefulSets through webhooks on every pod; none of them is submitted to a queue here."""
+
+KUEUE_UNCOUNTED_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+"""Resources the queue's quotas leave out (Kueue's ``resources.excludeResourcePrefixes``): the queue counts
+GPUs, what the cluster is sized in; CPU and memory are left to the scheduler (and Topology Aware Scheduling,
+which still fits every requested resource on real nodes)."""
+
+
+def kueue_manager_config(settings: KueueSettings) -> dict[str, Any]:
+    """Kueue's manager configuration (``config.kueue.x-k8s.io/v1beta2``): the chart's defaults for the
+    manager itself, the components' frameworks, and the requeuing of :class:`KueueSettings`."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "clientConnection": {"qps": 50, "burst": 100},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        "resources": {"excludeResourcePrefixes": list(KUEUE_UNCOUNTED_RESOURCES)},
+        "waitForPodsReady": {
+            "timeout": f"{settings.pods_ready_timeout_seconds}s",
+            "blockAdmission": False,
+            "requeuingStrategy": {
+                "timestamp": "Eviction",
+                # backoffLimitCount left out (null): requeued without end, never deactivated.
+                "backoffBaseSeconds": settings.requeue_backoff_base_seconds,
+                "backoffMaxSeconds": settings.requeue_backoff_max_seconds,
+            },
+        },
+    }
+
+
+def kueue_values(settings: KueueSettings) -> dict[str, Any]:
+    """The Kueue chart's values beyond the image: its manager configuration (a YAML string in the chart)."""
+    config = yaml.safe_dump(kueue_manager_config(settings), sort_keys=False)
+    return {"managerConfig": {"controllerManagerConfigYaml": config}}
+
+
 def releases(args: ClusterControllersArgs, owner: str = "ClusterControllers") -> list[Release]:
     """The releases ``args`` asks for; :class:`ArgsError` naming every unusable local chart."""
     wanted = [CHARTS[controller] for controller in args.wanted()]
     problems = [v for facts in wanted for v in local_chart_violations(facts, args.chart_source)]
     if problems:
         raise ArgsError(owner, problems)
+    extra = {Controller.KUEUE: kueue_values(args.kueue_settings)}
     return [
-        Release(facts, chart_reference(facts, args.chart_source), facts.namespace, chart_values(facts))
+        Release(
+            facts,
+            chart_reference(facts, args.chart_source),
+            facts.namespace,
+            _merged(chart_values(facts), extra.get(facts.controller, {})),
+        )
         for facts in wanted
     ]
 
