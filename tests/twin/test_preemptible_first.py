@@ -184,3 +184,45 @@ def test_a_preemptible_first_sweep_starts_on_standard_at_once_and_on_preemptible
     assert sorted(cls for _, cls in placed) == ["preemptible", "standard"]
     assert running_on(scarce, PLAIN)[0][1] == "preemptible"  # the plain job got its node too
     assert failed_workloads(scarce.api) == []
+
+
+def test_a_preempted_preemptible_first_trial_runs_on_the_standard_node_at_once_instead_of_waiting_for_the_refill(
+    scarce: TwinCluster, twin_emulator: RunningEmulator
+) -> None:
+    # The pool sized exactly (the previous test's refill left both preemptible nodes), and nothing to refill
+    # with: a plain PREEMPTIBLE trial would wait for the refill; a PREEMPTIBLE_FIRST one takes the standard node.
+    custom = client.CustomObjectsApi(scarce.api)
+    for job_set in custom.list_namespaced_custom_object(*JOBSETS)["items"]:
+        custom.delete_namespaced_custom_object(*JOBSETS[:3], JOBSETS[3], job_set["metadata"]["name"])
+    scarce.core.delete_collection_namespaced_pod("default", grace_period_seconds=0)
+    wait_for(lambda: not pods(scarce, "app.kubernetes.io/managed-by=pulumi") or None, "the earlier pods gone")
+    twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 0)
+    scarce.wait_for_nodes(standard=1, preemptible=2)
+
+    sweep = SweepArgs(
+        container=ContainerSpec(image=IMAGE, gpus=8),
+        trials=({"lr": 0.3}, {"lr": 0.4}),
+        checkpoint=NONE,
+        sweep_name="exact",
+        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+    )
+    create_all(scarce, manifests.sweep("exact", sweep))
+    exact = "app.kubernetes.io/name=exact"
+    placed = wait_for(
+        lambda: (lambda found: found if len(found) == 2 else None)(running_on(scarce, exact)),
+        "both trials running",
+    )
+    assert [cls for _, cls in placed] == ["preemptible", "preemptible"]  # preferred while there is room
+
+    victim = scarce.next_victim()
+    on_victim = next(p.metadata.name for p in pods(scarce, exact) if p.spec.node_name == victim)
+    scarce.preempt(1)
+    moved = wait_for(
+        lambda: next(
+            (cls for name, cls in running_on(scarce, exact) if name != on_victim and cls == "standard"), None
+        ),
+        "the preempted trial's replacement running on the standard node",
+    )
+    assert moved == "standard"
+    assert len(running_on(scarce, exact)) == 2  # both trials run while the pool has nothing to refill with
+    assert failed_workloads(scarce.api) == []
