@@ -42,6 +42,11 @@ UNSCHEDULABLE = "Unschedulable"
 QUOTA_RESERVED = "QuotaReserved"
 """The condition of a Kueue Workload that is False while it waits for quota (suspended until admitted)."""
 
+SCHEDULER = "scheduler"
+"""A :class:`Stall`'s source: pods Pending that the scheduler could not place."""
+KUEUE = "kueue"
+"""A :class:`Stall`'s source: Kueue Workloads not admitted."""
+
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -58,7 +63,7 @@ class Stall:
     waiting_for: str
     """The scheduler's (or Kueue's) message of the oldest wait."""
     source: str
-    """``scheduler`` (pods Pending) or ``kueue`` (a Workload not admitted)."""
+    """:data:`SCHEDULER` (pods Pending) or :data:`KUEUE` (a Workload not admitted)."""
     cluster: str = ""
     """The stack's Cluster resource it runs on."""
 
@@ -111,9 +116,8 @@ def _one_line(text: str | None) -> str:
 
 def pod_stall(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     """``(since, message)`` of a pod Pending because the scheduler found no node for it, else ``None``."""
-    if (pod.get("status") or {}).get("phase") != "Pending" or (pod.get("metadata") or {}).get(
-        "deletionTimestamp"
-    ):
+    being_deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    if (pod.get("status") or {}).get("phase") != "Pending" or being_deleted:
         return None
     scheduled = _condition(pod, "PodScheduled")
     if scheduled is None or scheduled.get("status") != "False" or scheduled.get("reason") != UNSCHEDULABLE:
@@ -163,12 +167,12 @@ def stalled_workloads(view: Mapping[str, Any], cluster: str = "") -> list[Stall]
         stall = pod_stall(pod)
         workload = workload_of(pod.get("metadata") or {})
         if stall is not None and workload is not None:
-            waits.setdefault((workload, "scheduler"), []).append((stall[0], 1, stall[1]))
+            waits.setdefault((workload, SCHEDULER), []).append((stall[0], 1, stall[1]))
     for kueue_workload in view.get("kueue_workloads") or []:
         queued = kueue_stall(kueue_workload)
         if queued is not None:
             component, pods, since, message = queued
-            waits.setdefault((component, "kueue"), []).append((since, pods, message))
+            waits.setdefault((component, KUEUE), []).append((since, pods, message))
     stalls = []
     for (workload, source), found in waits.items():
         oldest, _, said = min(found, key=lambda w: w[0])
@@ -178,9 +182,8 @@ def stalled_workloads(view: Mapping[str, Any], cluster: str = "") -> list[Stall]
 
 def describe_stall(stall: Stall) -> str:
     """One line for people: which workload, since when, what it waits for."""
-    what = "pod" if stall.source == "scheduler" else "queued pod"
+    what, state = ("pod", "Pending") if stall.source == SCHEDULER else ("queued pod", "not admitted by Kueue")
     count = f"{stall.waiting} {what}{'s' if stall.waiting != 1 else ''}"
-    state = "Pending" if stall.source == "scheduler" else "not admitted by Kueue"
     at = f" on {stall.cluster}" if stall.cluster else ""
     return f"stalled for capacity: {stall.workload}{at}: {count} {state} since {stall.since}: {stall.waiting_for}"
 
@@ -192,7 +195,7 @@ def node_class(node_name: str, nodes: Mapping[str, Mapping[str, Any]]) -> Comput
     """The class of the node a pod ran on: its compute-class label, else the class its name encodes; a node
     still there without either is standard (standard nodes may lack the label); ``None``: unknown."""
     node = nodes.get(node_name)
-    label = ((node or {}).get("metadata") or {}).get("labels", {}).get(COMPUTE_CLASS_LABEL)
+    label = (((node or {}).get("metadata") or {}).get("labels") or {}).get(COMPUTE_CLASS_LABEL)
     if label in (ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE):
         return ComputeClass(label)
     by_name = compute_class_of_node(node_name)
