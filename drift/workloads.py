@@ -209,10 +209,8 @@ def pod_gpus(pod: Mapping[str, Any]) -> int:
     total = 0
     for container in (pod.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
-        amount = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(
-            GPU_RESOURCE
-        )
-        total += int(amount or 0)
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        total += int(limits.get(GPU_RESOURCE) or requests.get(GPU_RESOURCE) or 0)
     return total
 
 
