@@ -36,6 +36,7 @@ def component_pod(
     """A pod labelled as a component labels its pods, asking for ``gpus``, on ``node`` (else anywhere)."""
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,  # gone with the namespace at once: the next test has the nodes
         "tolerations": [
             {"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": PREEMPTIBLE, "effect": "NoSchedule"}
         ],
