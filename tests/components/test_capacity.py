@@ -1,0 +1,190 @@
+"""What ``pulumi up`` says of a workload its cluster cannot place: its GPU needs read from the rendered objects,
+and the verdict against the Cluster's outputs, as plain data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from together_clusters.components import (
+    BatchInferenceArgs,
+    BatchJobArgs,
+    ContainerSpec,
+    SharedVolume,
+    SweepArgs,
+    TrainingRunArgs,
+    manifests,
+)
+from together_clusters.components.capacity import (
+    ClusterCapacity,
+    PlacementVerdict,
+    gpu_needs,
+    placement_verdict,
+)
+from together_clusters.platform import PLACEMENT_LABEL, ComputeClass
+
+SHARED = SharedVolume(claim_name="ckpt")
+EIGHT = ContainerSpec(image="ghcr.io/example/trainer:1.0", gpus=8)
+NONE = ContainerSpec(image="ghcr.io/example/trainer:1.0")
+STANDARD, PREEMPTIBLE, FIRST = ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, ComputeClass.PREEMPTIBLE_FIRST
+
+# --- what each component needs ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("objects", "needs"),
+    [
+        (manifests.batch_inference("i", BatchInferenceArgs(container=EIGHT, replicas=3)), {PREEMPTIBLE: 24}),
+        (
+            manifests.batch_inference(
+                "i", BatchInferenceArgs(container=EIGHT, replicas=2, compute_class=STANDARD)
+            ),
+            {STANDARD: 16},
+        ),
+        (manifests.batch_job("j", BatchJobArgs(container=EIGHT, checkpoint=SHARED)), {PREEMPTIBLE: 8}),
+        (
+            manifests.batch_job(
+                "j",
+                BatchJobArgs(
+                    container=EIGHT,
+                    checkpoint=SHARED,
+                    parallelism=4,
+                    completions=2,
+                    fresh_job_per_attempt=False,
+                ),
+            ),
+            {PREEMPTIBLE: 16},
+        ),
+        (
+            manifests.sweep(
+                "s", SweepArgs(container=EIGHT, trials=({"a": 1}, {"a": 2}, {"a": 3}), checkpoint=SHARED)
+            ),
+            {PREEMPTIBLE: 24},
+        ),
+        (
+            manifests.sweep(
+                "s",
+                SweepArgs(
+                    container=EIGHT,
+                    trials=({"a": 1}, {"a": 2}, {"a": 3}),
+                    checkpoint=SHARED,
+                    parallelism=2,
+                    fresh_job_per_attempt=False,
+                ),
+            ),
+            {PREEMPTIBLE: 16},
+        ),
+        (
+            manifests.training_run(
+                "r",
+                TrainingRunArgs(
+                    coordinator=ContainerSpec(image="c:1", gpus=1),
+                    worker=EIGHT,
+                    num_workers=2,
+                    checkpoint=SHARED,
+                ),
+            ),
+            {STANDARD: 1, PREEMPTIBLE: 16},
+        ),
+        (manifests.batch_job("j", BatchJobArgs(container=NONE, checkpoint=SHARED)), {}),
+    ],
+    ids=[
+        "inference",
+        "inference-standard",
+        "job",
+        "job-capped-by-completions",
+        "sweep",
+        "sweep-parallelism",
+        "training-run",
+        "no-gpus",
+    ],
+)
+def test_a_workload_needs_the_gpus_of_the_pods_that_run_at_once(
+    objects: list[dict[str, Any]], needs: dict
+) -> None:
+    assert gpu_needs(objects) == needs
+
+
+def test_a_pod_labelled_preemptible_first_needs_preemptible_first_gpus() -> None:
+    deployment = manifests.batch_inference("i", BatchInferenceArgs(container=EIGHT, replicas=2))[0]
+    deployment["spec"]["template"]["metadata"]["labels"][PLACEMENT_LABEL] = FIRST.value
+    assert gpu_needs([deployment]) == {FIRST: 16}
+
+
+# --- the verdict ----------------------------------------------------------------------------------
+
+SHORT = ClusterCapacity.from_outputs(
+    {"gpu_type": "H100_SXM", "num_gpus": 8, "desired_preemptible_gpus": 16, "allocated_preemptible_gpus": 0}
+)
+FULL = ClusterCapacity(
+    "H100_SXM", standard_gpus=8, desired_preemptible_gpus=16, allocated_preemptible_gpus=16
+)
+
+
+def verdict(needs: dict[ComputeClass, int], capacity: ClusterCapacity | None = SHORT) -> PlacementVerdict:
+    assert capacity is not None
+    return placement_verdict("BatchInference 'infer'", needs, capacity)
+
+
+def test_preemptible_work_with_no_preemptible_gpus_is_warned_of_with_what_the_cluster_has_and_what_to_do() -> (
+    None
+):
+    assert verdict({PREEMPTIBLE: 8}) == PlacementVerdict(
+        warning="BatchInference 'infer' cannot be placed now: it needs 8 preemptible H100_SXM GPUs, the cluster "
+        "has 0 of its 16 desired preemptible GPUs allocated and 8 standard; its pods wait Pending (pulumi up "
+        "does not wait for them): wait for the refill, use compute_class=ComputeClass.PREEMPTIBLE_FIRST to run "
+        "on idle standard GPUs meanwhile or lower its size"
+    )
+
+
+def test_work_that_fits_is_not_warned_of() -> None:
+    assert verdict({PREEMPTIBLE: 16, STANDARD: 8}, FULL) == PlacementVerdict()
+    assert verdict({}) == PlacementVerdict()
+
+
+def test_more_than_the_preemptible_target_is_not_told_to_wait_for_a_refill_that_cannot_cover_it() -> None:
+    warning = verdict({PREEMPTIBLE: 24}, FULL).warning
+    assert warning is not None
+    assert "needs 24 preemptible H100_SXM GPUs" in warning
+    assert "wait for the refill" not in warning
+    assert "raise the cluster's num_preemptible_gpus" in warning
+
+
+def test_more_standard_gpus_than_the_cluster_has_is_warned_of() -> None:
+    warning = verdict({STANDARD: 16}, FULL).warning
+    assert warning is not None and "needs 16 standard H100_SXM GPUs" in warning
+    assert "raise the cluster's num_gpus" in warning and "PREEMPTIBLE_FIRST" not in warning
+
+
+def test_preemptible_first_work_covered_by_standard_gpus_gets_a_note_of_the_price_not_a_warning() -> None:
+    assert verdict({FIRST: 8}) == PlacementVerdict(
+        note="BatchInference 'infer': 8 of its 8 preemptible-first H100_SXM GPUs run on standard GPUs at full "
+        "price until preemptible capacity returns (the cluster has 0 of its 16 desired preemptible GPUs "
+        "allocated and 8 standard)"
+    )
+    partly = ClusterCapacity(
+        "H100_SXM", standard_gpus=8, desired_preemptible_gpus=16, allocated_preemptible_gpus=8
+    )
+    assert verdict({FIRST: 16}, partly).note is not None and "8 of its 16" in str(
+        verdict({FIRST: 16}, partly).note
+    )
+    assert verdict({FIRST: 16}, FULL) == PlacementVerdict()
+
+
+def test_preemptible_first_work_takes_only_the_room_the_workloads_other_pods_leave() -> None:
+    # The coordinator's standard GPUs and the workers' preemptible ones come first.
+    assert verdict({STANDARD: 8, FIRST: 8}).warning is not None
+    assert verdict({PREEMPTIBLE: 16, FIRST: 8}, FULL).note is not None
+
+
+def test_preemptible_first_work_beyond_both_is_warned_of() -> None:
+    warning = verdict({FIRST: 16}).warning
+    assert warning is not None and "needs 16 preemptible-first H100_SXM GPUs" in warning
+    assert "wait for the refill" in warning and "PREEMPTIBLE_FIRST to run" not in warning
+    beyond = verdict({FIRST: 32}).warning
+    assert beyond is not None and "wait for the refill" not in beyond and beyond.endswith("lower its size")
+
+
+def test_a_cluster_whose_counts_are_not_known_gives_no_verdict() -> None:
+    assert ClusterCapacity.from_outputs({"num_gpus": 8, "desired_preemptible_gpus": None}) is None
