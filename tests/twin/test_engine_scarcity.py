@@ -24,7 +24,7 @@ from ._twin import kube_clients, twin_stack
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-scarcity-key-0123456789abcdef"
 
-PROGRAM = f"""\
+PROGRAM = """\
 import pulumi
 
 from together_clusters.components import BatchInference, BatchInferenceArgs, BatchJob, BatchJobArgs
