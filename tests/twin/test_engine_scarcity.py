@@ -84,6 +84,8 @@ def test_up_short_of_preemptible_gpus_returns_and_warns_of_each_workload(tmp_pat
         # The Diagnostics section: one line per workload (the progress lines repeat them).
         warnings = [line for line in map(str.strip, shown.splitlines()) if line.startswith("warning: ")]
         assert len(warnings) == 2, shown
-        for subject, warning in zip(("BatchInference 'infer'", "BatchJob 'job'"), sorted(warnings), strict=True):
+        for subject, warning in zip(
+            ("BatchInference 'infer'", "BatchJob 'job'"), sorted(warnings), strict=True
+        ):
             assert subject in warning and WHAT_THE_CLUSTER_HAS in warning, warning
             assert "wait for the refill" in warning and "ComputeClass.PREEMPTIBLE_FIRST" in warning, warning
