@@ -120,7 +120,8 @@ class PlacementVerdict:
 def placement_verdict(
     subject: str, needs: Mapping[ComputeClass, int], capacity: ClusterCapacity
 ) -> PlacementVerdict:
-    """Whether ``subject``'s GPUs (``needs``, per class) can be placed on a cluster of ``capacity``, and why not."""
+    """Whether ``subject``'s GPUs (``needs``, per class) can be placed on a cluster of ``capacity``, and why
+    not (see the module's docstring for how the classes are weighed)."""
     gpu = capacity.gpu_type
     standard = needs.get(ComputeClass.STANDARD, 0)
     preemptible = needs.get(ComputeClass.PREEMPTIBLE, 0)
@@ -158,8 +159,8 @@ def placement_verdict(
         )
     if on_standard:
         return PlacementVerdict(
-            note=f"{subject}: {on_standard} of its {first} preemptible-first {gpu} GPUs run on standard GPUs at "
-            f"full price until preemptible capacity returns ({has})"
+            note=f"{subject}: {on_standard} of its {first} preemptible-first {gpu} GPUs run on standard GPUs "
+            f"at full price until preemptible capacity returns ({has})"
         )
     return PlacementVerdict()
 
