@@ -106,10 +106,23 @@ def test_a_workload_needs_the_gpus_of_the_pods_that_run_at_once(
     assert gpu_needs(objects) == needs
 
 
-def test_a_pod_labelled_preemptible_first_needs_preemptible_first_gpus() -> None:
+def test_preemptible_first_pods_need_preemptible_first_gpus() -> None:
+    inference = manifests.batch_inference(
+        "i", BatchInferenceArgs(container=EIGHT, replicas=2, compute_class=FIRST)
+    )
+    assert gpu_needs(inference) == {FIRST: 16}
+    run = TrainingRunArgs(
+        coordinator=NONE, worker=EIGHT, num_workers=3, checkpoint=SHARED, worker_compute_class=FIRST
+    )
+    assert gpu_needs(manifests.training_run("r", run)) == {FIRST: 24}
+
+
+def test_the_placement_label_decides_over_the_pod_spec() -> None:
     deployment = manifests.batch_inference("i", BatchInferenceArgs(container=EIGHT, replicas=2))[0]
-    deployment["spec"]["template"]["metadata"]["labels"][PLACEMENT_LABEL] = FIRST.value
-    assert gpu_needs([deployment]) == {FIRST: 16}
+    deployment["spec"]["template"]["metadata"]["labels"][PLACEMENT_LABEL] = STANDARD.value
+    assert gpu_needs([deployment]) == {STANDARD: 16}
+    del deployment["spec"]["template"]["metadata"]["labels"][PLACEMENT_LABEL]  # a placement made by hand
+    assert gpu_needs([deployment]) == {PREEMPTIBLE: 16}
 
 
 # --- the verdict ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Issue 24's "scarcity visible and consistent" for ``pulumi up``: with no preemptible capacity in the region
 when the cluster is created, a real ``pulumi up`` of a preemptible BatchInference and a BatchJob returns
 without waiting for their pods (which stay Pending: the Deployment's readiness is not awaited either) and
-warns of each one, naming what it needs, what the cluster has and what to do.
+warns of each one, naming what it needs, what the cluster has and what to do; a ``PREEMPTIBLE_FIRST`` BatchJob
+that the standard node covers gets a note of the price instead.
 
 Oracles: the engine's output, and the real Deployment and Job controllers' and scheduler's objects read with
 the ``kubernetes`` client after ``up`` returned.
@@ -30,6 +31,7 @@ import pulumi
 from together_clusters.components import BatchInference, BatchInferenceArgs, BatchJob, BatchJobArgs
 from together_clusters.components import ContainerSpec, NoCheckpoint
 from together_clusters.components.demo import demo_cluster
+from together_clusters.platform import ComputeClass
 
 gpu = demo_cluster("scarce", num_preemptible_gpus=16)
 BatchInference(
@@ -53,6 +55,18 @@ BatchJob(
     ),
     opts=gpu.opts(),
 )
+BatchJob(
+    "fallback",
+    BatchJobArgs(
+        container=ContainerSpec(image="registry.invalid/eval:1", gpus=8),
+        checkpoint=NoCheckpoint(),
+        namespace="default",
+        job_name="fallback",
+        fresh_job_per_attempt=False,
+        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+    ),
+    opts=gpu.opts(),
+)
 pulumi.export("kube_config", gpu.cluster.kube_config)
 """
 
@@ -62,7 +76,9 @@ WHAT_THE_CLUSTER_HAS = (
 )
 
 
-def test_up_short_of_preemptible_gpus_returns_and_warns_of_each_workload(tmp_path: Path) -> None:
+def test_up_short_of_preemptible_gpus_returns_and_warns_of_each_workload_it_cannot_place(
+    tmp_path: Path,
+) -> None:
     # JobSet pre-installed: the provider's ClusterControllers finds it and installs nothing (not this test's subject).
     with twin_stack(tmp_path, "twin-scarcity", PROGRAM, API_KEY, options=TwinOptions(jobset=True)) as stack:
         stack.emulator.admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 0)
@@ -77,8 +93,11 @@ def test_up_short_of_preemptible_gpus_returns_and_warns_of_each_workload(tmp_pat
         core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
         # up returned while the workers still wait for capacity: it did not wait for them.
         assert not apps.read_namespaced_deployment_status("infer", "default").status.available_replicas
-        pods = core.list_namespaced_pod("default", label_selector="app.kubernetes.io/managed-by").items
-        assert len(pods) == 2 and {p.status.phase for p in pods} == {"Pending"}, [p.status for p in pods]
+        for workload in ("infer", "job"):
+            pods = core.list_namespaced_pod(
+                "default", label_selector=f"app.kubernetes.io/name={workload}"
+            ).items
+            assert len(pods) == 1 and pods[0].status.phase == "Pending", pods
         api.close()
 
         # The Diagnostics section: one line per workload (the progress lines repeat them).
@@ -89,3 +108,8 @@ def test_up_short_of_preemptible_gpus_returns_and_warns_of_each_workload(tmp_pat
         ):
             assert subject in warning and WHAT_THE_CLUSTER_HAS in warning, warning
             assert "wait for the refill" in warning and "ComputeClass.PREEMPTIBLE_FIRST" in warning, warning
+        # The preemptible-first job fits on the standard node: a note of the price, not a warning.
+        assert (
+            f"BatchJob 'fallback': 8 of its 8 preemptible-first {DEFAULT_GPU_TYPE} GPUs run on standard GPUs "
+            "at full price until preemptible capacity returns"
+        ) in shown
