@@ -44,29 +44,20 @@ BatchInference(
     ),
     opts=gpu.opts(),
 )
-BatchJob(
-    "job",
-    BatchJobArgs(
-        container=ContainerSpec(image="registry.invalid/train:1", gpus=8),
-        checkpoint=NoCheckpoint(),
-        namespace="default",
-        job_name="job",
-        fresh_job_per_attempt=False,
-    ),
-    opts=gpu.opts(),
-)
-BatchJob(
-    "fallback",
-    BatchJobArgs(
-        container=ContainerSpec(image="registry.invalid/eval:1", gpus=8),
-        checkpoint=NoCheckpoint(),
-        namespace="default",
-        job_name="fallback",
-        fresh_job_per_attempt=False,
-        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
-    ),
-    opts=gpu.opts(),
-)
+# One plain Job (no JobSet controller to wait for) each: preemptible, and preemptible-first.
+for name, compute_class in (("job", ComputeClass.PREEMPTIBLE), ("fallback", ComputeClass.PREEMPTIBLE_FIRST)):
+    BatchJob(
+        name,
+        BatchJobArgs(
+            container=ContainerSpec(image="registry.invalid/train:1", gpus=8),
+            checkpoint=NoCheckpoint(),
+            namespace="default",
+            job_name=name,
+            fresh_job_per_attempt=False,
+            compute_class=compute_class,
+        ),
+        opts=gpu.opts(),
+    )
 pulumi.export("kube_config", gpu.cluster.kube_config)
 """
 
