@@ -154,8 +154,8 @@ def placement_verdict(
     if problems:
         fixes.append("lower its size")
         return PlacementVerdict(
-            warning=f"{subject} cannot be placed now: it needs {' and '.join(problems)}, {has}; its pods "
-            f"wait Pending (pulumi up does not wait for them): {_either(fixes)}"
+            warning=f"{subject} cannot be placed now: it needs {' and '.join(problems)} at once, {has}; what "
+            f"does not fit waits Pending (pulumi up does not wait for it): {_either(fixes)}"
         )
     if on_standard:
         return PlacementVerdict(

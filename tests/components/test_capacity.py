@@ -144,9 +144,9 @@ def test_preemptible_work_with_no_preemptible_gpus_is_warned_of_with_what_the_cl
     None
 ):
     assert verdict({PREEMPTIBLE: 8}) == PlacementVerdict(
-        warning="BatchInference 'infer' cannot be placed now: it needs 8 preemptible H100_SXM GPUs, the cluster "
-        "has 0 of its 16 desired preemptible GPUs allocated and 8 standard; its pods wait Pending (pulumi up "
-        "does not wait for them): wait for the refill, use compute_class=ComputeClass.PREEMPTIBLE_FIRST to run "
+        warning="BatchInference 'infer' cannot be placed now: it needs 8 preemptible H100_SXM GPUs at once, the "
+        "cluster has 0 of its 16 desired preemptible GPUs allocated and 8 standard; what does not fit waits "
+        "Pending (pulumi up does not wait for it): wait for the refill, use compute_class=ComputeClass.PREEMPTIBLE_FIRST to run "
         "on idle standard GPUs meanwhile or lower its size"
     )
 

@@ -62,7 +62,7 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 """
 
 WHAT_THE_CLUSTER_HAS = (
-    f"needs 8 preemptible {DEFAULT_GPU_TYPE} GPUs, the cluster has 0 of its 16 desired preemptible GPUs "
+    f"needs 8 preemptible {DEFAULT_GPU_TYPE} GPUs at once, the cluster has 0 of its 16 desired preemptible GPUs "
     "allocated and 8 standard"
 )
 
