@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulumi
 import pytest
 
 from together_clusters.components import (
+    BatchInference,
     BatchInferenceArgs,
+    BatchJob,
     BatchJobArgs,
     ContainerSpec,
     SharedVolume,
     SweepArgs,
     TrainingRunArgs,
     manifests,
+    provider_for,
 )
 from together_clusters.components.capacity import (
     ClusterCapacity,
@@ -23,6 +27,9 @@ from together_clusters.components.capacity import (
     placement_verdict,
 )
 from together_clusters.platform import PLACEMENT_LABEL, ComputeClass
+from together_clusters.provider import Cluster, ClusterArgs
+
+from .conftest import RecordingMocks
 
 SHARED = SharedVolume(claim_name="ckpt")
 EIGHT = ContainerSpec(image="ghcr.io/example/trainer:1.0", gpus=8)
@@ -201,3 +208,75 @@ def test_preemptible_first_work_beyond_both_is_warned_of() -> None:
 
 def test_a_cluster_whose_counts_are_not_known_gives_no_verdict() -> None:
     assert ClusterCapacity.from_outputs({"num_gpus": 8, "desired_preemptible_gpus": None}) is None
+
+
+# --- the component shell, under Pulumi's mocks ------------------------------------------------------
+
+
+class ClusterOutputMocks(RecordingMocks):
+    """The Cluster's live outputs as the platform would report them short of preemptible capacity."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        resource_id, outputs = super().new_resource(args)
+        if args.typ.endswith(":Cluster"):
+            outputs.update(desired_preemptible_gpus=16, allocated_preemptible_gpus=0, kube_config="")
+        return resource_id, outputs
+
+
+@pytest.fixture
+def said(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """What the components said through ``pulumi.log``: (level, message)."""
+    messages: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        pulumi.log, "warn", lambda message, resource=None, **_: messages.append(("warn", message))
+    )
+    monkeypatch.setattr(
+        pulumi.log, "info", lambda message, resource=None, **_: messages.append(("info", message))
+    )
+    return messages
+
+
+def deploy_on(cluster_given: bool) -> None:
+    pulumi.runtime.set_mocks(ClusterOutputMocks(), project="capacity-test", stack="test", preview=False)
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        cluster = Cluster(
+            "gpu",
+            ClusterArgs(
+                cluster_name="c",
+                region="us-central-8",
+                gpu_type="H100_SXM",
+                num_gpus=8,
+                num_preemptible_gpus=16,
+            ),
+        )
+        provider = provider_for(cluster if cluster_given else "apiVersion: v1", controllers=False)
+        opts = pulumi.ResourceOptions(provider=provider)
+        BatchInference("infer", BatchInferenceArgs(container=EIGHT, replicas=1), opts)
+        BatchJob("fallback", BatchJobArgs(container=EIGHT, checkpoint=SHARED, compute_class=FIRST), opts)
+        return pulumi.Output.from_input(None)
+
+    program()
+
+
+def test_a_component_on_its_clusters_provider_warns_of_what_it_cannot_place_and_notes_the_fallback(
+    said: list[tuple[str, str]],
+) -> None:
+    deploy_on(cluster_given=True)
+    assert sorted(level for level, _ in said) == ["info", "warn"], said
+    (warning,) = (m for level, m in said if level == "warn")
+    assert warning.startswith(
+        "BatchInference 'infer' cannot be placed now: it needs 8 preemptible H100_SXM GPUs"
+    )
+    (note,) = (m for level, m in said if level == "info")
+    assert note.startswith(
+        "BatchJob 'fallback': 8 of its 8 preemptible-first H100_SXM GPUs run on standard GPUs"
+    )
+
+
+def test_a_component_on_a_provider_of_a_kubeconfig_says_nothing_of_capacity(
+    said: list[tuple[str, str]],
+) -> None:
+    deploy_on(cluster_given=False)
+    assert said == []
