@@ -5,24 +5,25 @@ wait Pending. So that this is not silent, every component warns, once per ``up``
 cannot place, from two pieces of plain data:
 
 * what the workload needs at once, per compute class (:func:`gpu_needs`, read from its rendered objects:
-  each pod template's GPU limits times the pods that run at once);
+  each pod's GPU limits, for every pod that runs at once);
 * what the cluster has (:class:`ClusterCapacity`, the ``Cluster``'s outputs): its standard GPUs, and its
   preemptible GPUs allocated now against the target it fills toward.
 
-The verdict (:func:`placement_verdict`) weighs the workload alone against the cluster's totals: a warning
-means it cannot be placed even on an otherwise idle cluster (other workloads may hold more). Standard pods
-take standard GPUs, preemptible pods allocated preemptible ones; ``PREEMPTIBLE_FIRST`` pods take the
-preemptible GPUs left, then the standard ones left: covered by standard GPUs they are noted (they run at full
-price until preemptible capacity returns), not warned of.
+The verdict (:func:`placement_verdict`) places the workload alone on the cluster's nodes of 8 GPUs (a pod's
+GPUs are on one node; first fit, largest pod first): a warning means it cannot all be placed even on an
+otherwise idle cluster (other workloads may hold more). Standard pods go on standard nodes, preemptible pods
+on the allocated preemptible ones; ``PREEMPTIBLE_FIRST`` pods on the preemptible room left, then the standard
+room left: placed on standard nodes they are noted (they run at full price until preemptible capacity
+returns), not warned of.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from together_clusters.platform import CRITICAL_LABEL, PLACEMENT_LABEL, ComputeClass
+from together_clusters.platform import CRITICAL_LABEL, GPUS_PER_NODE, PLACEMENT_LABEL, ComputeClass
 
 from .guard import may_run_on_preemptible
 from .manifests.common import GPU_RESOURCE
@@ -54,15 +55,15 @@ class ClusterCapacity:
 # --- what a workload needs ----------------------------------------------------------------------
 
 
-def gpu_needs(manifests: Iterable[Mapping[str, Any]]) -> dict[ComputeClass, int]:
-    """The GPUs a workload's objects ask for at once, per compute class (classes needing none left out)."""
-    needs: dict[ComputeClass, int] = {}
+def gpu_needs(manifests: Iterable[Mapping[str, Any]]) -> dict[ComputeClass, list[int]]:
+    """The GPUs of each pod a workload's objects run at once, per compute class, largest first (pods needing
+    no GPU and classes needing none left out)."""
+    needs: dict[ComputeClass, list[int]] = {}
     for pods, template in _pod_templates(manifests):
-        gpus = pods * _gpus_of_pod(template.get("spec") or {})
-        if gpus:
-            compute_class = _class_of_pod(template)
-            needs[compute_class] = needs.get(compute_class, 0) + gpus
-    return needs
+        gpus = _gpus_of_pod(template.get("spec") or {})
+        if gpus and pods:
+            needs.setdefault(_class_of_pod(template), []).extend([gpus] * pods)
+    return {compute_class: sorted(pods, reverse=True) for compute_class, pods in needs.items()}
 
 
 def _pod_templates(manifests: Iterable[Mapping[str, Any]]) -> Iterator[tuple[int, Mapping[str, Any]]]:
@@ -118,38 +119,48 @@ class PlacementVerdict:
 
 
 def placement_verdict(
-    subject: str, needs: Mapping[ComputeClass, int], capacity: ClusterCapacity
+    subject: str, needs: Mapping[ComputeClass, Sequence[int]], capacity: ClusterCapacity
 ) -> PlacementVerdict:
-    """Whether ``subject``'s GPUs (``needs``, per class) can be placed on a cluster of ``capacity``, and why
-    not (see the module's docstring for how the classes are weighed)."""
+    """Whether ``subject``'s pods (``needs``: each one's GPUs, per class) can be placed on a cluster of
+    ``capacity``, and why not (see the module's docstring for how the classes are weighed)."""
     gpu = capacity.gpu_type
-    standard = needs.get(ComputeClass.STANDARD, 0)
-    preemptible = needs.get(ComputeClass.PREEMPTIBLE, 0)
-    first = needs.get(ComputeClass.PREEMPTIBLE_FIRST, 0)
+    standard, preemptible, first = (
+        sorted(needs.get(c, ()), reverse=True)
+        for c in (ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, ComputeClass.PREEMPTIBLE_FIRST)
+    )
     has = (
         f"the cluster has {capacity.allocated_preemptible_gpus} of its {capacity.desired_preemptible_gpus} "
         f"desired preemptible GPUs allocated and {capacity.standard_gpus} standard"
     )
+    standard_free = _nodes(capacity.standard_gpus)
+    preemptible_free = _nodes(capacity.allocated_preemptible_gpus)
+    standard_left = _place(standard, standard_free)
+    standard_room = list(standard_free)
+    preemptible_left = _place(preemptible, preemptible_free)
+    first_on_standard = _place(first, preemptible_free)
+    first_left = _place(first_on_standard, standard_free)
+
+    # What the refill would place: every desired preemptible node, beside the standard room there is now.
+    refilled = _nodes(capacity.desired_preemptible_gpus)
+    refill_places_preemptible = not _place(preemptible, refilled)
+    refill_places_first = not _place(_place(first, refilled), standard_room)
+
     problems: list[str] = []
     fixes: list[str] = []
-    if standard > capacity.standard_gpus:
-        problems.append(f"{standard} standard {gpu} GPUs")
+    if standard_left:
+        problems.append(f"{sum(standard)} standard {gpu} GPUs")
         fixes.append("raise the cluster's num_gpus")
-    if preemptible > capacity.allocated_preemptible_gpus:
-        problems.append(f"{preemptible} preemptible {gpu} GPUs")
-        if preemptible <= capacity.desired_preemptible_gpus:
-            fixes.append("wait for the refill")
-        else:
-            fixes.append("raise the cluster's num_preemptible_gpus")
+    if preemptible_left:
+        problems.append(f"{sum(preemptible)} preemptible {gpu} GPUs")
+        fixes.append(
+            "wait for the refill" if refill_places_preemptible else "raise the cluster's num_preemptible_gpus"
+        )
         fixes.append(
             "use compute_class=ComputeClass.PREEMPTIBLE_FIRST to run on idle standard GPUs meanwhile"
         )
-    preemptible_room = max(capacity.allocated_preemptible_gpus - preemptible, 0)
-    standard_room = max(capacity.standard_gpus - standard, 0)
-    on_standard = max(first - preemptible_room, 0)
-    if on_standard > standard_room:
-        problems.append(f"{first} preemptible-first {gpu} GPUs")
-        if first <= capacity.desired_preemptible_gpus + standard_room:
+    if first_left:
+        problems.append(f"{sum(first)} preemptible-first {gpu} GPUs")
+        if refill_places_first:
             fixes.append("wait for the refill")
     if problems:
         fixes.append("lower its size")
@@ -157,12 +168,31 @@ def placement_verdict(
             warning=f"{subject} cannot be placed now: it needs {' and '.join(problems)} at once, {has}; what "
             f"does not fit waits Pending (pulumi up does not wait for it): {_either(fixes)}"
         )
-    if on_standard:
+    if first_on_standard:
         return PlacementVerdict(
-            note=f"{subject}: {on_standard} of its {first} preemptible-first {gpu} GPUs run on standard GPUs "
-            f"at full price until preemptible capacity returns ({has})"
+            note=f"{subject}: {sum(first_on_standard)} of its {sum(first)} preemptible-first {gpu} GPUs run on "
+            f"standard GPUs at full price until preemptible capacity returns ({has})"
         )
     return PlacementVerdict()
+
+
+def _nodes(gpus: int) -> list[int]:
+    """The free GPUs of each node of a class with ``gpus`` GPUs (whole nodes of GPUS_PER_NODE)."""
+    return [GPUS_PER_NODE] * (gpus // GPUS_PER_NODE)
+
+
+def _place(pods: Sequence[int], free: list[int]) -> list[int]:
+    """Place ``pods`` (GPUs each, in this order) on the nodes of ``free``, first fit, taking their GPUs out of
+    ``free``; the pods that found no node. A pod's GPUs are on one node, so 8 GPUs free over two nodes do
+    not take a pod of 8."""
+    left: list[int] = []
+    for gpus in pods:
+        node = next((i for i, room in enumerate(free) if room >= gpus), None)
+        if node is None:
+            left.append(gpus)
+        else:
+            free[node] -= gpus
+    return left
 
 
 def _either(fixes: list[str]) -> str:

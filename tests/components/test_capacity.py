@@ -42,14 +42,17 @@ STANDARD, PREEMPTIBLE, FIRST = ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, 
 @pytest.mark.parametrize(
     ("objects", "needs"),
     [
-        (manifests.batch_inference("i", BatchInferenceArgs(container=EIGHT, replicas=3)), {PREEMPTIBLE: 24}),
+        (
+            manifests.batch_inference("i", BatchInferenceArgs(container=EIGHT, replicas=3)),
+            {PREEMPTIBLE: [8] * 3},
+        ),
         (
             manifests.batch_inference(
                 "i", BatchInferenceArgs(container=EIGHT, replicas=2, compute_class=STANDARD)
             ),
-            {STANDARD: 16},
+            {STANDARD: [8] * 2},
         ),
-        (manifests.batch_job("j", BatchJobArgs(container=EIGHT, checkpoint=SHARED)), {PREEMPTIBLE: 8}),
+        (manifests.batch_job("j", BatchJobArgs(container=EIGHT, checkpoint=SHARED)), {PREEMPTIBLE: [8]}),
         (
             manifests.batch_job(
                 "j",
@@ -61,13 +64,13 @@ STANDARD, PREEMPTIBLE, FIRST = ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, 
                     fresh_job_per_attempt=False,
                 ),
             ),
-            {PREEMPTIBLE: 16},
+            {PREEMPTIBLE: [8] * 2},
         ),
         (
             manifests.sweep(
                 "s", SweepArgs(container=EIGHT, trials=({"a": 1}, {"a": 2}, {"a": 3}), checkpoint=SHARED)
             ),
-            {PREEMPTIBLE: 24},
+            {PREEMPTIBLE: [8] * 3},
         ),
         (
             manifests.sweep(
@@ -80,7 +83,7 @@ STANDARD, PREEMPTIBLE, FIRST = ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, 
                     fresh_job_per_attempt=False,
                 ),
             ),
-            {PREEMPTIBLE: 16},
+            {PREEMPTIBLE: [8] * 2},
         ),
         (
             manifests.training_run(
@@ -92,7 +95,7 @@ STANDARD, PREEMPTIBLE, FIRST = ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, 
                     checkpoint=SHARED,
                 ),
             ),
-            {STANDARD: 1, PREEMPTIBLE: 16},
+            {STANDARD: [1], PREEMPTIBLE: [8] * 2},
         ),
         (manifests.batch_job("j", BatchJobArgs(container=NONE, checkpoint=SHARED)), {}),
     ],
@@ -117,19 +120,19 @@ def test_preemptible_first_pods_need_preemptible_first_gpus() -> None:
     inference = manifests.batch_inference(
         "i", BatchInferenceArgs(container=EIGHT, replicas=2, compute_class=FIRST)
     )
-    assert gpu_needs(inference) == {FIRST: 16}
+    assert gpu_needs(inference) == {FIRST: [8] * 2}
     run = TrainingRunArgs(
         coordinator=NONE, worker=EIGHT, num_workers=3, checkpoint=SHARED, worker_compute_class=FIRST
     )
-    assert gpu_needs(manifests.training_run("r", run)) == {FIRST: 24}
+    assert gpu_needs(manifests.training_run("r", run)) == {FIRST: [8] * 3}
 
 
 def test_the_placement_label_decides_over_the_pod_spec() -> None:
     deployment = manifests.batch_inference("i", BatchInferenceArgs(container=EIGHT, replicas=2))[0]
     deployment["spec"]["template"]["metadata"]["labels"][PLACEMENT_LABEL] = STANDARD.value
-    assert gpu_needs([deployment]) == {STANDARD: 16}
+    assert gpu_needs([deployment]) == {STANDARD: [8] * 2}
     del deployment["spec"]["template"]["metadata"]["labels"][PLACEMENT_LABEL]  # a placement made by hand
-    assert gpu_needs([deployment]) == {PREEMPTIBLE: 16}
+    assert gpu_needs([deployment]) == {PREEMPTIBLE: [8] * 2}
 
 
 # --- the verdict ----------------------------------------------------------------------------------
@@ -142,7 +145,9 @@ FULL = ClusterCapacity(
 )
 
 
-def verdict(needs: dict[ComputeClass, int], capacity: ClusterCapacity | None = SHORT) -> PlacementVerdict:
+def verdict(
+    needs: dict[ComputeClass, list[int]], capacity: ClusterCapacity | None = SHORT
+) -> PlacementVerdict:
     assert capacity is not None
     return placement_verdict("BatchInference 'infer'", needs, capacity)
 
@@ -150,7 +155,7 @@ def verdict(needs: dict[ComputeClass, int], capacity: ClusterCapacity | None = S
 def test_preemptible_work_with_no_preemptible_gpus_is_warned_of_with_what_the_cluster_has_and_what_to_do() -> (
     None
 ):
-    assert verdict({PREEMPTIBLE: 8}) == PlacementVerdict(
+    assert verdict({PREEMPTIBLE: [8]}) == PlacementVerdict(
         warning="BatchInference 'infer' cannot be placed now: it needs 8 preemptible H100_SXM GPUs at once, the "
         "cluster has 0 of its 16 desired preemptible GPUs allocated and 8 standard; what does not fit waits "
         "Pending (pulumi up does not wait for it): wait for the refill, use compute_class=ComputeClass.PREEMPTIBLE_FIRST to run "
@@ -159,12 +164,12 @@ def test_preemptible_work_with_no_preemptible_gpus_is_warned_of_with_what_the_cl
 
 
 def test_work_that_fits_is_not_warned_of() -> None:
-    assert verdict({PREEMPTIBLE: 16, STANDARD: 8}, FULL) == PlacementVerdict()
+    assert verdict({PREEMPTIBLE: [8] * 2, STANDARD: [8]}, FULL) == PlacementVerdict()
     assert verdict({}) == PlacementVerdict()
 
 
 def test_more_than_the_preemptible_target_is_not_told_to_wait_for_a_refill_that_cannot_cover_it() -> None:
-    warning = verdict({PREEMPTIBLE: 24}, FULL).warning
+    warning = verdict({PREEMPTIBLE: [8] * 3}, FULL).warning
     assert warning is not None
     assert "needs 24 preemptible H100_SXM GPUs" in warning
     assert "wait for the refill" not in warning
@@ -172,13 +177,13 @@ def test_more_than_the_preemptible_target_is_not_told_to_wait_for_a_refill_that_
 
 
 def test_more_standard_gpus_than_the_cluster_has_is_warned_of() -> None:
-    warning = verdict({STANDARD: 16}, FULL).warning
+    warning = verdict({STANDARD: [8] * 2}, FULL).warning
     assert warning is not None and "needs 16 standard H100_SXM GPUs" in warning
     assert "raise the cluster's num_gpus" in warning and "PREEMPTIBLE_FIRST" not in warning
 
 
 def test_preemptible_first_work_covered_by_standard_gpus_gets_a_note_of_the_price_not_a_warning() -> None:
-    assert verdict({FIRST: 8}) == PlacementVerdict(
+    assert verdict({FIRST: [8]}) == PlacementVerdict(
         note="BatchInference 'infer': 8 of its 8 preemptible-first H100_SXM GPUs run on standard GPUs at full "
         "price until preemptible capacity returns (the cluster has 0 of its 16 desired preemptible GPUs "
         "allocated and 8 standard)"
@@ -186,24 +191,33 @@ def test_preemptible_first_work_covered_by_standard_gpus_gets_a_note_of_the_pric
     partly = ClusterCapacity(
         "H100_SXM", standard_gpus=8, desired_preemptible_gpus=16, allocated_preemptible_gpus=8
     )
-    assert verdict({FIRST: 16}, partly).note is not None and "8 of its 16" in str(
-        verdict({FIRST: 16}, partly).note
+    assert verdict({FIRST: [8] * 2}, partly).note is not None and "8 of its 16" in str(
+        verdict({FIRST: [8] * 2}, partly).note
     )
-    assert verdict({FIRST: 16}, FULL) == PlacementVerdict()
+    assert verdict({FIRST: [8] * 2}, FULL) == PlacementVerdict()
 
 
 def test_preemptible_first_work_takes_only_the_room_the_workloads_other_pods_leave() -> None:
     # The coordinator's standard GPUs and the workers' preemptible ones come first.
-    assert verdict({STANDARD: 8, FIRST: 8}).warning is not None
-    assert verdict({PREEMPTIBLE: 16, FIRST: 8}, FULL).note is not None
+    assert verdict({STANDARD: [8], FIRST: [8]}).warning is not None
+    assert verdict({PREEMPTIBLE: [8] * 2, FIRST: [8]}, FULL).note is not None
 
 
 def test_preemptible_first_work_beyond_both_is_warned_of() -> None:
-    warning = verdict({FIRST: 16}).warning
+    warning = verdict({FIRST: [8] * 2}).warning
     assert warning is not None and "needs 16 preemptible-first H100_SXM GPUs" in warning
     assert "wait for the refill" in warning and "PREEMPTIBLE_FIRST to run" not in warning
-    beyond = verdict({FIRST: 32}).warning
+    beyond = verdict({FIRST: [8] * 4}).warning
     assert beyond is not None and "wait for the refill" not in beyond and beyond.endswith("lower its size")
+
+
+def test_a_pod_needs_its_gpus_on_one_node() -> None:
+    # 15 GPUs of 16 allocated, but three pods of 5 find only two nodes of 8 with room.
+    warning = verdict({PREEMPTIBLE: [5, 5, 5]}, FULL).warning
+    assert warning is not None and "needs 15 preemptible H100_SXM GPUs" in warning
+    assert "raise the cluster's num_preemptible_gpus" in warning  # the refill's two nodes would not take them
+    assert verdict({PREEMPTIBLE: [4, 4, 4, 4]}, FULL) == PlacementVerdict()
+    assert verdict({PREEMPTIBLE: [3, 3, 5, 5]}, FULL) == PlacementVerdict()  # largest first: 5+3 per node
 
 
 def test_a_cluster_whose_counts_are_not_known_gives_no_verdict() -> None:
