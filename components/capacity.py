@@ -137,8 +137,8 @@ def placement_verdict(
     standard_left = _place(standard, standard_free)
     standard_room = list(standard_free)
     preemptible_left = _place(preemptible, preemptible_free)
-    first_on_standard = _place(first, preemptible_free)
-    first_left = _place(first_on_standard, standard_free)
+    first_past_preemptible = _place(first, preemptible_free)
+    first_left = _place(first_past_preemptible, standard_free)
 
     # What the refill would place: every desired preemptible node, beside the standard room there is now.
     refilled = _nodes(capacity.desired_preemptible_gpus)
@@ -168,9 +168,9 @@ def placement_verdict(
             warning=f"{subject} cannot be placed now: it needs {' and '.join(problems)} at once, {has}; what "
             f"does not fit waits Pending (pulumi up does not wait for it): {_either(fixes)}"
         )
-    if first_on_standard:
+    if first_past_preemptible:
         return PlacementVerdict(
-            note=f"{subject}: {sum(first_on_standard)} of its {sum(first)} preemptible-first {gpu} GPUs run on "
+            note=f"{subject}: {sum(first_past_preemptible)} of its {sum(first)} preemptible-first {gpu} GPUs run on "
             f"standard GPUs at full price until preemptible capacity returns ({has})"
         )
     return PlacementVerdict()
