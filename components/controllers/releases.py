@@ -80,6 +80,8 @@ class ClusterControllersArgs:
     """Install the descheduler (v0.36.0, with its chart's default policy): declared, not yet exercised."""
     chart_source: str | None = None
     """``None``: the official registries; ``oci://...`` or ``https://...``: a mirror; else a local folder."""
+    priority_classes: bool = True
+    """Install the PriorityClass ``PREEMPTIBLE_FIRST`` pods run at (:mod:`.priorities`), unless the cluster has it."""
     kueue_settings: KueueSettings = field(default_factory=KueueSettings)
     """How the installed Kueue requeues a workload that lost its pods (see :class:`KueueSettings`)."""
 

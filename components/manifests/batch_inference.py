@@ -11,6 +11,7 @@ from ..args import BatchInferenceArgs
 from ..checkpoint import contract
 from ..placement import placement_for
 from ..violations import Violation, argument_violation
+from .awaiting import DEPLOYMENT_ACCEPTED_ANNOTATIONS
 from .checks import at_least, container_violations, refuse_invalid, shared_settings_violations
 from .common import (
     Manifest,
@@ -95,13 +96,16 @@ def _deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
+        "metadata": {
+            **object_metadata(deployment_name, args.pod.namespace, labels),
+            "annotations": dict(DEPLOYMENT_ACCEPTED_ANNOTATIONS),
+        },
         "spec": {
             "replicas": args.replicas,
             "selector": {"matchLabels": dict(selector)},
             "template": {
                 "metadata": template_metadata_of(
-                    pod_labels_of(labels, args.placement.critical), pod_annotations(args.container)
+                    pod_labels_of(labels, args.placement.critical, placement), pod_annotations(args.container)
                 ),
                 "spec": pod_spec(
                     [main],

@@ -10,8 +10,9 @@ from together_clusters.platform import ComputeClass
 
 from ..args import TrainingRunArgs, queue_name_of
 from ..checkpoint import contract
-from ..placement import placement_for, standard_placement
+from ..placement import Placement, placement_for
 from ..violations import Violation
+from .awaiting import DEPLOYMENT_ACCEPTED_ANNOTATIONS
 from .checkpoints import CheckpointBinding, checkpoint_binding
 from .checks import (
     at_least,
@@ -36,6 +37,9 @@ from .jobs import AttemptLimits, attempt_job_set, plain_job
 from .pods import container, job_pod_spec, pod_spec
 from .run_keys import run_definition, run_key
 from .workload_queue import submitted_to
+
+CRITICAL_PLACEMENT = placement_for(ComputeClass.STANDARD)
+"""The coordinator's and the login pod's: standard nodes, never preempted."""
 
 
 def coordinator_host(service_name: str, namespace: str | None) -> str:
@@ -198,9 +202,9 @@ def _coordinator_job(run: _Run, args: TrainingRunArgs) -> Manifest:
         run.coordinator_service,
         args.pod.namespace,
         labels,
-        pod_labels_of(labels, critical=True),
+        pod_labels_of(labels, critical=True, placement=CRITICAL_PLACEMENT),
         job_pod_spec(
-            coordinator_container, args.coordinator, standard_placement(), args.pod, run.storage.volumes
+            coordinator_container, args.coordinator, CRITICAL_PLACEMENT, args.pod, run.storage.volumes
         ),
         {"backoffLimit": args.retries.backoff_limit, "completions": 1, "parallelism": 1},
         args.retries.non_retriable_exit_codes,
@@ -222,7 +226,7 @@ def _worker_pod(run: _Run, args: TrainingRunArgs, rank: Manifest) -> Manifest:
     pod = job_pod_spec(
         worker_container,
         worker_spec,
-        placement_for(ComputeClass.PREEMPTIBLE, selector_for(run.name, "worker"), args.preemptible_taint),
+        _worker_placement(run, args),
         args.pod,
         run.storage.volumes,
     )
@@ -232,32 +236,39 @@ def _worker_pod(run: _Run, args: TrainingRunArgs, rank: Manifest) -> Manifest:
     return pod
 
 
+def _worker_placement(run: _Run, args: TrainingRunArgs) -> Placement:
+    return placement_for(args.worker_compute_class, selector_for(run.name, "worker"), args.preemptible_taint)
+
+
 def _workers(run: _Run, args: TrainingRunArgs) -> list[Manifest]:
     """One attempt JobSet per worker (``fresh_job_per_attempt``), or one Indexed Job for all of them; under
     a queue, one workload holding every worker (see :func:`_queued_workers`)."""
     labels = labels_for(run.name, "worker", args.pod.labels)
+    pod_labels = pod_labels_of(labels, critical=False, placement=_worker_placement(run, args))
     queue = queue_name_of(args.queue)
     if queue is not None and args.retries.fresh_job_per_attempt:
-        return [submitted_to(_queued_workers(run, args, labels), queue)]
+        return [submitted_to(_queued_workers(run, args, labels, pod_labels), queue)]
     if queue is not None:
-        return [submitted_to(job, queue) for job in _indexed_workers(run, args, labels)]
+        return [submitted_to(job, queue) for job in _indexed_workers(run, args, labels, pod_labels)]
     if args.retries.fresh_job_per_attempt:
         return [
             attempt_job_set(
                 f"{run.workers_service}-{rank}",
                 args.pod.namespace,
                 labels,
-                labels,
+                pod_labels,
                 _worker_pod(run, args, env_entry(contract.ENV_WORKER_RANK, str(rank))),
                 pod_annotations(args.worker),
                 AttemptLimits.one_pod(args.retries.backoff_limit, args.retries.non_retriable_exit_codes),
             )
             for rank in range(args.num_workers)
         ]
-    return _indexed_workers(run, args, labels)
+    return _indexed_workers(run, args, labels, pod_labels)
 
 
-def _queued_workers(run: _Run, args: TrainingRunArgs, labels: Mapping[str, str]) -> Manifest:
+def _queued_workers(
+    run: _Run, args: TrainingRunArgs, labels: Mapping[str, str], pod_labels: Mapping[str, str]
+) -> Manifest:
     """Every worker in one attempt JobSet (one Job, an index per worker): one Kueue workload, so the run is
     admitted whole or not at all, never half-placed holding GPUs. A preempted worker fails that Job and the
     JobSet recreates it whole (the workers' rendezvous restarts from the last checkpoint anyway)."""
@@ -271,20 +282,22 @@ def _queued_workers(run: _Run, args: TrainingRunArgs, labels: Mapping[str, str])
         run.workers_service,
         args.pod.namespace,
         labels,
-        labels,
+        pod_labels,
         _worker_pod(run, args, index_env_entry(contract.ENV_WORKER_RANK)),
         pod_annotations(args.worker),
         limits,
     )
 
 
-def _indexed_workers(run: _Run, args: TrainingRunArgs, labels: Mapping[str, str]) -> list[Manifest]:
+def _indexed_workers(
+    run: _Run, args: TrainingRunArgs, labels: Mapping[str, str], pod_labels: Mapping[str, str]
+) -> list[Manifest]:
     return [
         plain_job(
             run.workers_service,
             args.pod.namespace,
             labels,
-            labels,
+            pod_labels,
             _worker_pod(run, args, index_env_entry(contract.ENV_WORKER_RANK)),
             {
                 "completionMode": "Indexed",
@@ -331,17 +344,21 @@ def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest], storage: Ch
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": object_metadata(f"{run}-login", args.pod.namespace, labels),
+        "metadata": {
+            **object_metadata(f"{run}-login", args.pod.namespace, labels),
+            "annotations": dict(DEPLOYMENT_ACCEPTED_ANNOTATIONS),
+        },
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": selector_for(run, "login")},
             "template": {
                 "metadata": template_metadata_of(
-                    pod_labels_of(labels, critical=True), pod_annotations(args.login)
+                    pod_labels_of(labels, critical=True, placement=CRITICAL_PLACEMENT),
+                    pod_annotations(args.login),
                 ),
                 "spec": pod_spec(
                     [container(args.login, env, mounts)],
-                    standard_placement(),
+                    CRITICAL_PLACEMENT,
                     args.pod.grace_period_seconds,
                     storage.volumes,
                     service_account_name=args.pod.service_account_name,
