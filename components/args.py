@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from together_clusters.platform import (
     DEFAULT_PREEMPTIBLE_TAINT,
@@ -31,9 +31,6 @@ from together_clusters.platform import (
     ComputeClass,
     Taint,
 )
-
-if TYPE_CHECKING:
-    import pulumi
 
 
 @dataclass(frozen=True)
@@ -541,8 +538,10 @@ class WorkloadQueueArgs:
     component's name). ``preemptible_taint``: the taint preemptible nodes carry (``None``: untainted).
     """
 
-    standard_gpus: int | pulumi.Output[int]
-    preemptible_gpus: int | pulumi.Output[int]
+    standard_gpus: Any
+    """An int, or an output of one (``cluster.num_gpus``)."""
+    preemptible_gpus: Any
+    """An int, or an output of one (``cluster.num_preemptible_gpus``)."""
     reserve_standard_gpus: int = 0
     namespace: str = "default"
     queue_name: str | None = None

@@ -214,6 +214,19 @@ GPUs, what the cluster is sized in; CPU and memory are left to the scheduler (an
 which still fits every requested resource on real nodes)."""
 
 
+KUEUE_FEATURES_OFF = (
+    "TASFailedNodeReplacement",
+    "TASFailedNodeReplacementFailFast",
+    "TASReplaceNodeOnPodTermination",
+    "TASReplaceNodeOnNodeTaints",
+)
+"""Kueue features turned off (all beta, on by default in v0.17.0): replacing a preempted node in place.
+Seen on the twin: a preempted JobSet's new pod was ungated to the node on its way out, stayed Pending once it
+was gone, and Kueue's workload controller skips a workload with nodes to replace, so its PodsReady timeout
+never fired. Without them, a workload whose pods do not all run again within the timeout is evicted and
+requeued whole, and its next admission tries preemptible then standard afresh."""
+
+
 def kueue_manager_config(settings: KueueSettings) -> dict[str, Any]:
     """Kueue's manager configuration (``config.kueue.x-k8s.io/v1beta2``): the chart's defaults for the
     manager itself, the components' frameworks, and the requeuing of :class:`KueueSettings`."""
@@ -225,6 +238,7 @@ def kueue_manager_config(settings: KueueSettings) -> dict[str, Any]:
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "clientConnection": {"qps": 50, "burst": 100},
+        "featureGates": dict.fromkeys(KUEUE_FEATURES_OFF, False),
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
         "resources": {"excludeResourcePrefixes": list(KUEUE_UNCOUNTED_RESOURCES)},
         "waitForPodsReady": {

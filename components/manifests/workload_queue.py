@@ -68,9 +68,9 @@ def workload_queue(
     refuse_invalid(f"WorkloadQueue {name!r}", argument_violations(args))
     queue = args.queue_name or name
     if standard is None:
-        standard = standard_quota(int(args.standard_gpus), args.reserve_standard_gpus)  # type: ignore[arg-type]
+        standard = standard_quota(int(args.standard_gpus), args.reserve_standard_gpus)
     if preemptible is None:
-        preemptible = int(args.preemptible_gpus)  # type: ignore[arg-type]
+        preemptible = int(args.preemptible_gpus)
     labels = {"app.kubernetes.io/name": queue, "app.kubernetes.io/managed-by": "pulumi"}
     topology = f"{queue}-nodes"
     quotas = {ComputeClass.PREEMPTIBLE: preemptible, ComputeClass.STANDARD: standard}

@@ -22,7 +22,6 @@ from together_clusters.components import (
     ClusterControllersArgs,
     ContainerSpec,
     SharedVolume,
-    _shell,
     kube,
     provider_for,
 )
@@ -202,35 +201,6 @@ def test_the_objects_a_chart_renders_are_marked_with_the_stack_and_go_with_the_c
 
 
 # --- the component under mocks ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, dict[str, str]]]:
-    """The CRDs the mocked cluster serves, with their annotations (empty: a bare cluster)."""
-    crds: dict[str, dict[str, str]] = {}
-    monkeypatch.setattr(detection, "installed_crds", lambda kubeconfig: crds)
-    yield crds
-
-
-@pytest.fixture
-def notes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    said: list[str] = []
-    monkeypatch.setattr(pulumi.log, "info", lambda message, *args, **kwargs: said.append(message))
-    return said
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The ``depends_on`` each object of a component was created with, by resource name."""
-    seen: dict[str, Any] = {}
-    create = kube.create
-
-    def recording(resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> Any:
-        seen[resource_name] = opts.depends_on
-        return create(resource_name, manifest, opts)
-
-    monkeypatch.setattr(_shell.kube, "create", recording)
-    return seen
 
 
 def charts(program: Program) -> list[dict[str, Any]]:

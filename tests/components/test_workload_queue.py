@@ -5,7 +5,6 @@ a TrainingRun's workers as one workload), also under Pulumi's mocks."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -23,13 +22,11 @@ from together_clusters.components import (
     TrainingRunArgs,
     WorkloadQueue,
     WorkloadQueueArgs,
-    _shell,
     kube,
     manifests,
     provider_for,
 )
 from together_clusters.components.controller_needs import needed_charts
-from together_clusters.components.controllers import detection
 from together_clusters.components.controllers.charts import KUEUE, QUEUE_NAME_LABEL
 from together_clusters.components.controllers.releases import kueue_manager_config, releases
 from together_clusters.components.manifests.workload_queue import workload_queue
@@ -111,6 +108,8 @@ def test_kueue_requeues_a_workload_that_lost_its_pods_with_backoff_and_never_dea
     }
     assert "backoffLimitCount" not in ready["requeuingStrategy"]  # null: requeued without end
     assert config["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]
+    # No in-place node replacement: a workload that lost a node is evicted and requeued whole, placed afresh.
+    assert config["featureGates"]["TASFailedNodeReplacement"] is False
 
 
 def test_the_kueue_release_carries_that_configuration_in_the_charts_own_value() -> None:
@@ -170,23 +169,8 @@ def test_a_queued_training_runs_workers_are_one_workload_so_it_is_admitted_whole
 # --- under Pulumi's mocks ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The ``depends_on`` each object was created with, by resource name."""
-    seen: dict[str, Any] = {}
-    create = kube.create
-
-    def recording(resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> Any:
-        seen[resource_name] = opts.depends_on
-        return create(resource_name, manifest, opts)
-
-    monkeypatch.setattr(_shell.kube, "create", recording)
-    monkeypatch.setattr(detection, "installed_crds", lambda kubeconfig: {})
-    return seen
-
-
 def test_a_workload_given_the_queue_component_waits_for_it_and_its_quotas_follow_outputs(
-    program: Program, waits: dict[str, Any]
+    program: Program, served: dict[str, Any], waits: dict[str, Any]
 ) -> None:
     def build() -> tuple[Any, Any]:
         p = provider_for("kubeconfig", controllers=ClusterControllersArgs(kueue=True))

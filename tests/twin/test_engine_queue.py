@@ -49,8 +49,8 @@ config = pulumi.Config()
 cluster = Cluster("gpu", ClusterArgs(cluster_name="queue", region={REGION!r}, gpu_type={GPU!r},
                                      num_gpus=8, num_preemptible_gpus=16, nvidia_version_id={DRIVER!r},
                                      ready_timeout_minutes=5))
-# Short timings: a workload whose pods are not all ready within 5 s is evicted and requeued 1-2 s later.
-kueue = KueueSettings(pods_ready_timeout_seconds=5, requeue_backoff_base_seconds=1, requeue_backoff_max_seconds=2)
+# Short timings: a workload whose pods are not all ready within 20 s is evicted and requeued 1-2 s later.
+kueue = KueueSettings(pods_ready_timeout_seconds=20, requeue_backoff_base_seconds=1, requeue_backoff_max_seconds=2)
 provider = provider_for(cluster, controllers=ClusterControllersArgs(kueue=True, chart_source={str(CHARTS)!r},
                                                                    kueue_settings=kueue))
 queue = WorkloadQueue("queue", WorkloadQueueArgs.following(cluster), opts=pulumi.ResourceOptions(provider=provider))
@@ -184,6 +184,10 @@ def test_a_queued_workload_preempted_five_times_is_admitted_again_each_time_neve
             assert condition(workload, "Admitted") is not None, workload
             assert (workload or {})["spec"].get("active", True) is True, workload
             assert condition(workload, "DeactivationTarget") is None, workload
+        requeued = ((workload or {}).get("status") or {}).get("requeueState") or {}
+        print(
+            f"\nqueued BatchJob, {PREEMPTIONS} preemptions: requeued {requeued.get('count', 0)} times, still active"
+        )
     finally:
         admin.close()
         api.close()
