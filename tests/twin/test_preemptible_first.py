@@ -96,6 +96,23 @@ def unschedulable(pod: client.V1Pod) -> bool:
     )
 
 
+def two_trials(name: str) -> list[dict[str, Any]]:
+    """A PREEMPTIBLE_FIRST Sweep of two 8-GPU trials (a node each)."""
+    sweep = SweepArgs(
+        container=ContainerSpec(image=IMAGE, gpus=8),
+        trials=({"lr": 0.1}, {"lr": 0.2}),
+        checkpoint=NONE,
+        sweep_name=name,
+        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+    )
+    return manifests.sweep(name, sweep)
+
+
+def both_running(cluster: TwinCluster, selector: str) -> list[tuple[str, str]] | None:
+    found = running_on(cluster, selector)
+    return found if len(found) == 2 else None
+
+
 TRIALS = "app.kubernetes.io/name=lr"
 PLAIN = "app.kubernetes.io/name=plain"
 SERVE = "app.kubernetes.io/name=serve"
@@ -160,14 +177,7 @@ def test_a_preemptible_first_sweep_starts_on_standard_at_once_and_on_preemptible
     )
     assert waiting.spec.node_name is None  # the standard node is free, and it may not take it
 
-    sweep = SweepArgs(
-        container=ContainerSpec(image=IMAGE, gpus=8),
-        trials=({"lr": 0.1}, {"lr": 0.2}),
-        checkpoint=NONE,
-        sweep_name="lr",
-        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
-    )
-    create_all(scarce, manifests.sweep("lr", sweep))
+    create_all(scarce, two_trials("lr"))
     (on_standard,) = wait_for(lambda: running_on(scarce, TRIALS) or None, "the first trial running")
     assert on_standard[1] == "standard"
     trial_pods = pods(scarce, TRIALS)
@@ -176,11 +186,7 @@ def test_a_preemptible_first_sweep_starts_on_standard_at_once_and_on_preemptible
 
     twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 16)
     scarce.wait_for_nodes(standard=1, preemptible=2, timeout=180)
-    placed = wait_for(
-        lambda: (lambda found: found if len(found) == 2 else None)(running_on(scarce, TRIALS)),
-        "both trials running",
-        timeout=180,
-    )
+    placed = wait_for(lambda: both_running(scarce, TRIALS), "both trials running", timeout=180)
     assert sorted(cls for _, cls in placed) == ["preemptible", "standard"]
     assert running_on(scarce, PLAIN)[0][1] == "preemptible"  # the plain job got its node too
     assert failed_workloads(scarce.api) == []
@@ -199,19 +205,9 @@ def test_a_preempted_preemptible_first_trial_runs_on_the_standard_node_at_once_i
     twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 0)
     scarce.wait_for_nodes(standard=1, preemptible=2)
 
-    sweep = SweepArgs(
-        container=ContainerSpec(image=IMAGE, gpus=8),
-        trials=({"lr": 0.3}, {"lr": 0.4}),
-        checkpoint=NONE,
-        sweep_name="exact",
-        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
-    )
-    create_all(scarce, manifests.sweep("exact", sweep))
+    create_all(scarce, two_trials("exact"))
     exact = "app.kubernetes.io/name=exact"
-    placed = wait_for(
-        lambda: (lambda found: found if len(found) == 2 else None)(running_on(scarce, exact)),
-        "both trials running",
-    )
+    placed = wait_for(lambda: both_running(scarce, exact), "both trials running")
     assert [cls for _, cls in placed] == ["preemptible", "preemptible"]  # preferred while there is room
 
     victim = scarce.next_victim()
