@@ -23,10 +23,20 @@ from tests import _engine
 from together_clusters.components.controllers.charts import KUEUE, QUEUE_NAME_LABEL
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
-from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE
 
 from ._programs import TRAINER
-from ._twin import DRIVER, GPU, REGION, Stack, drill_twin, node_classes, twin_stack, up, wait_for
+from ._twin import (
+    DRIVER,
+    GPU,
+    REGION,
+    Stack,
+    drill_twin,
+    kept_off_preemptible,
+    node_classes,
+    twin_stack,
+    up,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-queue-key-0123456789abcdef"
@@ -119,15 +129,7 @@ def test_kueue_comes_up_and_a_stockout_falls_through_to_the_standard_node(stack:
     (container,) = deployment.spec.template.spec.containers
     assert container.image == "registry.k8s.io/kueue/kueue:v0.17.0"
     # Kept off preemptible nodes, like every controller ClusterControllers installs.
-    (term,) = (
-        deployment.spec.template.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
-    )
-    (expression,) = term.match_expressions
-    assert (expression.key, expression.operator, expression.values) == (
-        COMPUTE_CLASS_LABEL,
-        "NotIn",
-        [PREEMPTIBLE],
-    )
+    assert kept_off_preemptible(deployment)
     assert "preemptible" not in node_classes(core).values()  # not one preemptible node
 
     # Kueue's webhook created the JobSet suspended; Kueue admitted it, preemptible quota free but no node.
