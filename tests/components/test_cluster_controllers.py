@@ -37,7 +37,7 @@ from together_clusters.components.controllers.releases import (
     releases,
 )
 from together_clusters.errors import ArgsError, MissingControllerError
-from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE
+from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE
 
 from .conftest import Program, normalise
 
@@ -362,3 +362,62 @@ def test_at_preview_a_hand_made_stack_is_refused_too(served: dict) -> None:
     pulumi.runtime.set_mocks(program.mocks, project="components-test", stack="test", preview=True)
     with pytest.raises(MissingControllerError, match="BatchJob 'ft' needs JobSet"):
         program.run(hand_made_stack)
+
+
+# --- the descheduler's move-back policy ---------------------------------------------------------------
+
+
+def descheduler_release(args: ClusterControllersArgs) -> Mapping[str, Any]:
+    (release,) = releases(args)
+    assert release.facts is DESCHEDULER
+    return release.values
+
+
+def test_the_descheduler_moves_only_preemptible_first_pods_back_at_most_once_per_interval() -> None:
+    values = descheduler_release(
+        ClusterControllersArgs(
+            jobset=False, descheduler=True, move_back_interval_seconds=600, descheduling_interval_seconds=30
+        )
+    )
+    # A Deployment that looks every interval (a CronJob starts a pod per run).
+    assert (values["kind"], values["deschedulingInterval"]) == ("Deployment", "30s")
+    (profile,) = values["deschedulerPolicy"]["profiles"]
+    # Its one strategy: pods whose preferred node affinity another node satisfies better.
+    assert profile["plugins"] == {"deschedule": {"enabled": ["RemovePodsViolatingNodeAffinity"]}}
+    plugins = {plugin["name"]: plugin.get("args") for plugin in profile["pluginConfig"]}
+    assert plugins["RemovePodsViolatingNodeAffinity"] == {
+        "nodeAffinityType": ["preferredDuringSchedulingIgnoredDuringExecution"]
+    }
+    evictor = plugins["DefaultEvictor"]
+    assert evictor["labelSelector"] == {"matchLabels": {PLACEMENT_LABEL: "preemptible-first"}}
+    assert evictor["minPodAge"] == "600s"
+    # Only when the pod fits on a preemptible node now, never while it is saving.
+    assert (evictor["nodeFit"], evictor["nodeSelector"]) == (True, f"{COMPUTE_CLASS_LABEL}={PREEMPTIBLE}")
+    assert evictor["noEvictionPolicy"] == "Mandatory"
+    # The release image and the standard-node affinity are kept beside the policy.
+    assert values["image"]["tag"] == "v0.36.0"
+    assert values["affinity"] == STANDARD_ONLY
+
+
+def test_the_move_back_policy_sets_only_values_the_descheduler_chart_declares() -> None:
+    folder = MODULE_CHARTS[DESCHEDULER.controller]
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not downloaded")
+    declared = yaml.safe_load((folder / "values.yaml").read_text())
+    values = descheduler_release(ClusterControllersArgs(jobset=False, descheduler=True))
+    assert set(values) <= set(declared)
+    assert declared["kind"] == "CronJob" and values["kind"] == "Deployment"
+    assert set(values["deschedulerPolicy"]) <= set(declared["deschedulerPolicy"])
+
+
+@pytest.mark.parametrize("value", [0, -60, 1.5, "1800", True])
+@pytest.mark.parametrize("field", ["move_back_interval_seconds", "descheduling_interval_seconds"])
+def test_an_interval_that_is_not_whole_seconds_above_zero_is_refused_in_one_line(
+    field: str, value: Any
+) -> None:
+    args = ClusterControllersArgs(jobset=False, descheduler=True, **{field: value})
+    with pytest.raises(
+        ArgsError, match=rf"{field}={value!r} is not a whole number of seconds above zero"
+    ) as refused:
+        releases(args)
+    assert "\n" not in str(refused.value) and f"set {field} to" in str(refused.value)
