@@ -182,6 +182,16 @@ def test_the_twins_copy_of_the_chart_is_the_pinned_one() -> None:
     assert release.reference.chart == str(folder / "jobset")
 
 
+def test_the_twins_copy_of_the_descheduler_chart_is_stamped_as_published() -> None:
+    # The module ships it as 0.35.0; a copy taken as it is would be refused as the wrong version.
+    folder = Path(__file__).resolve().parents[2] / ".kubernetes" / "charts"
+    if not (folder / "descheduler").is_dir():
+        pytest.skip("scripts/install-kubernetes has not copied the chart")
+    args = ClusterControllersArgs(jobset=False, descheduler=True, chart_source=str(folder))
+    (release,) = releases(args)
+    assert release.reference.chart == str(folder / "descheduler")
+
+
 def test_the_objects_a_chart_renders_are_marked_with_the_stack_and_go_with_the_cluster() -> None:
     cluster = pulumi.ComponentResource.__new__(pulumi.ComponentResource)  # a stand-in: only compared
     transform = chart_transform(THIS_STACK, cluster)

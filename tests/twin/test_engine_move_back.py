@@ -1,0 +1,274 @@
+"""Back to half price, on a bare twin with the real scheduler and the real descheduler: a PREEMPTIBLE_FIRST run
+that fell back to the standard node (the region had no preemptible capacity when the cluster was created) is
+moved back to a preemptible node once capacity returns, resumes from its checkpoint there, and nothing is
+counted as a failure; it is not moved before it is ``move_back_interval_seconds`` old.
+
+``ClusterControllers(descheduler=True)`` installs the descheduler's chart (the copy scripts/install-kubernetes
+takes from the pinned module) with the move-back policy, through a real ``pulumi up``; the twin runs its pod
+as the descheduler binary built from the same module. The run is a BatchJob whose pod is a real local process
+(tests/twin/workloads/train_loop.py on the checkpoint runtime).
+
+Oracles: the pods as the API server has them (node, ``DisruptionTarget`` condition and its reason, times), the
+Job's failed count, the replacement's log (the runtime's ``resumed step=`` line).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from tests import _engine
+from together_clusters.drift.drill_report import parse_resumed
+from together_clusters.emulator.kubernetes.options import TwinOptions
+
+from ._programs import local_process
+from ._twin import DRIVER, GPU, REGION, node_classes, twin_stack, up, wait_for
+
+pytestmark = [pytest.mark.engine, pytest.mark.twin]
+API_KEY = "tgp_v1_twin-move-back-0123456789abcdef"
+CHARTS = _engine.ROOT / ".kubernetes" / "charts"
+TRAIN_LOOP = Path(__file__).resolve().parent / "workloads" / "train_loop.py"
+MOVE_BACK_INTERVAL = 15
+"""Seconds (the cluster's real time): the youngest a fallback pod is moved back."""
+DESCHEDULING_INTERVAL = 5
+"""Seconds between the descheduler's looks."""
+SPEED = 60
+GRACE = 300 / SPEED
+"""The pod's grace period in real seconds (BatchJob's default 300 s at the emulator's speed)."""
+JOB = "train"
+SELECTOR = f"job-name={JOB}"
+
+# Until the lead's PREEMPTIBLE_FIRST placement lands, a transform gives the Job's pod what it will render: the
+# preferred affinity to preemptible nodes (weight 100), the preemptible toleration (kept from PREEMPTIBLE),
+# and the placement label the descheduler's policy selects.
+PROGRAM = f"""\
+import pulumi
+
+from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs
+from together_clusters.components import ClusterControllersArgs, ContainerSpec, SharedVolume, provider_for
+from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE
+from together_clusters.provider import Cluster, ClusterArgs
+
+cluster = Cluster("gpu", ClusterArgs(cluster_name="move-back", region={REGION!r}, gpu_type={GPU!r},
+                                     num_gpus=8, num_preemptible_gpus=8, nvidia_version_id={DRIVER!r},
+                                     ready_timeout_minutes=5))
+controllers = ClusterControllersArgs(
+    jobset=False,
+    descheduler=True,
+    chart_source={str(CHARTS)!r},
+    move_back_interval_seconds={MOVE_BACK_INTERVAL},
+    descheduling_interval_seconds={DESCHEDULING_INTERVAL},
+)
+provider = provider_for(cluster, controllers=controllers)
+store = CheckpointStore(
+    "checkpoints",
+    CheckpointStoreArgs(storage=SharedVolume(claim_name="checkpoints", size="100Gi")),
+    opts=pulumi.ResourceOptions(provider=provider),
+)
+
+
+def preemptible_first(args):
+    if args.type_ != "kubernetes:batch/v1:Job":
+        return None
+    spec = dict(args.props["spec"])
+    template = dict(spec["template"])
+    metadata = dict(template["metadata"])
+    metadata["labels"] = {{**metadata.get("labels", {{}}), PLACEMENT_LABEL: "preemptible-first"}}
+    preference = {{"matchExpressions": [{{"key": COMPUTE_CLASS_LABEL, "operator": "In", "values": [PREEMPTIBLE]}}]}}
+    affinity = {{"nodeAffinity": {{"preferredDuringSchedulingIgnoredDuringExecution": [
+        {{"weight": 100, "preference": preference}}]}}}}
+    pod_spec = {{**template["spec"], "affinity": affinity}}
+    pod_spec.pop("topologySpreadConstraints", None)
+    spec["template"] = {{**template, "metadata": metadata, "spec": pod_spec}}
+    return pulumi.ResourceTransformResult(props={{**args.props, "spec": spec}}, opts=args.opts)
+
+
+BatchJob(
+    {JOB!r},
+    BatchJobArgs(
+        container={local_process(TRAIN_LOOP)},
+        checkpoint=store.storage,
+        job_name={JOB!r},
+        namespace="default",
+        fresh_job_per_attempt=False,
+    ),
+    opts=pulumi.ResourceOptions(provider=provider, depends_on=[store], transforms=[preemptible_first]),
+)
+pulumi.export("kube_config", cluster.kube_config)
+pulumi.export("cluster_id", cluster.id)
+"""
+
+
+class Disruptions:
+    """Watches the run's pods and keeps each one's ``DisruptionTarget`` condition (reason and time) and when
+    its container ran and ended: the evicted pod is gone by the time a test looks (the Job deletes it).
+    The API's times are whole seconds."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._core = client.CoreV1Api(api)
+        self.disrupted: dict[str, tuple[str, datetime]] = {}
+        self.running: dict[str, datetime] = {}
+        self.ended: dict[str, datetime] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> Disruptions:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                stream = watch.Watch().stream(
+                    self._core.list_namespaced_pod, "default", label_selector=SELECTOR, timeout_seconds=10
+                )
+                for event in stream:
+                    pod = event["object"]
+                    uid = pod.metadata.uid
+                    for condition in pod.status.conditions or []:
+                        if condition.type == "DisruptionTarget" and condition.status == "True":
+                            self.disrupted.setdefault(uid, (condition.reason, condition.last_transition_time))
+                    for status in pod.status.container_statuses or []:
+                        if status.state.running and status.state.running.started_at:
+                            self.running.setdefault(uid, status.state.running.started_at)
+                        if status.state.terminated and status.state.terminated.finished_at:
+                            self.ended.setdefault(uid, status.state.terminated.finished_at)
+            except (ApiException, urllib3.exceptions.HTTPError):
+                self._stop.wait(0.5)
+
+
+def running_on(core: client.CoreV1Api, compute_class: str, besides: set[str]) -> Any:
+    """The run's pod that is running on a node of ``compute_class``, if it is none of ``besides``."""
+    classes = node_classes(core)
+    for pod in core.list_namespaced_pod("default", label_selector=SELECTOR).items:
+        if (
+            pod.status.phase == "Running"
+            and not pod.metadata.deletion_timestamp
+            and pod.metadata.uid not in besides
+            and classes.get(pod.spec.node_name) == compute_class
+        ):
+            return pod
+    return None
+
+
+def logged(core: client.CoreV1Api, pod: Any, wanted: Callable[[str], bool]) -> str | None:
+    try:
+        text = str(core.read_namespaced_pod_log(pod.metadata.name, "default", container="main"))
+    except ApiException:
+        return None
+    return text if wanted(text) else None
+
+
+def saved_once(core: client.CoreV1Api, pod: Any) -> None:
+    """Wait until the pod has trained long enough to have saved (train_loop saves every 20 steps of 0.05 s)."""
+    wait_for(lambda: logged(core, pod, lambda t: "training from" in t), f"{pod.metadata.name} to train")
+    time.sleep(2)
+
+
+def ready_preemptible_nodes(core: client.CoreV1Api) -> list[str] | None:
+    nodes = [
+        n.metadata.name
+        for n in core.list_node().items
+        if n.metadata.labels.get("together.ai/compute-class") == "preemptible"
+        and not n.spec.unschedulable
+        and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        and not any(t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or [])
+    ]
+    return nodes or None
+
+
+def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_resumes(
+    tmp_path: Path,
+) -> None:
+    if not (CHARTS / "descheduler" / "Chart.yaml").is_file():
+        pytest.skip("scripts/install-kubernetes has not copied the descheduler's chart")
+    options = TwinOptions(jobset=False, job_pod_failure_backoff="1s")
+    with twin_stack(tmp_path, "move-back", PROGRAM, API_KEY, options, speed=SPEED) as stack:
+        admin = stack.emulator.admin
+        admin.set_capacity(REGION, GPU, 0)  # a shortfall from the start: no preemptible node at all
+        api = up(stack)
+        core = client.CoreV1Api(api)
+        cluster_id = _engine.stack_outputs(stack.project, stack.env)["cluster_id"]
+        with Disruptions(api) as seen:
+            # Short of preemptible capacity, the run takes the idle standard node.
+            fallback = wait_for(lambda: running_on(core, "standard", set()), "the run on the standard node")
+            assert ready_preemptible_nodes(core) is None
+            saved_once(core, fallback)
+
+            # Capacity returns while the pod is young: the descheduler waits until it is old enough.
+            admin.set_capacity(REGION, GPU, 8)
+            wait_for(lambda: ready_preemptible_nodes(core), "the refilled preemptible node")
+            moved = wait_for(
+                lambda: running_on(core, "preemptible", {fallback.metadata.uid}),
+                "the run moved back to the preemptible node",
+                timeout=MOVE_BACK_INTERVAL + 6 * DESCHEDULING_INTERVAL + 60,
+            )
+            reason, evicted_at = seen.disrupted[fallback.metadata.uid]
+            assert reason == "EvictionByEvictionAPI"  # the descheduler's eviction, survived as a disruption
+            age = (evicted_at - fallback.metadata.creation_timestamp).total_seconds()
+            # Condition times are whole seconds.
+            assert age >= MOVE_BACK_INTERVAL - 1, f"moved back at {age:.1f} s old"
+            resumed = wait_for(
+                lambda: logged(core, moved, lambda t: parse_resumed(t) is not None), "the resumed line"
+            )
+            step = parse_resumed(resumed)
+            assert step is not None and step.step > 0, resumed
+            print(f"moved back at {age:.1f} s old, resumed from step {step.step}")
+
+            # Preempted there, with no capacity to refill: the replacement falls back to standard at once...
+            admin.set_capacity(REGION, GPU, 0)
+            admin.preempt(cluster_id)
+            again = wait_for(
+                lambda: running_on(core, "standard", {fallback.metadata.uid, moved.metadata.uid}),
+                "the replacement on the standard node",
+            )
+            saved_once(core, again)
+            # ...and once it is old enough to move, capacity returns: how long until it runs on preemptible.
+            old_enough = again.metadata.creation_timestamp.timestamp() + MOVE_BACK_INTERVAL
+            time.sleep(max(0.0, old_enough - time.time()))
+            refilled, refilled_at = time.monotonic(), datetime.now(UTC)
+            admin.set_capacity(REGION, GPU, 8)
+            back = wait_for(
+                lambda: running_on(
+                    core, "preemptible", {fallback.metadata.uid, moved.metadata.uid, again.metadata.uid}
+                ),
+                "the replacement moved back",
+                timeout=6 * DESCHEDULING_INTERVAL + 60,
+            )
+            elapsed = time.monotonic() - refilled
+            uid = again.metadata.uid
+            _, evicted_at = wait_for(lambda: seen.disrupted.get(uid), "the eviction's condition")
+            ended = wait_for(lambda: seen.ended.get(uid), "the evicted container's end")
+            started = wait_for(lambda: seen.running.get(back.metadata.uid), "the replacement's start")
+            waited, saving, starting = (
+                (evicted_at - refilled_at).total_seconds(),
+                (ended - evicted_at).total_seconds(),
+                (started - ended).total_seconds(),
+            )
+            print(
+                f"refill -> moved-back pod Running: {elapsed:.1f} s = {elapsed / DESCHEDULING_INTERVAL:.2f} "
+                f"descheduling intervals of {DESCHEDULING_INTERVAL} s (refill -> eviction ~{waited:.0f} s, "
+                f"eviction -> exit after the save ~{saving:.0f} s of a {GRACE:.0f} s grace, exit -> replacement "
+                f"Running ~{starting:.0f} s; whole seconds)"
+            )
+            # Within one interval of the refill (plus the node's arrival), the pod's save and its replacement's
+            # start (the Job's backoff, the scheduler, the process).
+            assert waited <= DESCHEDULING_INTERVAL + 2, waited
+            wait_for(lambda: logged(core, back, lambda t: parse_resumed(t) is not None), "the resumed line")
+
+        # Every move was a disruption the Job ignores: nothing counted as a failure.
+        job = client.BatchV1Api(api).read_namespaced_job(JOB, "default")
+        assert not job.status.failed, job.status
+        assert not [c for c in job.status.conditions or [] if c.type == "Failed" and c.status == "True"]
