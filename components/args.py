@@ -171,7 +171,9 @@ class CheckpointStoreArgs:
 class NodePlacement:
     """Which nodes a workload's pods run on. The code owns the choice; the platform owns the nodes.
 
-    ``compute_class``: preemptible (the default: cheaper, reclaimed with a grace period) or standard.
+    ``compute_class``: preemptible (the default: cheaper, reclaimed with a grace period), standard, or
+    preemptible-first (preemptible nodes when there is room, idle standard ones when there is not, yielding
+    them to any other pod: see :class:`~together_clusters.platform.ComputeClass`).
     ``critical=True`` marks pods that must never run on preemptible nodes (the guard refuses them there).
     ``preemptible_taint``: the taint the cluster's preemptible nodes carry (None when they carry none).
     """
@@ -485,6 +487,9 @@ class TrainingRunArgs(GroupedArgs):
     labels: InitVar[Mapping[str, str] | Unset] = UNSET
 
     _: KW_ONLY
+    worker_compute_class: ComputeClass = ComputeClass.PREEMPTIBLE
+    """Where the workers run: ``PREEMPTIBLE`` (the default) or ``PREEMPTIBLE_FIRST`` (standard nodes when
+    preemptible ones are short); the coordinator and login pod are always on standard nodes."""
     pod: PodSettings = field(default_factory=PodSettings)
     retries: Retries = field(default_factory=Retries)
     checkpointing: Checkpointing = field(default_factory=Checkpointing)

@@ -1,5 +1,6 @@
 """ClusterControllers: the controllers the components' objects need (JobSet), installed from their official
-Helm charts at pinned versions, unless the cluster already has them.
+Helm charts at pinned versions, unless the cluster already has them; and the PriorityClass ``PREEMPTIBLE_FIRST``
+pods run at (:mod:`.controllers.priorities`), decided the same way.
 
 How it decides, per controller, when the program runs (preview and up alike):
 
@@ -40,7 +41,8 @@ import pulumi_kubernetes as k8s
 from . import kube
 from ._shell import TYPE_PREFIX
 from .controllers.charts import ChartFacts
-from .controllers.detection import Finding, Presence, find
+from .controllers.detection import Finding, Presence, find, find_priority_class
+from .controllers.priorities import PRIORITY_CLASSES, PriorityClassFacts, priority_class_manifest
 from .controllers.releases import (
     CHART_SOURCE_CONFIG,
     INSTALLED_BY_ANNOTATION,
@@ -144,6 +146,8 @@ class ClusterControllers(pulumi.ComponentResource):
                     )
                 chart = self._install(name, release, this_stack, deleted_with)
                 outcome[release.facts.controller.value] = chart.urn.apply(lambda _: "installed")
+            for priority in PRIORITY_CLASSES.values() if args.priority_classes else ():
+                outcome[priority.name] = self._priority_class(name, priority, known, this_stack, deleted_with)
             return pulumi.Output.all(**outcome) if outcome else pulumi.Output.from_input({})
 
         self.installed = asked.apply(declare, run_with_unknowns=True)
@@ -151,6 +155,35 @@ class ClusterControllers(pulumi.ComponentResource):
         # waits for the charts (declared once the kubeconfig is known), so depends_on=[this] is enough.
         ready = pulumi.Stash(f"{name}-ready", input=self.installed, opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"installed": ready.input})
+
+    def _priority_class(
+        self,
+        name: str,
+        facts: PriorityClassFacts,
+        kubeconfig: str | None,
+        this_stack: str,
+        deleted_with: pulumi.Resource | None,
+    ) -> pulumi.Input[str]:
+        """Declare ``facts``' PriorityClass unless someone else's is there (then used, left alone, noted)."""
+        finding = find_priority_class(facts.name, kubeconfig, this_stack)
+        if finding.presence is Presence.THEIRS:
+            pulumi.log.info(
+                f"ClusterControllers {name!r}: the PriorityClass {facts.name} is already in the cluster (installed "
+                f"by {finding.installed_by or 'another'}): using it, not installing it",
+                resource=self,
+            )
+            return f"found, installed by {finding.installed_by or 'another'}"
+        manifest = marked(priority_class_manifest(facts), this_stack)
+        created = k8s.scheduling.v1.PriorityClass(
+            f"{name}-{facts.name}",
+            metadata=manifest["metadata"],
+            value=manifest["value"],
+            preemption_policy=manifest["preemptionPolicy"],
+            global_default=manifest["globalDefault"],
+            description=manifest["description"],
+            opts=pulumi.ResourceOptions(parent=self, deleted_with=deleted_with),
+        )
+        return created.urn.apply(lambda _: "installed")
 
     @staticmethod
     def _finding(facts: ChartFacts, kubeconfig: str | None, this_stack: str) -> Finding:

@@ -1,9 +1,10 @@
 """Which controllers a component's objects need, and the wait for them (or the error naming the fix).
 
-A component's objects of a kind some controller serves (a JobSet) wait for the
+A component's objects of a kind some controller serves (a JobSet), or whose pods name a PriorityClass the
+package installs (``PREEMPTIBLE_FIRST`` pods), wait for the
 :class:`~together_clusters.components.ClusterControllers` of their provider. A provider with none (one the
 program made itself, or ``provider_for(..., controllers=False)``) has its cluster asked at preview, when its
-kubeconfig is known: a needed CRD that is not served fails the preview with
+kubeconfig is known: a needed CRD that is not served (or PriorityClass that is not there) fails the preview with
 :class:`~together_clusters.errors.MissingControllerError`, one line naming the component, what it needs and
 how to add it. A cluster that cannot be asked is not refused: the API server then says it, at up.
 """
@@ -19,7 +20,8 @@ from together_clusters.errors import MissingControllerError
 
 from . import kube
 from .controllers.charts import NEEDED_BY_KIND, ChartFacts
-from .controllers.detection import Presence, find
+from .controllers.detection import Presence, find, find_priority_class
+from .controllers.priorities import PriorityClassFacts, needed_priority_classes
 
 
 class _MissingControllerShownOnOneLine(MissingControllerError, pulumi.RunError):
@@ -53,6 +55,24 @@ def missing(
     return _MissingControllerShownOnOneLine(owner, facts.title, facts.crd, the_fix(facts))
 
 
+def the_priority_fix(facts: PriorityClassFacts) -> str:
+    """How to give a cluster ``facts``' PriorityClass, as the error says it."""
+    return (
+        "add ClusterControllers('controllers', opts=pulumi.ResourceOptions(provider=<your provider>)) before it "
+        f"(from together_clusters.components), or use provider_for(cluster), or create the PriorityClass "
+        f"{facts.name} (value {facts.value}, preemptionPolicy {facts.preemption_policy}) yourself"
+    )
+
+
+def missing_priority_class(
+    owner: str, facts: PriorityClassFacts, kubeconfig: str | None, this_stack: str
+) -> MissingControllerError | None:
+    """The error for ``owner`` when the cluster of ``kubeconfig`` lacks ``facts``' PriorityClass, else ``None``."""
+    if find_priority_class(facts.name, kubeconfig, this_stack).presence is not Presence.ABSENT:
+        return None
+    return _MissingControllerShownOnOneLine(owner, facts.title, facts.object_path, the_priority_fix(facts))
+
+
 def wait_for_controllers(
     owner: str, manifests: Sequence[Mapping[str, Any]], opts: pulumi.ResourceOptions | None
 ) -> pulumi.Input[Sequence[pulumi.Input[pulumi.Resource]]] | None:
@@ -60,7 +80,8 @@ def wait_for_controllers(
     provider's ClusterControllers, or (none declared) a check of the cluster that raises
     :class:`MissingControllerError`. ``None`` when the objects need no controller."""
     needs = needed_charts(manifests)
-    if not needs:
+    priorities = needed_priority_classes(manifests)
+    if not needs and not priorities:
         return None
     controllers = kube.controllers_of(opts)
     if controllers is not None:
@@ -78,8 +99,11 @@ def wait_for_controllers(
 
     def check(kubeconfig: Any) -> list[pulumi.Resource]:
         known = kubeconfig if isinstance(kubeconfig, str) else None
-        for facts in needs:
-            error = missing(owner, facts, known, this_stack) if known is not None else None
+        if known is None:
+            return []
+        errors = [missing(owner, facts, known, this_stack) for facts in needs]
+        errors += [missing_priority_class(owner, facts, known, this_stack) for facts in priorities]
+        for error in errors:
             if error is not None:
                 raise error
         return []

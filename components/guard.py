@@ -13,7 +13,8 @@ taint (or preemptible nodes are not tainted, or only with PreferNoSchedule). For
 * bare Pods are refused: nothing recreates them after preemption.
 
 Anywhere: pods labelled critical must not be able to run on preemptible nodes, and S3 credentials
-must come from a Secret.
+must come from a Secret. A pod labelled ``together.ai/placement: preemptible-first`` must run at the fallback
+priority (so it yields a standard node to any other pod), and a critical pod never does.
 
 Each rule is a small function of one :class:`PodContext` (the pod spec and what surrounds it), and
 :data:`RULES` lists them all with the pods each applies to: a new rule is a function and a line there.
@@ -35,8 +36,11 @@ from together_clusters.platform import (
     CRITICAL_LABEL,
     DEFAULT_PREEMPTIBLE_TAINT,
     DISRUPTION_CONDITION,
+    FALLBACK_PRIORITY_CLASS,
     GRACE_PERIOD_LIMIT_SECONDS,
+    PLACEMENT_LABEL,
     PREEMPTIBLE,
+    ComputeClass,
     Taint,
 )
 
@@ -246,6 +250,8 @@ class PodContext:
     taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
     annotations: Mapping[str, Any] | None = None
     restarted_by_jobset: bool = False
+    placement: str | None = None
+    """The pod's :data:`PLACEMENT_LABEL`: the compute class its workload asked for (``None``: not said)."""
 
     @cached_property
     def grace_period(self) -> int:
@@ -354,6 +360,29 @@ def critical_off_preemptible(pod: PodContext) -> Iterator[Violation]:
             "preemptible nodes (a taint on them is not documented, so tolerations do not count)",
             f"use standard placement: required node affinity {COMPUTE_CLASS_LABEL} NotIn [{PREEMPTIBLE}] "
             "(compute_class=ComputeClass.STANDARD)",
+        )
+
+
+def fallback_yields(pod: PodContext) -> Iterator[Violation]:
+    """A preemptible-first pod runs on standard nodes only as a fallback: at the fallback priority, so a
+    critical pod takes the node back; and a critical pod is never at that priority, or it would yield."""
+    priority = pod.pod_spec.get("priorityClassName")
+    if pod.placement == ComputeClass.PREEMPTIBLE_FIRST and priority != FALLBACK_PRIORITY_CLASS:
+        yield pod.refuse(
+            "fallback-priority",
+            "priorityClassName",
+            priority,
+            f"a {ComputeClass.PREEMPTIBLE_FIRST} pod on a standard node would keep it from critical pods",
+            f"set priorityClassName: {FALLBACK_PRIORITY_CLASS} (compute_class=ComputeClass.PREEMPTIBLE_FIRST "
+            "does), or use compute_class=ComputeClass.STANDARD",
+        )
+    if pod.critical and priority == FALLBACK_PRIORITY_CLASS:
+        yield pod.refuse(
+            "fallback-priority",
+            "priorityClassName",
+            priority,
+            "a critical workload at the fallback priority is preempted by any pod that wants its node",
+            "remove priorityClassName, or drop critical=True",
         )
 
 
@@ -491,6 +520,7 @@ RULES: tuple[Rule, ...] = (
     Rule(Scope.EVERY_POD, grace_period_is_seconds),
     Rule(Scope.EVERY_POD, pre_stop_within_grace),
     Rule(Scope.EVERY_POD, critical_off_preemptible),
+    Rule(Scope.EVERY_POD, fallback_yields),
     Rule(Scope.PREEMPTIBLE, grace_period_within_limit),
     Rule(Scope.PREEMPTIBLE, no_bare_pod),
     Rule(Scope.PREEMPTIBLE_JOB, disruption_ignored_first),
@@ -600,12 +630,14 @@ def check_manifest(
     found: list[Violation] = []
     for found_template in pod_templates(obj):
         template_metadata = found_template.template.get("metadata") or {}
+        labels = template_metadata.get("labels") or {}
         found += check_pod_spec(
             PodContext(
                 found_template.template.get("spec") or {},
                 subject=subject,
                 field_prefix=f"{found_template.path}spec.",
-                critical=(template_metadata.get("labels") or {}).get(CRITICAL_LABEL) == "true",
+                critical=labels.get(CRITICAL_LABEL) == "true",
+                placement=labels.get(PLACEMENT_LABEL),
                 job_spec=found_template.job_spec,
                 job_field_prefix=found_template.job_path,
                 taint=taint,

@@ -1,4 +1,5 @@
-"""What a cluster already serves: is a controller's CustomResourceDefinition there, and who installed it.
+"""What a cluster already serves: is a controller's CustomResourceDefinition (or one of the package's
+PriorityClasses) there, and who installed it.
 
 :func:`classify` is pure; :func:`installed_crds` asks the cluster's API server (the ``kubernetes`` client,
 once per kubeconfig and program run). Honest about its limits: it looks at the CRD alone (a CRD left behind
@@ -12,6 +13,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 import yaml
 
@@ -58,9 +60,8 @@ class _ClusterUnanswered(Exception):
     """The cluster could not be asked; the message says why (internal: turned into a Finding)."""
 
 
-@functools.lru_cache(maxsize=16)
-def installed_crds(kubeconfig: str) -> Mapping[str, Mapping[str, str]]:
-    """The annotations of every CustomResourceDefinition the cluster serves, by name.
+def _listed(kubeconfig: str, what: str) -> list[Any]:
+    """The items of one cluster-wide list (``what``: ``crds`` or ``priority_classes``).
 
     Raises :class:`_ClusterUnanswered` when it cannot ask. A kubeconfig given as a path (as
     ``k8s.Provider(kubeconfig=...)`` accepts) is read from that file.
@@ -80,18 +81,52 @@ def installed_crds(kubeconfig: str) -> Mapping[str, Mapping[str, str]]:
         else:
             api = config.new_client_from_config(config_file=text.strip())
         with api:
-            listed = client.ApiextensionsV1Api(api).list_custom_resource_definition(
-                _request_timeout=REQUEST_TIMEOUT_SECONDS
-            )
+            listed: Any
+            if what == "crds":
+                listed = client.ApiextensionsV1Api(api).list_custom_resource_definition(
+                    _request_timeout=REQUEST_TIMEOUT_SECONDS
+                )
+            else:
+                listed = client.SchedulingV1Api(api).list_priority_class(
+                    _request_timeout=REQUEST_TIMEOUT_SECONDS
+                )
     except ApiException as error:
         raise _ClusterUnanswered(f"the API server answered {error.status} {error.reason}") from error
     except Exception as error:  # connection refused, DNS, TLS, a kubeconfig the client cannot use
         raise _ClusterUnanswered(f"{type(error).__name__}: {str(error).splitlines()[0][:200]}") from error
+    return list(listed.items)
+
+
+def _annotations_by_name(items: list[Any]) -> dict[str, Mapping[str, str]]:
     return {
-        str(crd.metadata.name): dict(crd.metadata.annotations or {})
-        for crd in listed.items
-        if crd.metadata is not None
+        str(item.metadata.name): dict(item.metadata.annotations or {})
+        for item in items
+        if item.metadata is not None
     }
+
+
+@functools.lru_cache(maxsize=16)
+def installed_crds(kubeconfig: str) -> Mapping[str, Mapping[str, str]]:
+    """The annotations of every CustomResourceDefinition the cluster serves, by name (once per kubeconfig
+    and program run). Raises :class:`_ClusterUnanswered` when it cannot ask."""
+    return _annotations_by_name(_listed(kubeconfig, "crds"))
+
+
+@functools.lru_cache(maxsize=16)
+def installed_priority_classes(kubeconfig: str) -> Mapping[str, Mapping[str, str]]:
+    """The annotations of every PriorityClass of the cluster, by name (once per kubeconfig and program run)."""
+    return _annotations_by_name(_listed(kubeconfig, "priority_classes"))
+
+
+def find_priority_class(name: str, kubeconfig: str | None, this_stack: str) -> Finding:
+    """What the cluster of ``kubeconfig`` says about the PriorityClass ``name`` (as :func:`find` for a CRD)."""
+    if kubeconfig is None:
+        return Finding(Presence.UNKNOWN, reason="the cluster's kubeconfig is not known yet")
+    try:
+        present = installed_priority_classes(kubeconfig)
+    except _ClusterUnanswered as error:
+        return Finding(Presence.UNKNOWN, reason=str(error))
+    return classify(present.get(name), this_stack)
 
 
 def find(crd: str, kubeconfig: str | None, this_stack: str) -> Finding:

@@ -71,6 +71,8 @@ class ClusterControllersArgs:
     preemptible room returns (once the pod is old enough)."""
     chart_source: str | None = None
     """``None``: the official registries; ``oci://...`` or ``https://...``: a mirror; else a local folder."""
+    priority_classes: bool = True
+    """Install the PriorityClass ``PREEMPTIBLE_FIRST`` pods run at (:mod:`.priorities`), unless the cluster has it."""
 
     def wanted(self) -> tuple[Controller, ...]:
         """The controllers asked for, in install order."""

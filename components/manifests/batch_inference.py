@@ -101,7 +101,7 @@ def _deployment(
             "selector": {"matchLabels": dict(selector)},
             "template": {
                 "metadata": template_metadata_of(
-                    pod_labels_of(labels, args.placement.critical), pod_annotations(args.container)
+                    pod_labels_of(labels, args.placement.critical, placement), pod_annotations(args.container)
                 ),
                 "spec": pod_spec(
                     [main],

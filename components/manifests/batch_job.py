@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..args import BatchJobArgs
-from ..placement import placement_for
+from ..placement import Placement, placement_for
 from ..violations import Violation
 from .checkpoints import CheckpointBinding, checkpoint_binding
 from .checks import (
@@ -43,8 +43,11 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
     job_name = args.job_name or name
     labels = labels_for(job_name, "batch", args.pod.labels)
     binding = _binding(job_name, args)
-    spec_of_pod = _pod_spec(job_name, args, binding)
-    pod_labels = pod_labels_of(labels, args.placement.critical)
+    placement = placement_for(
+        args.placement.compute_class, selector_for(job_name, "batch"), args.placement.preemptible_taint
+    )
+    spec_of_pod = _pod_spec(args, binding, placement)
+    pod_labels = pod_labels_of(labels, args.placement.critical, placement)
     annotations = pod_annotations(args.container, binding.pod_annotations)
     if args.retries.fresh_job_per_attempt:
         limits = AttemptLimits(
@@ -85,10 +88,7 @@ def _binding(job_name: str, args: BatchJobArgs) -> CheckpointBinding:
     )
 
 
-def _pod_spec(job_name: str, args: BatchJobArgs, binding: CheckpointBinding) -> Manifest:
-    placement = placement_for(
-        args.placement.compute_class, selector_for(job_name, "batch"), args.placement.preemptible_taint
-    )
+def _pod_spec(args: BatchJobArgs, binding: CheckpointBinding, placement: Placement) -> Manifest:
     return job_pod_spec(
         container(args.container, binding.env, binding.mounts),
         args.container,

@@ -9,6 +9,7 @@ from together_clusters.platform import CRITICAL_LABEL
 
 from ..args import ContainerSpec
 from ..checkpoint import contract
+from ..placement import Placement
 
 Manifest = dict[str, Any]
 
@@ -42,9 +43,13 @@ def selector_for(name: str, component: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component}
 
 
-def pod_labels_of(labels: Mapping[str, str], critical: bool) -> dict[str, str]:
-    """A pod's labels: its part's, and the critical label when it must stay off preemptible nodes."""
-    return {**labels, CRITICAL_LABEL: "true"} if critical else dict(labels)
+def pod_labels_of(
+    labels: Mapping[str, str], critical: bool, placement: Placement | None = None
+) -> dict[str, str]:
+    """A pod's labels: its part's, the class its placement asked for, and the critical label when it must stay
+    off preemptible nodes."""
+    own = {**labels, **(placement.pod_labels() if placement is not None else {})}
+    return {**own, CRITICAL_LABEL: "true"} if critical else own
 
 
 def pod_annotations(spec: ContainerSpec, own: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from together_clusters.platform import DISRUPTION_CONDITION
+from together_clusters.platform import DISRUPTION_CONDITION, FALLBACK_PRIORITY_CLASS
 
 from ..checkpoint import contract
 from .common import MAIN_CONTAINER, Manifest, object_metadata, template_metadata_of
@@ -42,6 +42,14 @@ its SIGTERM save (or a process killed by the signal) burns backoffLimit. It come
 or FailIndex rule, so no rule the user adds can count a preemption. A save that overruns the grace
 period ends in SIGKILL (137) and still counts: the runtime's save budget ends before the grace does.
 """
+
+
+NO_PRIORITY_LABEL_ANNOTATIONS: Mapping[str, str] = {"alpha.jobset.sigs.k8s.io/node-selector": "true"}
+"""On the pods of a JobSet at the fallback priority: JobSet's pod webhook (v0.11.0, pod_mutating_webhook.go)
+copies a pod's priority into the label ``jobset.sigs.k8s.io/priority``, and a negative one ("-100") is not a
+valid label value, so the API server refuses every such pod (found on the twin: the Job's FailedCreate
+events). The webhook skips pods marked with this flag (JobSet's node-selector strategy of exclusive
+placement, which without the exclusive-placement annotation changes nothing else)."""
 
 
 def pod_failure_policy(
@@ -168,6 +176,8 @@ def attempt_job_set(
     crashes against ``limits.backoff_limit`` (per index, within one attempt), non-retriable exit codes at
     once (FailIndex with maxFailedIndexes 0 fails the Job with a reason JobSet does not restart).
     """
+    if spec_of_pod.get("priorityClassName") == FALLBACK_PRIORITY_CLASS:
+        pod_annotations = {**pod_annotations, **NO_PRIORITY_LABEL_ANNOTATIONS}
     template_metadata = template_metadata_of(pod_labels, pod_annotations)
     job_spec: Manifest = {
         "completionMode": "Indexed",

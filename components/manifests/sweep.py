@@ -169,7 +169,7 @@ def _indexed_job(sweep_name: str, args: SweepArgs, config_map_name: str) -> Mani
         sweep_name,
         args.pod.namespace,
         labels,
-        pod_labels_of(labels, args.placement.critical),
+        pod_labels_of(labels, args.placement.critical, placement),
         job_pod_spec(container(args.container, env, mounts), args.container, placement, args.pod, volumes),
         job_fields,
         args.retries.non_retriable_exit_codes,
@@ -218,7 +218,7 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
     placement = placement_for(
         args.placement.compute_class, selector_for(sweep_name, "trial"), args.placement.preemptible_taint
     )
-    pod_labels = pod_labels_of(labels, args.placement.critical)
+    pod_labels = pod_labels_of(labels, args.placement.critical, placement)
     job_sets = []
     for index, (trial, key) in enumerate(zip(args.trials, trial_run_keys(args), strict=True)):
         limits = AttemptLimits.one_pod(args.retries.backoff_limit, args.retries.non_retriable_exit_codes)

@@ -10,7 +10,7 @@ from together_clusters.platform import ComputeClass
 
 from ..args import TrainingRunArgs
 from ..checkpoint import contract
-from ..placement import placement_for, standard_placement
+from ..placement import Placement, placement_for
 from ..violations import Violation
 from .checkpoints import CheckpointBinding, checkpoint_binding
 from .checks import (
@@ -35,6 +35,9 @@ from .common import (
 from .jobs import AttemptLimits, attempt_job_set, plain_job
 from .pods import container, job_pod_spec, pod_spec
 from .run_keys import run_definition, run_key
+
+CRITICAL_PLACEMENT = placement_for(ComputeClass.STANDARD)
+"""The coordinator's and the login pod's: standard nodes, never preempted."""
 
 
 def coordinator_host(service_name: str, namespace: str | None) -> str:
@@ -194,9 +197,9 @@ def _coordinator_job(run: _Run, args: TrainingRunArgs) -> Manifest:
         run.coordinator_service,
         args.pod.namespace,
         labels,
-        pod_labels_of(labels, critical=True),
+        pod_labels_of(labels, critical=True, placement=CRITICAL_PLACEMENT),
         job_pod_spec(
-            coordinator_container, args.coordinator, standard_placement(), args.pod, run.storage.volumes
+            coordinator_container, args.coordinator, CRITICAL_PLACEMENT, args.pod, run.storage.volumes
         ),
         {"backoffLimit": args.retries.backoff_limit, "completions": 1, "parallelism": 1},
         args.retries.non_retriable_exit_codes,
@@ -218,7 +221,7 @@ def _worker_pod(run: _Run, args: TrainingRunArgs, rank: Manifest) -> Manifest:
     pod = job_pod_spec(
         worker_container,
         worker_spec,
-        placement_for(ComputeClass.PREEMPTIBLE, selector_for(run.name, "worker"), args.preemptible_taint),
+        _worker_placement(run, args),
         args.pod,
         run.storage.volumes,
     )
@@ -228,16 +231,21 @@ def _worker_pod(run: _Run, args: TrainingRunArgs, rank: Manifest) -> Manifest:
     return pod
 
 
+def _worker_placement(run: _Run, args: TrainingRunArgs) -> Placement:
+    return placement_for(args.worker_compute_class, selector_for(run.name, "worker"), args.preemptible_taint)
+
+
 def _workers(run: _Run, args: TrainingRunArgs) -> list[Manifest]:
     """One attempt JobSet per worker (``fresh_job_per_attempt``), or one Indexed Job for all of them."""
     labels = labels_for(run.name, "worker", args.pod.labels)
+    pod_labels = pod_labels_of(labels, critical=False, placement=_worker_placement(run, args))
     if args.retries.fresh_job_per_attempt:
         return [
             attempt_job_set(
                 f"{run.workers_service}-{rank}",
                 args.pod.namespace,
                 labels,
-                labels,
+                pod_labels,
                 _worker_pod(run, args, env_entry(contract.ENV_WORKER_RANK, str(rank))),
                 pod_annotations(args.worker),
                 AttemptLimits.one_pod(args.retries.backoff_limit, args.retries.non_retriable_exit_codes),
@@ -249,7 +257,7 @@ def _workers(run: _Run, args: TrainingRunArgs) -> list[Manifest]:
             run.workers_service,
             args.pod.namespace,
             labels,
-            labels,
+            pod_labels,
             _worker_pod(run, args, index_env_entry(contract.ENV_WORKER_RANK)),
             {
                 "completionMode": "Indexed",
@@ -302,11 +310,12 @@ def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest], storage: Ch
             "selector": {"matchLabels": selector_for(run, "login")},
             "template": {
                 "metadata": template_metadata_of(
-                    pod_labels_of(labels, critical=True), pod_annotations(args.login)
+                    pod_labels_of(labels, critical=True, placement=CRITICAL_PLACEMENT),
+                    pod_annotations(args.login),
                 ),
                 "spec": pod_spec(
                     [container(args.login, env, mounts)],
-                    standard_placement(),
+                    CRITICAL_PLACEMENT,
                     args.pod.grace_period_seconds,
                     storage.volumes,
                     service_account_name=args.pod.service_account_name,

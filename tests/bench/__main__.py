@@ -6,7 +6,7 @@ cost, each against its floor, and write ``results.md`` and ``results.json``.
     scripts/bench --only 1,2       # some sections only
 
 Sections: 1 engine overhead, 2 API calls per operation, 3 Ready detection lag, 4 checkpoint,
-5 emulator, 6 drift, 7 twin. A section that cannot run here (no engine, no twin) says "not
+5 emulator, 6 drift, 7 twin, 8 capacity. A section that cannot run here (no engine, no twin) says "not
 available" in the table, with the reason; one that fails says so and the others still run.
 """
 
@@ -22,7 +22,16 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from . import api_calls, checkpoint_speed, drift_speed, emulator_speed, engine_overhead, ready_lag, twin
+from . import (
+    api_calls,
+    capacity,
+    checkpoint_speed,
+    drift_speed,
+    emulator_speed,
+    engine_overhead,
+    ready_lag,
+    twin,
+)
 from .context import Context, Scale
 from .figures import Figure, unavailable
 from .machine import describe
@@ -38,6 +47,7 @@ SECTIONS = {
     5: emulator_speed.SECTION,
     6: drift_speed.SECTION,
     7: twin.SECTION,
+    8: capacity.SECTION,
 }
 ENGINE_RUNS: dict[int, Callable[[Context, Served], list[Figure]]] = {
     1: engine_overhead.run,
@@ -49,6 +59,7 @@ PLAIN_RUNS: dict[int, Callable[[Context], list[Figure]]] = {
     4: checkpoint_speed.run,
     5: emulator_speed.run,
     7: twin.run,
+    8: capacity.run,
 }
 
 

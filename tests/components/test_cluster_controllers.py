@@ -3,6 +3,7 @@ cluster already has), and the components' objects waiting for it, under Pulumi's
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,13 @@ from together_clusters.components.controllers.releases import (
     releases,
 )
 from together_clusters.errors import ArgsError, MissingControllerError
-from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE
+from together_clusters.platform import (
+    COMPUTE_CLASS_LABEL,
+    FALLBACK_PRIORITY_CLASS,
+    PLACEMENT_LABEL,
+    PREEMPTIBLE,
+    ComputeClass,
+)
 
 from .conftest import Program, normalise
 
@@ -372,6 +379,85 @@ def test_at_preview_a_hand_made_stack_is_refused_too(served: dict) -> None:
     pulumi.runtime.set_mocks(program.mocks, project="components-test", stack="test", preview=True)
     with pytest.raises(MissingControllerError, match="BatchJob 'ft' needs JobSet"):
         program.run(hand_made_stack)
+
+
+# --- the PriorityClass PREEMPTIBLE_FIRST pods run at --------------------------------------------------
+
+FIRST_JOB = BatchJobArgs(
+    container=JOB.container,
+    checkpoint=JOB.checkpoint,
+    job_name="train",
+    compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+    fresh_job_per_attempt=False,  # a plain Job: the PriorityClass is its only need
+)
+
+
+@pytest.fixture
+def priority_classes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, dict[str, str]]]:
+    """The PriorityClasses of the mocked cluster, with their annotations (empty: a bare cluster)."""
+    present: dict[str, dict[str, str]] = {}
+    monkeypatch.setattr(detection, "installed_priority_classes", lambda kubeconfig: present)
+    yield present
+
+
+def declared_priority_classes(program: Program) -> list[dict[str, Any]]:
+    return [normalise(r.inputs) for r in program.by_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")]
+
+
+def test_the_controllers_install_the_fallback_priority_class_marked_with_the_stack(
+    program: Program, served: dict, priority_classes: dict
+) -> None:
+    program.run(lambda: provider_for("kubeconfig"))
+    (declared,) = declared_priority_classes(program)
+    assert declared["metadata"]["name"] == FALLBACK_PRIORITY_CLASS
+    assert (declared["value"], declared["preemptionPolicy"], declared["globalDefault"]) == (
+        -100,
+        "Never",
+        False,
+    )
+    assert declared["metadata"]["annotations"] == {INSTALLED_BY_ANNOTATION: THIS_STACK}
+
+
+def test_a_priority_class_someone_else_made_is_used_and_left_alone(
+    program: Program, served: dict, priority_classes: dict, notes: list[str]
+) -> None:
+    priority_classes[FALLBACK_PRIORITY_CLASS] = {INSTALLED_BY_ANNOTATION: "acme/platform/prod"}
+    program.run(lambda: provider_for("kubeconfig"))
+    assert declared_priority_classes(program) == []
+    assert any(f"PriorityClass {FALLBACK_PRIORITY_CLASS} is already in the cluster" in note for note in notes)
+    priority_classes[FALLBACK_PRIORITY_CLASS] = {INSTALLED_BY_ANNOTATION: THIS_STACK}
+    program.run(lambda: provider_for("kubeconfig"))
+    assert len(declared_priority_classes(program)) == 1  # its own: kept
+
+
+def test_a_preemptible_first_job_waits_for_the_priority_class_it_names(
+    program: Program, served: dict, priority_classes: dict, waits: dict
+) -> None:
+    def build() -> Any:
+        p = provider_for("kubeconfig")
+        BatchJob("ft", FIRST_JOB, opts=pulumi.ResourceOptions(provider=p))
+        BatchJob(
+            "plain",
+            dataclasses.replace(FIRST_JOB, compute_class=ComputeClass.PREEMPTIBLE, job_name="p"),
+            opts=pulumi.ResourceOptions(provider=p),
+        )
+        return kube.controllers_of(pulumi.ResourceOptions(provider=p))
+
+    controllers = program.run(build)
+    assert waits["ft-job-train"] == [controllers]
+    assert waits["plain-job-p"] is None  # a plain preemptible Job names no PriorityClass of ours
+
+
+def test_a_hand_made_stack_without_the_priority_class_is_refused_naming_the_fix(
+    program: Program, served: dict, priority_classes: dict
+) -> None:
+    with pytest.raises(MissingControllerError) as refused:
+        program.run(lambda: hand_made_stack(FIRST_JOB))
+    message = str(refused.value)
+    assert message.startswith(f"BatchJob 'ft' needs the PriorityClass {FALLBACK_PRIORITY_CLASS}")
+    assert "provider_for(cluster)" in message and "preemptionPolicy Never" in message and "\n" not in message
+    priority_classes[FALLBACK_PRIORITY_CLASS] = {}
+    program.run(lambda: hand_made_stack(FIRST_JOB))
 
 
 # --- the descheduler's move-back policy ---------------------------------------------------------------

@@ -13,6 +13,7 @@ from together_clusters.components import (
 )
 from together_clusters.components.checkpoint import contract
 from together_clusters.components.platform import CRITICAL_LABEL
+from together_clusters.platform import PLACEMENT_LABEL, ComputeClass
 
 from .guarded import good_job, long_grace_on_standard_nodes
 
@@ -65,6 +66,14 @@ TRIGGERS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
             lambda obj, _: obj["spec"]["template"]["metadata"]["labels"].update({CRITICAL_LABEL: "true"})
         ),
         "critical-on-preemptible",
+    ),
+    "fallback_yields": (
+        changed(
+            lambda obj, _: obj["spec"]["template"]["metadata"]["labels"].update(
+                {PLACEMENT_LABEL: ComputeClass.PREEMPTIBLE_FIRST.value}
+            )
+        ),
+        "fallback-priority",
     ),
     "grace_period_within_limit": (
         changed(lambda _, pod: pod.update(terminationGracePeriodSeconds=600)),

@@ -23,7 +23,7 @@ from tests import _engine
 from together_clusters.components.controllers.charts import JOBSET
 from together_clusters.components.controllers.releases import INSTALLED_BY_ANNOTATION, INSTALLED_BY_LABEL
 from together_clusters.emulator.kubernetes.options import TwinOptions
-from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE
+from together_clusters.platform import COMPUTE_CLASS_LABEL, FALLBACK_PRIORITY_CLASS, PREEMPTIBLE
 
 from ._twin import DRIVER, GPU, REGION, kube_clients, twin_stack, up
 
@@ -97,6 +97,12 @@ def test_provider_for_installs_jobset_on_a_bare_cluster_and_a_second_stack_uses_
         services = client.CoreV1Api(api).list_namespaced_service(JOBSET.namespace).items
         assert any("webhook" in s.metadata.name for s in services)
 
+        # The PriorityClass PREEMPTIBLE_FIRST pods run at, installed and marked alike.
+        scheduling = client.SchedulingV1Api(api)
+        fallback = scheduling.read_priority_class(FALLBACK_PRIORITY_CLASS)
+        assert (fallback.value, fallback.preemption_policy, bool(fallback.global_default)) == (-100, "Never", False)
+        assert fallback.metadata.annotations[INSTALLED_BY_ANNOTATION] == "organization/controllers/test"
+
         # Installed by this stack: the next run keeps it as it is.
         again = _engine.run_pulumi(
             ["preview", *_engine.PREVIEW_FLAGS, "--expect-no-changes"], cwd=stack.project, env=stack.env
@@ -122,6 +128,8 @@ def test_provider_for_installs_jobset_on_a_bare_cluster_and_a_second_stack_uses_
         assert preview.returncode == 0, shown
         assert "installed by organization/controllers/test): using it, not installing it" in shown, shown
         assert "helm.sh/v4:Chart" not in shown
+        assert f"the PriorityClass {FALLBACK_PRIORITY_CLASS} is already in the cluster" in shown, shown
+        assert "scheduling.k8s.io/v1:PriorityClass" not in shown
 
         # Controllers dropped from the program (the cluster stays): what the chart created is deleted.
         stack.set_config("installs", "false")
@@ -130,6 +138,9 @@ def test_provider_for_installs_jobset_on_a_bare_cluster_and_a_second_stack_uses_
             extensions.read_custom_resource_definition(JOBSET.crd)
         assert gone.value.status == 404
         assert apps.list_namespaced_deployment(JOBSET.namespace).items == []
+        with pytest.raises(ApiException) as gone:
+            scheduling.read_priority_class(FALLBACK_PRIORITY_CLASS)
+        assert gone.value.status == 404
 
 
 def test_a_jobset_someone_else_installed_is_used_and_left_alone(tmp_path: Path) -> None:

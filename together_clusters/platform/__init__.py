@@ -44,16 +44,14 @@ PLACEMENT_LABEL = "together.ai/placement"
 standard nodes and moved back, and reported as fallback)."""
 
 # --- priorities: who keeps the standard nodes when capacity is short --------------------------------
-
-CRITICAL_PRIORITY_CLASS = "together-critical"
-"""PriorityClass of pods that must have the standard nodes: critical pods and every ``STANDARD`` workload."""
-
-CRITICAL_PRIORITY = 1_000_000
-"""Its value: above every user's default (0), below the system's classes (2,000,000,000 and up)."""
+# Only fallback pods get a class of their own, below the default: every other pod (critical ones, STANDARD
+# workloads, the user's own) keeps the default priority 0 and so takes a standard node back from them,
+# and no pod of the package ever preempts a pod the user runs beside it.
 
 FALLBACK_PRIORITY_CLASS = "together-fallback"
-"""PriorityClass of ``PREEMPTIBLE_FIRST`` pods: below the default, and never preempting (``preemptionPolicy:
-Never``), so a fallback pod only takes room nobody else wants and yields it to anything that asks."""
+"""PriorityClass of ``PREEMPTIBLE_FIRST`` pods (installed by ``ClusterControllers``): below the default, and
+never preempting (``preemptionPolicy: Never``), so a fallback pod only takes room nobody else wants and
+yields it to anything that asks."""
 
 FALLBACK_PRIORITY = -100
 """Its value."""

@@ -1,0 +1,186 @@
+"""PREEMPTIBLE_FIRST on the twin, with the real scheduler and the real Job and JobSet controllers, on a cluster
+created while its region had no preemptible capacity at all:
+
+- a PREEMPTIBLE_FIRST trial runs on the idle standard node at once, while a plain PREEMPTIBLE job waits
+  Pending for the preemptible nodes (no fallback: as before);
+- a critical pod arriving for that standard node takes it: the scheduler preempts the fallback pod
+  (``DisruptionTarget``, reason ``PreemptionByScheduler``), its JobSet counts no failure and makes a
+  replacement, which runs again once there is room;
+- when the capacity returns, the waiting trials start on the new preemptible nodes.
+
+The pods are kwok's (their saving on SIGTERM is the checkpoint runtime's, tested on its own); the priority
+class is the one ClusterControllers installs, made from the same manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from together_clusters.components import (
+    BatchInferenceArgs,
+    BatchJobArgs,
+    ContainerSpec,
+    NoCheckpoint,
+    SweepArgs,
+    manifests,
+)
+from together_clusters.components.controllers.priorities import FALLBACK, priority_class_manifest
+from together_clusters.emulator.server import RunningEmulator
+from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, ComputeClass
+
+from ._twin import JOBSETS, REGION, TwinCluster, failed_workloads, wait_for
+
+pytestmark = pytest.mark.twin
+
+SCARCE_GPU = "H200_SXM"
+"""A pool of its own, emptied for this module (the package's cluster draws on the H100 one)."""
+IMAGE = "ghcr.io/example/trainer:1"
+NONE = NoCheckpoint()
+
+
+@pytest.fixture(scope="module")
+def scarce(twin_emulator: RunningEmulator) -> Iterator[TwinCluster]:
+    """One standard node, a target of two preemptible ones, and a region with no preemptible GPU free."""
+    twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 0)
+    with TwinCluster.create(
+        twin_emulator, "scarce", gpu_type=SCARCE_GPU, num_gpus=8, num_preemptible_gpus=16
+    ) as created:
+        created.wait_for_nodes(standard=1, preemptible=0)
+        client.SchedulingV1Api(created.api).create_priority_class(priority_class_manifest(FALLBACK))
+        yield created
+
+
+def create_all(cluster: TwinCluster, objects: list[dict[str, Any]]) -> None:
+    custom = client.CustomObjectsApi(cluster.api)
+    apps = client.AppsV1Api(cluster.api)
+    for obj in objects:
+        obj = {**obj, "metadata": {**obj["metadata"], "namespace": "default"}}
+        if obj["kind"] == "JobSet":
+            custom.create_namespaced_custom_object(*JOBSETS, obj)
+        elif obj["kind"] == "Job":
+            cluster.batch.create_namespaced_job("default", obj)
+        elif obj["kind"] == "Deployment":
+            apps.create_namespaced_deployment("default", obj)
+        elif obj["kind"] == "ConfigMap":
+            cluster.core.create_namespaced_config_map("default", obj)
+        else:
+            raise AssertionError(f"not expected here: {obj['kind']}")
+
+
+def pods(cluster: TwinCluster, selector: str) -> list[client.V1Pod]:
+    return list(cluster.core.list_namespaced_pod("default", label_selector=selector).items)
+
+
+def node_class(cluster: TwinCluster, pod: client.V1Pod) -> str:
+    node = cluster.core.read_node(pod.spec.node_name)
+    return str((node.metadata.labels or {}).get(COMPUTE_CLASS_LABEL, "standard"))
+
+
+def running_on(cluster: TwinCluster, selector: str) -> list[tuple[str, str]]:
+    """(pod name, class of its node) of the running pods matching ``selector``, not being deleted."""
+    return sorted(
+        (p.metadata.name, node_class(cluster, p))
+        for p in pods(cluster, selector)
+        if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+    )
+
+
+def unschedulable(pod: client.V1Pod) -> bool:
+    return any(
+        c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+        for c in pod.status.conditions or []
+    )
+
+
+TRIALS = "app.kubernetes.io/name=lr"
+PLAIN = "app.kubernetes.io/name=plain"
+SERVE = "app.kubernetes.io/name=serve"
+FALLBACK_JOB = "app.kubernetes.io/name=fb"
+
+
+def test_a_critical_pod_takes_the_standard_node_back_from_a_fallback_pod_which_is_replaced_not_failed(
+    scarce: TwinCluster,
+) -> None:
+    job = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE, gpus=8),
+        checkpoint=NONE,
+        job_name="fb",
+        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+    )
+    create_all(scarce, manifests.batch_job("fb", job))
+    (first,) = wait_for(lambda: running_on(scarce, FALLBACK_JOB) or None, "the fallback pod running")
+    assert first[1] == "standard"  # no preemptible node at all: it fell back
+
+    serving = BatchInferenceArgs(
+        container=ContainerSpec(image=IMAGE, gpus=8),
+        replicas=1,
+        deployment_name="serve",
+        compute_class=ComputeClass.STANDARD,
+        critical=True,
+    )
+    create_all(scarce, [m for m in manifests.batch_inference("serve", serving) if m["kind"] == "Deployment"])
+    wait_for(lambda: running_on(scarce, SERVE) or None, "the critical replica running on the standard node")
+
+    victim = scarce.core.read_namespaced_pod(first[0], "default")
+    disruption = next(c for c in victim.status.conditions or [] if c.type == "DisruptionTarget")
+    assert (disruption.status, disruption.reason) == ("True", "PreemptionByScheduler")
+    # Replaced, not failed: a new pod waits for room (the JobSet recreated its Job; nothing counted).
+    replacement = wait_for(
+        lambda: next(
+            (p for p in pods(scarce, FALLBACK_JOB) if p.metadata.name != first[0] and unschedulable(p)), None
+        ),
+        "the fallback pod's replacement waiting for room",
+    )
+    assert replacement.spec.priority_class_name == FALLBACK.name
+    assert failed_workloads(scarce.api) == []
+
+    # The critical replica goes: the replacement runs on the freed standard node.
+    client.AppsV1Api(scarce.api).delete_namespaced_deployment("serve", "default")
+    (again,) = wait_for(
+        lambda: running_on(scarce, FALLBACK_JOB) or None, "the replacement running", timeout=180
+    )
+    assert again[1] == "standard"
+    assert failed_workloads(scarce.api) == []
+    client.CustomObjectsApi(scarce.api).delete_namespaced_custom_object(*JOBSETS[:3], JOBSETS[3], "fb")
+    wait_for(lambda: not pods(scarce, FALLBACK_JOB) or None, "the fallback job's pods gone")
+
+
+def test_a_preemptible_first_sweep_starts_on_standard_at_once_and_on_preemptible_nodes_when_they_come(
+    scarce: TwinCluster, twin_emulator: RunningEmulator
+) -> None:
+    plain = BatchJobArgs(container=ContainerSpec(image=IMAGE, gpus=8), checkpoint=NONE, job_name="plain")
+    create_all(scarce, manifests.batch_job("plain", plain))
+    (waiting,) = wait_for(
+        lambda: [p for p in pods(scarce, PLAIN) if unschedulable(p)] or None,
+        "the plain preemptible job Pending",
+    )
+    assert waiting.spec.node_name is None  # the standard node is free, and it may not take it
+
+    sweep = SweepArgs(
+        container=ContainerSpec(image=IMAGE, gpus=8),
+        trials=({"lr": 0.1}, {"lr": 0.2}),
+        checkpoint=NONE,
+        sweep_name="lr",
+        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+    )
+    create_all(scarce, manifests.sweep("lr", sweep))
+    (on_standard,) = wait_for(lambda: running_on(scarce, TRIALS) or None, "the first trial running")
+    assert on_standard[1] == "standard"
+    trial_pods = pods(scarce, TRIALS)
+    assert {p.metadata.labels[PLACEMENT_LABEL] for p in trial_pods} == {"preemptible-first"}
+    assert sum(unschedulable(p) for p in trial_pods) == 1  # the second trial waits: one standard node
+
+    twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 16)
+    scarce.wait_for_nodes(standard=1, preemptible=2, timeout=180)
+    placed = wait_for(
+        lambda: (lambda found: found if len(found) == 2 else None)(running_on(scarce, TRIALS)),
+        "both trials running",
+        timeout=180,
+    )
+    assert sorted(cls for _, cls in placed) == ["preemptible", "standard"]
+    assert running_on(scarce, PLAIN)[0][1] == "preemptible"  # the plain job got its node too
+    assert failed_workloads(scarce.api) == []
