@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from tests import _engine
 from together_clusters.drift.drill_report import parse_resumed
 from together_clusters.emulator.kubernetes.options import TwinOptions
+from together_clusters.platform import FALLBACK_PRIORITY_CLASS, PLACEMENT_LABEL, ComputeClass
 
 from ._programs import local_process
 from ._twin import DRIVER, GPU, REGION, node_classes, twin_stack, up, wait_for
@@ -47,15 +48,12 @@ GRACE = 300 / SPEED
 JOB = "train"
 SELECTOR = f"job-name={JOB}"
 
-# Until the lead's PREEMPTIBLE_FIRST placement lands, a transform gives the Job's pod what it will render: the
-# preferred affinity to preemptible nodes (weight 100), the preemptible toleration (kept from PREEMPTIBLE),
-# and the placement label the descheduler's policy selects.
 PROGRAM = f"""\
 import pulumi
 
 from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs
 from together_clusters.components import ClusterControllersArgs, ContainerSpec, SharedVolume, provider_for
-from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE
+from together_clusters.platform import ComputeClass
 from together_clusters.provider import Cluster, ClusterArgs
 
 cluster = Cluster("gpu", ClusterArgs(cluster_name="move-back", region={REGION!r}, gpu_type={GPU!r},
@@ -74,24 +72,6 @@ store = CheckpointStore(
     CheckpointStoreArgs(storage=SharedVolume(claim_name="checkpoints", size="100Gi")),
     opts=pulumi.ResourceOptions(provider=provider),
 )
-
-
-def preemptible_first(args):
-    if args.type_ != "kubernetes:batch/v1:Job":
-        return None
-    spec = dict(args.props["spec"])
-    template = dict(spec["template"])
-    metadata = dict(template["metadata"])
-    metadata["labels"] = {{**metadata.get("labels", {{}}), PLACEMENT_LABEL: "preemptible-first"}}
-    preference = {{"matchExpressions": [{{"key": COMPUTE_CLASS_LABEL, "operator": "In", "values": [PREEMPTIBLE]}}]}}
-    affinity = {{"nodeAffinity": {{"preferredDuringSchedulingIgnoredDuringExecution": [
-        {{"weight": 100, "preference": preference}}]}}}}
-    pod_spec = {{**template["spec"], "affinity": affinity}}
-    pod_spec.pop("topologySpreadConstraints", None)
-    spec["template"] = {{**template, "metadata": metadata, "spec": pod_spec}}
-    return pulumi.ResourceTransformResult(props={{**args.props, "spec": spec}}, opts=args.opts)
-
-
 BatchJob(
     {JOB!r},
     BatchJobArgs(
@@ -100,8 +80,9 @@ BatchJob(
         job_name={JOB!r},
         namespace="default",
         fresh_job_per_attempt=False,
+        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
     ),
-    opts=pulumi.ResourceOptions(provider=provider, depends_on=[store], transforms=[preemptible_first]),
+    opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]),
 )
 pulumi.export("kube_config", cluster.kube_config)
 pulumi.export("cluster_id", cluster.id)
@@ -205,6 +186,8 @@ def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_r
             # Short of preemptible capacity, the run takes the idle standard node.
             fallback = wait_for(lambda: running_on(core, "standard", set()), "the run on the standard node")
             assert ready_preemptible_nodes(core) is None
+            assert fallback.spec.priority_class_name == FALLBACK_PRIORITY_CLASS
+            assert fallback.metadata.labels[PLACEMENT_LABEL] == ComputeClass.PREEMPTIBLE_FIRST.value
             saved_once(core, fallback)
 
             # Capacity returns while the pod is young: the descheduler waits until it is old enough.
@@ -238,8 +221,10 @@ def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_r
             # ...and once it is old enough to move, capacity returns: how long until it runs on preemptible.
             old_enough = again.metadata.creation_timestamp.timestamp() + MOVE_BACK_INTERVAL
             time.sleep(max(0.0, old_enough - time.time()))
-            refilled, refilled_at = time.monotonic(), datetime.now(UTC)
+            refilled = time.monotonic()
             admin.set_capacity(REGION, GPU, 8)
+            wait_for(lambda: ready_preemptible_nodes(core), "the refilled preemptible node", timeout=30)
+            arrived, arrived_at = time.monotonic() - refilled, datetime.now(UTC)
             back = wait_for(
                 lambda: running_on(
                     core, "preemptible", {fallback.metadata.uid, moved.metadata.uid, again.metadata.uid}
@@ -253,19 +238,20 @@ def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_r
             ended = wait_for(lambda: seen.ended.get(uid), "the evicted container's end")
             started = wait_for(lambda: seen.running.get(back.metadata.uid), "the replacement's start")
             waited, saving, starting = (
-                (evicted_at - refilled_at).total_seconds(),
+                (evicted_at - arrived_at).total_seconds(),
                 (ended - evicted_at).total_seconds(),
                 (started - ended).total_seconds(),
             )
             print(
                 f"refill -> moved-back pod Running: {elapsed:.1f} s = {elapsed / DESCHEDULING_INTERVAL:.2f} "
-                f"descheduling intervals of {DESCHEDULING_INTERVAL} s (refill -> eviction ~{waited:.0f} s, "
+                f"descheduling intervals of {DESCHEDULING_INTERVAL} s (refill -> node Ready {arrived:.1f} s, "
+                f"-> eviction ~{waited:.0f} s, "
                 f"eviction -> exit after the save ~{saving:.0f} s of a {GRACE:.0f} s grace, exit -> replacement "
                 f"Running ~{starting:.0f} s; whole seconds)"
             )
-            # Within one interval of the refill (plus the node's arrival), the pod's save and its replacement's
-            # start (the Job's backoff, the scheduler, the process).
-            assert waited <= DESCHEDULING_INTERVAL + 2, waited
+            # Evicted within one interval of the node's arrival (the API's times are whole seconds); then the
+            # pod's save and its replacement's start (the Job's backoff, the scheduler, the process).
+            assert waited <= DESCHEDULING_INTERVAL + 1, waited
             wait_for(lambda: logged(core, back, lambda t: parse_resumed(t) is not None), "the resumed line")
 
         # Every move was a disruption the Job ignores: nothing counted as a failure.
