@@ -1,15 +1,17 @@
 """Back to half price, on a bare twin with the real scheduler and the real descheduler: a PREEMPTIBLE_FIRST run
 that fell back to the standard node (the region had no preemptible capacity when the cluster was created) is
 moved back to a preemptible node once capacity returns, resumes from its checkpoint there, and nothing is
-counted as a failure; it is not moved before it is ``move_back_interval_seconds`` old.
+counted as a failure; it is not moved before it is ``move_back_interval_seconds`` old, nor while it is
+annotated ``descheduler.alpha.kubernetes.io/prefer-no-eviction``.
 
 ``ClusterControllers(descheduler=True)`` installs the descheduler's chart (the copy scripts/install-kubernetes
 takes from the pinned module) with the move-back policy, through a real ``pulumi up``; the twin runs its pod
-as the descheduler binary built from the same module. The run is a BatchJob whose pod is a real local process
-(tests/twin/workloads/train_loop.py on the checkpoint runtime).
+as the descheduler binary built from the same module. The run is a BatchJob (its default JobSet, a fresh Job per attempt, so no move waits for
+the Job controller's growing failure backoff) whose pod is a real local process (tests/twin/workloads/train_loop.py
+on the checkpoint runtime).
 
 Oracles: the pods as the API server has them (node, ``DisruptionTarget`` condition and its reason, times), the
-Job's failed count, the replacement's log (the runtime's ``resumed step=`` line).
+JobSet's conditions, the replacement's log (the runtime's ``resumed step=`` line).
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests import _engine
+from together_clusters.components.controllers.move_back import NO_EVICTION_ANNOTATION
 from together_clusters.drift.drill_report import parse_resumed
+from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import FALLBACK_PRIORITY_CLASS, PLACEMENT_LABEL, ComputeClass
 
 from ._programs import local_process
-from ._twin import DRIVER, GPU, REGION, node_classes, twin_stack, up, wait_for
+from ._twin import DRIVER, GPU, REGION, failed_workloads, node_classes, twin_stack, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-move-back-0123456789abcdef"
@@ -46,7 +50,7 @@ SPEED = 60
 GRACE = 300 / SPEED
 """The pod's grace period in real seconds (BatchJob's default 300 s at the emulator's speed)."""
 JOB = "train"
-SELECTOR = f"job-name={JOB}"
+SELECTOR = f"app.kubernetes.io/name={JOB}"
 
 PROGRAM = f"""\
 import pulumi
@@ -60,7 +64,6 @@ cluster = Cluster("gpu", ClusterArgs(cluster_name="move-back", region={REGION!r}
                                      num_gpus=8, num_preemptible_gpus=8, nvidia_version_id={DRIVER!r},
                                      ready_timeout_minutes=5))
 controllers = ClusterControllersArgs(
-    jobset=False,
     descheduler=True,
     chart_source={str(CHARTS)!r},
     move_back_interval_seconds={MOVE_BACK_INTERVAL},
@@ -79,7 +82,6 @@ BatchJob(
         checkpoint=store.storage,
         job_name={JOB!r},
         namespace="default",
-        fresh_job_per_attempt=False,
         compute_class=ComputeClass.PREEMPTIBLE_FIRST,
     ),
     opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]),
@@ -158,6 +160,16 @@ def saved_once(core: client.CoreV1Api, pod: Any) -> None:
     time.sleep(2)
 
 
+def fall_back(core: client.CoreV1Api, admin: AdminClient, cluster_id: str, besides: set[str]) -> Any:
+    """Preempt the run's preemptible node with no capacity to refill it: its replacement runs on the standard
+    node at once (returned, once it has saved)."""
+    admin.set_capacity(REGION, GPU, 0)
+    admin.preempt(cluster_id)
+    pod = wait_for(lambda: running_on(core, "standard", besides), "the replacement on the standard node")
+    saved_once(core, pod)
+    return pod
+
+
 def ready_preemptible_nodes(core: client.CoreV1Api) -> list[str] | None:
     nodes = [
         n.metadata.name
@@ -175,7 +187,7 @@ def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_r
 ) -> None:
     if not (CHARTS / "descheduler" / "Chart.yaml").is_file():
         pytest.skip("scripts/install-kubernetes has not copied the descheduler's chart")
-    options = TwinOptions(jobset=False, job_pod_failure_backoff="1s")
+    options = TwinOptions(jobset=False)  # bare: the stack installs JobSet and the descheduler
     with twin_stack(tmp_path, "move-back", PROGRAM, API_KEY, options, speed=SPEED) as stack:
         admin = stack.emulator.admin
         admin.set_capacity(REGION, GPU, 0)  # a shortfall from the start: no preemptible node at all
@@ -211,13 +223,8 @@ def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_r
             print(f"moved back at {age:.1f} s old, resumed from step {step.step}")
 
             # Preempted there, with no capacity to refill: the replacement falls back to standard at once...
-            admin.set_capacity(REGION, GPU, 0)
-            admin.preempt(cluster_id)
-            again = wait_for(
-                lambda: running_on(core, "standard", {fallback.metadata.uid, moved.metadata.uid}),
-                "the replacement on the standard node",
-            )
-            saved_once(core, again)
+            been = {fallback.metadata.uid, moved.metadata.uid}
+            again = fall_back(core, admin, cluster_id, been)
             # ...and once it is old enough to move, capacity returns: how long until it runs on preemptible.
             old_enough = again.metadata.creation_timestamp.timestamp() + MOVE_BACK_INTERVAL
             time.sleep(max(0.0, old_enough - time.time()))
@@ -225,10 +232,9 @@ def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_r
             admin.set_capacity(REGION, GPU, 8)
             wait_for(lambda: ready_preemptible_nodes(core), "the refilled preemptible node", timeout=30)
             arrived, arrived_at = time.monotonic() - refilled, datetime.now(UTC)
+            been.add(again.metadata.uid)
             back = wait_for(
-                lambda: running_on(
-                    core, "preemptible", {fallback.metadata.uid, moved.metadata.uid, again.metadata.uid}
-                ),
+                lambda: running_on(core, "preemptible", been),
                 "the replacement moved back",
                 timeout=6 * DESCHEDULING_INTERVAL + 60,
             )
@@ -254,7 +260,25 @@ def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_r
             assert waited <= DESCHEDULING_INTERVAL + 1, waited
             wait_for(lambda: logged(core, back, lambda t: parse_resumed(t) is not None), "the resumed line")
 
-        # Every move was a disruption the Job ignores: nothing counted as a failure.
-        job = client.BatchV1Api(api).read_namespaced_job(JOB, "default")
-        assert not job.status.failed, job.status
-        assert not [c for c in job.status.conditions or [] if c.type == "Failed" and c.status == "True"]
+            # A pod annotated prefer-no-eviction (what a pod says while it saves) stays where it is, old enough
+            # and with room on a preemptible node, until the annotation goes.
+            been.add(back.metadata.uid)
+            kept = fall_back(core, admin, cluster_id, been)
+            marked = {"metadata": {"annotations": {NO_EVICTION_ANNOTATION: "saving"}}}
+            core.patch_namespaced_pod(kept.metadata.name, "default", marked)
+            old_enough = kept.metadata.creation_timestamp.timestamp() + MOVE_BACK_INTERVAL
+            time.sleep(max(0.0, old_enough - time.time()))
+            admin.set_capacity(REGION, GPU, 8)
+            wait_for(lambda: ready_preemptible_nodes(core), "the refilled preemptible node", timeout=30)
+            time.sleep(2 * DESCHEDULING_INTERVAL)
+            assert kept.metadata.uid not in seen.disrupted
+            assert running_on(core, "standard", been) is not None
+            unmarked = {"metadata": {"annotations": {NO_EVICTION_ANNOTATION: None}}}
+            core.patch_namespaced_pod(kept.metadata.name, "default", unmarked)
+            released = time.monotonic()
+            been.add(kept.metadata.uid)
+            wait_for(lambda: running_on(core, "preemptible", been), "the pod moved once unmarked", timeout=60)
+            print(f"kept on standard while marked; moved {time.monotonic() - released:.1f} s after unmarking")
+
+        # Every move was a disruption the JobSet restarts the run from: nothing counted as a failure.
+        assert failed_workloads(api) == []
