@@ -2,13 +2,14 @@
 that fell back to the standard node (the region had no preemptible capacity when the cluster was created) is
 moved back to a preemptible node once capacity returns, resumes from its checkpoint there, and nothing is
 counted as a failure; it is not moved before it is ``move_back_interval_seconds`` old, nor while it is
-annotated ``descheduler.alpha.kubernetes.io/prefer-no-eviction``.
+annotated ``descheduler.alpha.kubernetes.io/prefer-no-eviction``. The issue's Sweep: with the region's capacity
+back, the trial that waited starts on a preemptible node and the one that ran on standard is moved to the other.
 
 ``ClusterControllers(descheduler=True)`` installs the descheduler's chart (the copy scripts/install-kubernetes
-takes from the pinned module) with the move-back policy, through a real ``pulumi up``; the twin runs its pod
-as the descheduler binary built from the same module. The run is a BatchJob (its default JobSet, a fresh Job per attempt, so no move waits for
-the Job controller's growing failure backoff) whose pod is a real local process (tests/twin/workloads/train_loop.py
-on the checkpoint runtime).
+takes from the pinned module) with the move-back policy, and JobSet's, through a real ``pulumi up``; the twin
+runs their pods as the binaries built from the same modules. The run is a BatchJob (its default JobSet, a
+fresh Job per attempt, so no move waits for the Job controller's growing failure backoff) whose pod is a real
+local process (tests/twin/workloads/train_loop.py on the checkpoint runtime).
 
 Oracles: the pods as the API server has them (node, ``DisruptionTarget`` condition and its reason, times), the
 JobSet's conditions, the replacement's log (the runtime's ``resumed step=`` line).
@@ -51,18 +52,25 @@ GRACE = 300 / SPEED
 """The pod's grace period in real seconds (BatchJob's default 300 s at the emulator's speed)."""
 JOB = "train"
 SELECTOR = f"app.kubernetes.io/name={JOB}"
+SWEEP = "lr"
+TRIALS = f"app.kubernetes.io/name={SWEEP}"
 
-PROGRAM = f"""\
+
+def program(num_preemptible_gpus: int, workload: str) -> str:
+    """A bare cluster of one standard node, the descheduler installed with short intervals, a checkpoint
+    volume ``store``, and ``workload`` (statements)."""
+    return f"""\
 import pulumi
 
 from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs
-from together_clusters.components import ClusterControllersArgs, ContainerSpec, SharedVolume, provider_for
+from together_clusters.components import ClusterControllersArgs, ContainerSpec, SharedVolume, Sweep, SweepArgs
+from together_clusters.components import provider_for
 from together_clusters.platform import ComputeClass
 from together_clusters.provider import Cluster, ClusterArgs
 
 cluster = Cluster("gpu", ClusterArgs(cluster_name="move-back", region={REGION!r}, gpu_type={GPU!r},
-                                     num_gpus=8, num_preemptible_gpus=8, nvidia_version_id={DRIVER!r},
-                                     ready_timeout_minutes=5))
+                                     num_gpus=8, num_preemptible_gpus={num_preemptible_gpus},
+                                     nvidia_version_id={DRIVER!r}, ready_timeout_minutes=5))
 controllers = ClusterControllersArgs(
     descheduler=True,
     chart_source={str(CHARTS)!r},
@@ -75,6 +83,15 @@ store = CheckpointStore(
     CheckpointStoreArgs(storage=SharedVolume(claim_name="checkpoints", size="100Gi")),
     opts=pulumi.ResourceOptions(provider=provider),
 )
+{workload}
+pulumi.export("kube_config", cluster.kube_config)
+pulumi.export("cluster_id", cluster.id)
+"""
+
+
+BATCH_JOB = program(
+    8,
+    f"""\
 BatchJob(
     {JOB!r},
     BatchJobArgs(
@@ -85,10 +102,24 @@ BatchJob(
         compute_class=ComputeClass.PREEMPTIBLE_FIRST,
     ),
     opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]),
+)""",
 )
-pulumi.export("kube_config", cluster.kube_config)
-pulumi.export("cluster_id", cluster.id)
-"""
+SWEEP_OF_TWO = program(
+    16,
+    f"""\
+Sweep(
+    {SWEEP!r},
+    SweepArgs(
+        container={local_process(TRAIN_LOOP)},
+        trials=({{"lr": 0.1}}, {{"lr": 0.2}}),
+        checkpoint=store.storage,
+        namespace="default",
+        sweep_name={SWEEP!r},
+        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+    ),
+    opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]),
+)""",
+)
 
 
 class Disruptions:
@@ -96,8 +127,9 @@ class Disruptions:
     its container ran and ended: the evicted pod is gone by the time a test looks (the Job deletes it).
     The API's times are whole seconds."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, selector: str = SELECTOR) -> None:
         self._core = client.CoreV1Api(api)
+        self._selector = selector
         self.disrupted: dict[str, tuple[str, datetime]] = {}
         self.running: dict[str, datetime] = {}
         self.ended: dict[str, datetime] = {}
@@ -115,7 +147,10 @@ class Disruptions:
         while not self._stop.is_set():
             try:
                 stream = watch.Watch().stream(
-                    self._core.list_namespaced_pod, "default", label_selector=SELECTOR, timeout_seconds=10
+                    self._core.list_namespaced_pod,
+                    "default",
+                    label_selector=self._selector,
+                    timeout_seconds=10,
                 )
                 for event in stream:
                     pod = event["object"]
@@ -132,10 +167,12 @@ class Disruptions:
                 self._stop.wait(0.5)
 
 
-def running_on(core: client.CoreV1Api, compute_class: str, besides: set[str]) -> Any:
+def running_on(
+    core: client.CoreV1Api, compute_class: str, besides: set[str], selector: str = SELECTOR
+) -> Any:
     """The run's pod that is running on a node of ``compute_class``, if it is none of ``besides``."""
     classes = node_classes(core)
-    for pod in core.list_namespaced_pod("default", label_selector=SELECTOR).items:
+    for pod in core.list_namespaced_pod("default", label_selector=selector).items:
         if (
             pod.status.phase == "Running"
             and not pod.metadata.deletion_timestamp
@@ -188,7 +225,7 @@ def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_r
     if not (CHARTS / "descheduler" / "Chart.yaml").is_file():
         pytest.skip("scripts/install-kubernetes has not copied the descheduler's chart")
     options = TwinOptions(jobset=False)  # bare: the stack installs JobSet and the descheduler
-    with twin_stack(tmp_path, "move-back", PROGRAM, API_KEY, options, speed=SPEED) as stack:
+    with twin_stack(tmp_path, "move-back", BATCH_JOB, API_KEY, options, speed=SPEED) as stack:
         admin = stack.emulator.admin
         admin.set_capacity(REGION, GPU, 0)  # a shortfall from the start: no preemptible node at all
         api = up(stack)
@@ -281,4 +318,46 @@ def test_a_fallback_run_is_moved_back_to_preemptible_when_capacity_returns_and_r
             print(f"kept on standard while marked; moved {time.monotonic() - released:.1f} s after unmarking")
 
         # Every move was a disruption the JobSet restarts the run from: nothing counted as a failure.
+        assert failed_workloads(api) == []
+
+
+def test_a_sweep_trial_that_ran_on_standard_is_moved_back_beside_the_one_that_waited(tmp_path: Path) -> None:
+    if not (CHARTS / "descheduler" / "Chart.yaml").is_file():
+        pytest.skip("scripts/install-kubernetes has not copied the descheduler's chart")
+    with twin_stack(tmp_path, "move-back-sweep", SWEEP_OF_TWO, API_KEY, TwinOptions(jobset=False)) as stack:
+        admin = stack.emulator.admin
+        admin.set_capacity(REGION, GPU, 0)  # a shortfall from the start
+        api = up(stack)
+        core = client.CoreV1Api(api)
+        with Disruptions(api, TRIALS) as seen:
+            # One standard node: the first trial takes it, the second waits.
+            first = wait_for(
+                lambda: running_on(core, "standard", set(), TRIALS), "a trial on the standard node"
+            )
+            saved_once(core, first)
+            assert running_on(core, "standard", {first.metadata.uid}, TRIALS) is None
+
+            # Capacity returns (two nodes): the waiting trial starts on one at once, the first moves to the
+            # other once it is old enough, and resumes from its checkpoint.
+            admin.set_capacity(REGION, GPU, 16)
+            waited = wait_for(
+                lambda: running_on(core, "preemptible", {first.metadata.uid}, TRIALS), "the waiting trial"
+            )
+            moved = wait_for(
+                lambda: running_on(core, "preemptible", {first.metadata.uid, waited.metadata.uid}, TRIALS),
+                "the first trial moved back",
+                timeout=MOVE_BACK_INTERVAL + 6 * DESCHEDULING_INTERVAL + 60,
+            )
+            reason, _ = seen.disrupted[first.metadata.uid]
+            assert reason == "EvictionByEvictionAPI"
+            assert waited.metadata.uid not in seen.disrupted  # the trial already on preemptible stays
+            resumed = wait_for(
+                lambda: logged(core, moved, lambda t: parse_resumed(t) is not None), "the resumed line"
+            )
+            step = parse_resumed(resumed)
+            assert step is not None and step.step > 0, resumed
+            trial = "jobset.sigs.k8s.io/jobset-name"  # each trial is a JobSet of its own
+            assert (
+                moved.metadata.labels[trial] == first.metadata.labels[trial] != waited.metadata.labels[trial]
+            )
         assert failed_workloads(api) == []
