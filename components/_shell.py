@@ -10,6 +10,7 @@ import pulumi
 from together_clusters.platform import DEFAULT_PREEMPTIBLE_TAINT, Taint
 
 from . import guard, kube
+from .capacity import ClusterCapacity, gpu_needs, placement_verdict
 from .controller_needs import wait_for_controllers
 from .inputs import Placeholders, without_placeholders
 
@@ -66,6 +67,7 @@ class ManifestComponent(pulumi.ComponentResource):
             resource_name = f"{name}-{kind.lower()}-{object_name}"
             self.resources[key] = kube.create(resource_name, placeholders.restore(manifest), child_opts)
         self.names = pulumi.Output.from_input(sorted(self.resources))
+        warn_of_scarcity(self, f"{type_name} {name!r}", manifests, cluster)
 
     def child(self, kind: str, object_name: str | None = None) -> pulumi.CustomResource:
         """The child of ``kind`` (named ``object_name`` when the component has several of that kind)."""
@@ -79,6 +81,36 @@ class ManifestComponent(pulumi.ComponentResource):
     def finish(self, outputs: Mapping[str, Any]) -> None:
         """Register the component's outputs (always includes the names of the objects it created)."""
         self.register_outputs({"names": self.names, **outputs})
+
+
+CAPACITY_OUTPUTS = ("gpu_type", "num_gpus", "desired_preemptible_gpus", "allocated_preemptible_gpus")
+"""The ``Cluster`` outputs a workload's placement is weighed against."""
+
+
+def warn_of_scarcity(
+    component: pulumi.Resource,
+    subject: str,
+    manifests: Sequence[Mapping[str, Any]],
+    cluster: pulumi.Resource | None,
+) -> None:
+    """Once the cluster's GPU counts are known, warn on ``component`` of the GPUs of ``manifests`` it cannot
+    place now (a one-line note when ``PREEMPTIBLE_FIRST`` pods run on standard GPUs instead); nothing without
+    a cluster (a provider given a kubeconfig) or GPUs. The decision is :func:`.capacity.placement_verdict`."""
+    needs = gpu_needs(manifests)
+    if cluster is None or not needs:
+        return
+
+    def report(values: list[Any]) -> None:
+        capacity = ClusterCapacity.from_outputs(dict(zip(CAPACITY_OUTPUTS, values, strict=True)))
+        if capacity is None:
+            return
+        verdict = placement_verdict(subject, needs, capacity)
+        if verdict.warning:
+            pulumi.log.warn(verdict.warning, resource=component)
+        if verdict.note:
+            pulumi.log.info(verdict.note, resource=component)
+
+    pulumi.Output.all(*(getattr(cluster, key, None) for key in CAPACITY_OUTPUTS)).apply(report)
 
 
 def metadata_field(resource: pulumi.CustomResource, field: str) -> pulumi.Output[Any]:

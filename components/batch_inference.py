@@ -15,6 +15,10 @@ class BatchInference(ManifestComponent):
     Contract with the worker (see ``together_clusters.components.checkpoint.RequestDrain``): on SIGTERM
     take no new request; finish the one in flight within DRAIN_BUDGET_SECONDS, or stop it and hand it
     back to its queue once its thread has stopped, so another worker serves it exactly once.
+
+    Short of GPUs, ``pulumi up`` does not wait for the pods: it returns once the cluster accepted the
+    Deployment (once its controller observed it, not once replicas are available) and warns of what cannot be
+    placed now (see :mod:`~together_clusters.components.capacity`); the pods wait Pending.
     """
 
     deployment_name: pulumi.Output[str]

@@ -17,6 +17,10 @@ class BatchJob(ManifestComponent):
     :class:`~together_clusters.components.ClusterControllers` of its provider (``provider_for`` declares one).
 
     Outputs come from the created object: ``job_name`` and ``namespace`` as the API server has them.
+
+    Short of GPUs, ``pulumi up`` does not wait for the pods: it returns once the cluster accepted the Job or
+    JobSet (a Job once started) and warns of what cannot be placed now (see
+    :mod:`~together_clusters.components.capacity`); the pods wait Pending.
     """
 
     job_name: pulumi.Output[str]

@@ -17,6 +17,10 @@ class Sweep(ManifestComponent):
     TRIAL_PARAMETERS_FILE for the Indexed Job); the runtime's ``trial_parameters()`` reads either. Each
     trial checkpoints under its own run key (a digest of the container and its parameters), so a
     changed trial starts fresh.
+
+    Short of GPUs, ``pulumi up`` does not wait for the pods: it returns once the cluster accepted the JobSets
+    or the Job (a Job once started) and warns of what cannot be placed now (see
+    :mod:`~together_clusters.components.capacity`); the pods wait Pending.
     """
 
     job_sets: pulumi.Output[list[str]]

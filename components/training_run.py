@@ -15,6 +15,10 @@ class TrainingRun(ManifestComponent):
     optionally a critical login Deployment on standard nodes (see :class:`TrainingRunArgs`).
 
     ``coordinator_host`` is built from the Service the API server holds (its name and namespace).
+
+    Short of GPUs, ``pulumi up`` does not wait for the pods: it returns once the cluster accepted the objects
+    (a Job once started, the login Deployment once observed) and warns of what cannot be placed now (see
+    :mod:`~together_clusters.components.capacity`); the pods wait Pending.
     """
 
     coordinator_host: pulumi.Output[str]

@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
-from .classify import EXIT_ERROR
+from .classify import EXIT_ERROR, EXIT_STALLED
 
 DISTRIBUTION = "together-gpu-clusters"
 
@@ -69,6 +69,16 @@ def add_project_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON for machines instead of tables")
     p.add_argument(
         "--pulumi", type=Path, default=None, help="the pulumi executable, in a bin folder (default: PATH)"
+    )
+
+
+def add_fail_on_stalled(p: argparse.ArgumentParser) -> None:
+    """``--fail-on-stalled``, the same on ``status`` and ``drift``."""
+    p.add_argument(
+        "--fail-on-stalled",
+        action="store_true",
+        help=f"exit {EXIT_STALLED} when a workload is stalled for capacity (pods the scheduler cannot place, "
+        "or a Kueue Workload not admitted); without it they are reported only, as information",
     )
 
 

@@ -39,11 +39,14 @@ from together_clusters.provider.schema import FIELDS
 
 from .baseline import Baseline
 from .stack_state import StateResource, is_bookkeeping, is_secret, managed_resources, short_type
+from .workloads import Stall
 
 EXIT_IN_SYNC = 0
 EXIT_ERROR = 1
 EXIT_DRIFT = 2
 EXIT_PENDING = 3
+EXIT_STALLED = 4
+"""A workload waits for capacity (only with ``--fail-on-stalled``; see ``together_clusters.drift.workloads``)."""
 
 # The engine's redaction of a secret in engine events.
 SECRET_PLACEHOLDER = "[secret]"
@@ -134,28 +137,36 @@ class DriftReport:
     pending: list[PendingChange] = field(default_factory=list)
     shortfall: list[Shortfall] = field(default_factory=list)
     churn: list[Churn] = field(default_factory=list)
+    #: Workloads stalled for capacity, read from the clusters' Kubernetes APIs (information, like the
+    #: shortfall; exit 4 only with ``fail_on_stalled``), and why a cluster's workloads could not be read.
+    stalled: list[Stall] = field(default_factory=list)
+    workloads_unread: list[str] = field(default_factory=list)
 
     @property
     def in_sync(self) -> bool:
         return not self.drift and not self.missing
 
-    def exit_code(self, fail_on_pending: bool = False) -> int:
+    def exit_code(self, fail_on_pending: bool = False, fail_on_stalled: bool = False) -> int:
         if not self.in_sync:
             return EXIT_DRIFT
         if self.pending and fail_on_pending:
             return EXIT_PENDING
+        if self.stalled and fail_on_stalled:
+            return EXIT_STALLED
         return EXIT_IN_SYNC
 
-    def to_dict(self, fail_on_pending: bool = False) -> dict[str, Any]:
+    def to_dict(self, fail_on_pending: bool = False, fail_on_stalled: bool = False) -> dict[str, Any]:
         return {
             "in_sync": self.in_sync,
-            "exit_code": self.exit_code(fail_on_pending),
+            "exit_code": self.exit_code(fail_on_pending, fail_on_stalled),
             "drift": [asdict(d) for d in self.drift],
             "missing": [asdict(m) for m in self.missing],
             "pending": [asdict(p) for p in self.pending],
             "info": {
                 "capacity_shortfall": [asdict(s) for s in self.shortfall],
                 "preemption_churn": [asdict(c) for c in self.churn],
+                "stalled_for_capacity": [asdict(s) for s in self.stalled],
+                "workloads_unread": list(self.workloads_unread),
             },
         }
 

@@ -1,15 +1,17 @@
 """together-clusters: drift detection, capacity status and preemption drills for stacks of Together GPU
 clusters.
 
-    together-clusters drift  [-s NAME ...| --all-stacks] [-C DIR] [--fail-on-pending]
+    together-clusters drift  [-s NAME ...| --all-stacks] [-C DIR] [--fail-on-pending] [--fail-on-stalled]
                              [--json] [--junit FILE] [--markdown FILE] [--jobs N]
     together-clusters status [-s NAME] [-C DIR] [--price-per-gpu-hour P] [--png FILE] [--json]
+                             [--fail-on-stalled]
     together-clusters drill  [--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--node NAME]
                              [--twin URL [--termination MODE]] [--dry-run] [--yes] [--json]
 
 Without -s/--stack, drift and status use the selected stack, as pulumi does.
 drift exit codes (the worst over all stacks): 1 error (a stack could not be checked), 2 drift found,
-3 changes pending (only with --fail-on-pending), 0 in sync. status: 0 shown, 1 error.
+3 changes pending (only with --fail-on-pending), 4 a workload stalled for capacity (only with
+--fail-on-stalled), 0 in sync. status: 0 shown, 4 a workload stalled (only with --fail-on-stalled), 1 error.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .arguments import add_project_options, add_stack_option, positive_int
+from .arguments import add_fail_on_stalled, add_project_options, add_stack_option, positive_int
 from .drift_report import fleet_json, fleet_text
 from .fleet import check_fleet
 from .junit import junit_xml
@@ -24,8 +24,9 @@ def add_parser(sub: Any) -> None:
         help="compare the live resources with the code, without writing any state",
         description="Preview every stack with refresh and classify every difference between the live "
         "resources and the code: drift (changed outside the code), missing, changes pending (the code "
-        "changed), information (capacity shortfall, preemptions). Exit 0 in sync, 2 drift, "
-        "3 changes pending with --fail-on-pending, 1 error; the worst over all stacks.",
+        "changed), information (capacity shortfall, preemptions, workloads stalled for capacity). Exit 0 "
+        "in sync, 2 drift, 3 changes pending with --fail-on-pending, 4 a workload stalled with "
+        "--fail-on-stalled, 1 error; the worst over all stacks.",
     )
     which = check.add_mutually_exclusive_group()
     add_stack_option(which, many=True)
@@ -37,6 +38,7 @@ def add_parser(sub: Any) -> None:
         help="exit 3 when the code has changes not yet deployed (for a nightly check of main); "
         "without it they are reported only (for pull requests, whose changes are pending by design)",
     )
+    add_fail_on_stalled(check)
     check.add_argument("--junit", type=Path, metavar="FILE", help="also write a JUnit XML report to FILE")
     check.add_argument("--markdown", type=Path, metavar="FILE", help="also write a Markdown summary to FILE")
     check.add_argument(
@@ -57,13 +59,13 @@ def run(args: argparse.Namespace) -> int:
     if not names:
         raise EngineError(f"the project in {workspace.work_dir} has no stacks")
     results = check_fleet(workspace, names, jobs=args.jobs)
-    pending = args.fail_on_pending
+    pending, stalled = args.fail_on_pending, args.fail_on_stalled
     if args.junit is not None:
-        args.junit.write_text(junit_xml(results, pending))
+        args.junit.write_text(junit_xml(results, pending, stalled))
     if args.markdown is not None:
-        args.markdown.write_text(markdown_summary(results, pending))
+        args.markdown.write_text(markdown_summary(results, pending, stalled))
     if args.json:
-        print(fleet_json(results, pending))
+        print(fleet_json(results, pending, stalled))
     else:
-        print(fleet_text(results, pending), end="")
-    return fleet_exit_code(results, pending)
+        print(fleet_text(results, pending, stalled), end="")
+    return fleet_exit_code(results, pending, stalled)

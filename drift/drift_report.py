@@ -9,6 +9,7 @@ from typing import Any
 from .classify import DriftReport, PendingChange
 from .results import StackResult, fleet_exit_code
 from .table import fmt, table
+from .workloads import describe_stall
 
 DRIFT_TITLE = (
     "Drift (live differs from the code, changed outside it; the next `pulumi up` would change it back)"
@@ -17,19 +18,21 @@ MISSING_TITLE = "Missing (deleted outside the code; the next `pulumi up` would c
 PENDING_TITLE = "Changes pending (the code changed and is not deployed yet; live matches the last deployment)"
 
 
-def fleet_json(results: Sequence[StackResult], fail_on_pending: bool) -> str:
-    """``exit_code``, ``fail_on_pending``, ``summary`` and one entry per stack (its report or ``error``)."""
+def fleet_json(results: Sequence[StackResult], fail_on_pending: bool, fail_on_stalled: bool = False) -> str:
+    """``exit_code``, ``fail_on_pending``, ``fail_on_stalled``, ``summary`` and one entry per stack (its
+    report or ``error``)."""
     stacks = []
     for r in results:
         entry: dict[str, Any] = {"stack": r.stack, "result": r.verdict, "seconds": round(r.seconds, 2)}
         if r.report is None:
             entry.update({"exit_code": r.exit_code(fail_on_pending), "error": r.error})
         else:
-            entry.update(r.report.to_dict(fail_on_pending))
+            entry.update(r.report.to_dict(fail_on_pending, fail_on_stalled))
         stacks.append(entry)
     body = {
-        "exit_code": fleet_exit_code(results, fail_on_pending),
+        "exit_code": fleet_exit_code(results, fail_on_pending, fail_on_stalled),
         "fail_on_pending": fail_on_pending,
+        "fail_on_stalled": fail_on_stalled,
         "summary": summary_counts(results),
         "stacks": stacks,
     }
@@ -44,12 +47,12 @@ def summary_counts(results: Sequence[StackResult]) -> dict[str, list[str]]:
     return counts
 
 
-def fleet_text(results: Sequence[StackResult], fail_on_pending: bool) -> str:
+def fleet_text(results: Sequence[StackResult], fail_on_pending: bool, fail_on_stalled: bool = False) -> str:
     """Each stack's report, then (for several stacks) one summary line per stack and the exit code."""
     parts = [stack_text(r) for r in results]
     if len(results) > 1:
         rows = [[r.stack, r.verdict, *_counts(r.report), r.error or ""] for r in results]
-        code = fleet_exit_code(results, fail_on_pending)
+        code = fleet_exit_code(results, fail_on_pending, fail_on_stalled)
         parts.append(
             f"Summary of {len(results)} stacks (exit {code}):\n"
             + table(["STACK", "RESULT", "DRIFT", "MISSING", "PENDING", "ERROR"], rows)
@@ -130,6 +133,8 @@ def info_lines(report: DriftReport) -> list[str]:
             f"preemption churn: {c.resource} had {plural(c.preemptions_since_deployment, 'preemption')} "
             f"since the state was written{last}"
         )
+    lines += [describe_stall(s) for s in report.stalled]
+    lines += [f"workloads not read: {why}" for why in report.workloads_unread]
     return lines
 
 

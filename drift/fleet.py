@@ -17,14 +17,19 @@ from pulumi import automation as auto
 from .classify import classify
 from .observe import observe
 from .results import StackResult
+from .workload_check import stalled_and_unread
 from .workspace import EngineError, StackInPlace
 
 
 def check_stack(workspace: auto.LocalWorkspace, name: str) -> StackResult:
     started = time.monotonic()
     try:
-        seen = observe(StackInPlace(name, workspace))
+        stack = StackInPlace(name, workspace)
+        seen = observe(stack)
         report = classify(seen.deployed, seen.steps, seen.baseline)
+        stalled, unread = stalled_and_unread(stack, seen.deployed)
+        report.stalled.extend(stalled)
+        report.workloads_unread.extend(unread)
         return StackResult(name, report, None, time.monotonic() - started)
     except (EngineError, OSError) as exc:
         return StackResult(name, None, str(exc), time.monotonic() - started)

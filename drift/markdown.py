@@ -11,8 +11,10 @@ from .table import fmt
 _ICONS = {"in sync": "✅", "changes pending": "📝", "drift": "❌", "error": "⚠️"}
 
 
-def markdown_summary(results: Sequence[StackResult], fail_on_pending: bool) -> str:
-    code = fleet_exit_code(results, fail_on_pending)
+def markdown_summary(
+    results: Sequence[StackResult], fail_on_pending: bool, fail_on_stalled: bool = False
+) -> str:
+    code = fleet_exit_code(results, fail_on_pending, fail_on_stalled)
     drifted = [r.stack for r in results if r.verdict == "drift"]
     failed = [r.stack for r in results if r.verdict == "error"]
     headline = (
@@ -47,7 +49,7 @@ def _details(result: StackResult) -> list[str]:
     report = result.report
     if report is None:
         return [f"### {result.stack}", "", f"Could not be checked: `{result.error}`"]
-    if report.in_sync and not report.pending and not report.shortfall and not report.churn:
+    if report.in_sync and not report.pending and not info_lines(report):
         return []
     out = [f"### {result.stack}"]
     if report.drift:

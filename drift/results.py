@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .classify import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC, EXIT_PENDING, DriftReport
+from .classify import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC, EXIT_PENDING, EXIT_STALLED, DriftReport
 
-# From the worst down: an error says nothing about the stack, drift is a finding, pending a choice.
-_SEVERITY = (EXIT_ERROR, EXIT_DRIFT, EXIT_PENDING, EXIT_IN_SYNC)
+# From the worst down: an error says nothing about the stack, drift is a finding, pending a choice, a
+# stalled workload a wait for capacity the code cannot help.
+_SEVERITY = (EXIT_ERROR, EXIT_DRIFT, EXIT_PENDING, EXIT_STALLED, EXIT_IN_SYNC)
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,10 @@ class StackResult:
     error: str | None = None
     seconds: float = 0.0
 
-    def exit_code(self, fail_on_pending: bool) -> int:
+    def exit_code(self, fail_on_pending: bool, fail_on_stalled: bool = False) -> int:
         if self.report is None:
             return EXIT_ERROR
-        return self.report.exit_code(fail_on_pending)
+        return self.report.exit_code(fail_on_pending, fail_on_stalled)
 
     @property
     def verdict(self) -> str:
@@ -36,10 +37,12 @@ class StackResult:
 
 
 def worst_exit_code(codes: Iterable[int]) -> int:
-    """The exit code of several checks: error over drift over pending over in sync."""
+    """The exit code of several checks: error over drift over pending over stalled over in sync."""
     found = set(codes)
     return next((code for code in _SEVERITY if code in found), EXIT_IN_SYNC)
 
 
-def fleet_exit_code(results: Sequence[StackResult], fail_on_pending: bool) -> int:
-    return worst_exit_code(r.exit_code(fail_on_pending) for r in results)
+def fleet_exit_code(
+    results: Sequence[StackResult], fail_on_pending: bool, fail_on_stalled: bool = False
+) -> int:
+    return worst_exit_code(r.exit_code(fail_on_pending, fail_on_stalled) for r in results)

@@ -8,15 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from together_clusters.provider.client import TogetherClient
-from together_clusters.provider.errors import NotFoundError, WrongTargetError
-from together_clusters.provider.settings import API_KEY_CONFIG, API_KEY_ENV
-
-from . import api_settings, capacity, live
-from .arguments import add_project_options, add_stack_option, non_negative
+from . import api_settings, capacity, live, workloads
+from .arguments import add_fail_on_stalled, add_project_options, add_stack_option, non_negative
+from .classify import EXIT_STALLED
 from .observe import export
 from .stack_state import StateResource, clusters
-from .status_render import status_json, status_text
+from .status_render import StackStatus, status_json, status_text
 from .timeline import Timeline, allocation_timeline
 from .workspace import EngineSettings, StackInPlace, engine_call, open_workspace, selected_stack
 
@@ -27,7 +24,10 @@ def add_parser(sub: Any) -> None:
         "status",
         help="capacity of the stack's clusters: preemptible allocation, nodes, events, savings",
         description="Per cluster of the stack: desired and allocated preemptible GPUs, nodes, recent "
-        "lifecycle events and the hourly saving of preemptible capacity. Reads the state, never writes it. "
+        "lifecycle events and the hourly saving of preemptible capacity; per workload (read from the "
+        "cluster's Kubernetes API), whether it is stalled for capacity and the GPU-hours it ran on standard "
+        "and preemptible nodes. Reads the state, never writes it. Exit 0 shown, 4 a workload stalled with "
+        "--fail-on-stalled, 1 error. "
         "The API key and endpoint are the stack's (together:apiKey, together:baseUrl, the endpoint a "
         "cluster was created on), else TOGETHER_API_KEY / TOGETHER_BASE_URL.",
     )
@@ -50,17 +50,20 @@ def add_parser(sub: Any) -> None:
         metavar="H",
         help="how far back events and the timeline go (default 24)",
     )
+    add_fail_on_stalled(status)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read the stack's clusters from its state and the API, print their capacity (0 shown)."""
+    """Read the stack's clusters from its state and the API, print their capacity (0 shown, 4 a workload
+    stalled with ``--fail-on-stalled``)."""
     workspace = open_workspace(EngineSettings(project_dir=args.cwd, pulumi=args.pulumi))
     stack = StackInPlace(args.stack or selected_stack(workspace), workspace)
     config = engine_call(f"reading the config of stack {stack.name}", stack.get_all_config)
     resources = clusters(export(stack))
     stack_api = api_settings.from_stack_config(config)
-    snapshots = _snapshots(resources, stack_api)
-    end = capacity.window_end(list(snapshots.values()), datetime.now(UTC))
+    snapshots = live.stack_snapshots(resources, stack_api, workloads=True)
+    now = datetime.now(UTC)
+    end = capacity.window_end(list(snapshots.values()), now)
     start, end = capacity.window(end, args.window_hours)
     price = args.price_per_gpu_hour
     statuses = [
@@ -69,48 +72,24 @@ def run(args: argparse.Namespace) -> int:
         )
         for r in resources
     ]
+    # The pods' times are the Kubernetes API's, on our clock (not the platform's, which may run ahead).
+    reports = {
+        r.id: workloads.report((snapshots.get(r.id) or {}).get("kubernetes"), now, price, r.name)
+        for r in resources
+    }
     if args.png is not None:
         from .plot import write_png
 
         write_png(args.png, stack.name, _timelines(resources, snapshots, start, end))
+    code = EXIT_STALLED if args.fail_on_stalled and workloads.any_stalled(list(reports.values())) else 0
+    shown = StackStatus(stack.name, statuses, start, end, price, reports)
     if args.json:
-        print(status_json(stack.name, statuses, start, end, price))
+        print(status_json(shown, exit_code=code))
     else:
-        print(status_text(stack.name, statuses, start, end, price), end="")
+        print(status_text(shown), end="")
         if args.png is not None:
             print(f"\nTimeline written to {args.png}")
-    return 0
-
-
-def _snapshots(resources: Sequence[StateResource], stack_api: api_settings.ApiSettings) -> dict[str, Any]:
-    """Each cluster read with the key and endpoint the provider would use for it."""
-    by_settings: dict[api_settings.ApiSettings, list[str]] = {}
-    for res in resources:
-        by_settings.setdefault(api_settings.for_cluster(res, stack_api), []).append(res.id)
-    by_id = {res.id: res for res in resources}
-    found: dict[str, Any] = {}
-    for settings, ids in by_settings.items():
-        with TogetherClient(api_key=settings.api_key, base_url=settings.base_url) as client:
-            _refuse_another_project(client, [by_id[i] for i in ids])
-            found.update(live.fetch_snapshots(ids, client))
-    return found
-
-
-def _refuse_another_project(client: TogetherClient, resources: Sequence[StateResource]) -> None:
-    """A key of another project than the one a cluster was created in cannot see it: the API's 404 would
-    read as "deleted". Refused instead, naming both projects (the provider refuses the same)."""
-    try:
-        here = client.whoami().project_id
-    except NotFoundError:  # an API without whoami: nothing to compare
-        return
-    for res in resources:
-        recorded = res.outputs.get(api_settings.RECORDED_PROJECT)
-        if isinstance(recorded, str) and recorded and here and recorded != here:
-            raise WrongTargetError(
-                f"cluster {res.id} ({res.name}) was created in project {recorded!r}, and the API key in use "
-                f"belongs to project {here!r}, which cannot see it. Use a key of project {recorded!r} "
-                f"(`pulumi config set --secret {API_KEY_CONFIG} <key>` or {API_KEY_ENV})."
-            )
+    return code
 
 
 def _timelines(

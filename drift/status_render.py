@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from .capacity import PREEMPTIBLE_DISCOUNT, ClusterStatus, parse_time
 from .table import table
+from .workloads import WorkloadsReport, describe_stall
+
+HOURS_NOTE = "the pods the cluster still knows; a deleted pod's hours are gone with it"
 
 
 def _money(value: float | None) -> str:
@@ -19,31 +23,47 @@ def total_saving(statuses: Sequence[ClusterStatus]) -> float | None:
     return sum(savings) if savings else None
 
 
-def status_json(
-    stack: str, statuses: Sequence[ClusterStatus], start: datetime, end: datetime, price: float | None
-) -> str:
+@dataclass(frozen=True)
+class StackStatus:
+    """Everything ``status`` shows of one stack: its clusters over a window, and their workloads."""
+
+    stack: str
+    clusters: Sequence[ClusterStatus]
+    start: datetime
+    end: datetime
+    price_per_gpu_hour: float | None = None
+    workloads: Mapping[str, WorkloadsReport] = field(default_factory=dict)
+    """Each cluster's workloads report, by cluster id."""
+
+
+def status_json(status: StackStatus, exit_code: int = 0) -> str:
+    """The status as JSON; each cluster with its ``workloads`` (stalled ones, GPU-hours)."""
     return json.dumps(
         {
-            "stack": stack,
-            "window": {"start": start.isoformat(), "end": end.isoformat()},
-            "price_per_gpu_hour": price,
+            "stack": status.stack,
+            "exit_code": exit_code,
+            "window": {"start": status.start.isoformat(), "end": status.end.isoformat()},
+            "price_per_gpu_hour": status.price_per_gpu_hour,
             "preemptible_discount": PREEMPTIBLE_DISCOUNT,
-            "clusters": [s.to_dict() for s in statuses],
-            "total_hourly_saving": total_saving(statuses),
+            "clusters": [
+                {**s.to_dict(), "workloads": _report_dict(status.workloads.get(s.cluster_id))}
+                for s in status.clusters
+            ],
+            "total_hourly_saving": total_saving(status.clusters),
         },
         indent=2,
     )
 
 
-def status_text(
-    stack: str,
-    statuses: Sequence[ClusterStatus],
-    start: datetime,
-    end: datetime,
-    price: float | None,
-    max_events: int = 20,
-) -> str:
-    """A summary table of every cluster, then each cluster's recent lifecycle events."""
+def _report_dict(report: WorkloadsReport | None) -> dict[str, object] | None:
+    return None if report is None else report.to_dict()
+
+
+def status_text(status: StackStatus, max_events: int = 20) -> str:
+    """A summary table of every cluster, then each cluster's workloads (stalled ones, GPU-hours) and
+    recent lifecycle events."""
+    stack, statuses, start, end = status.stack, status.clusters, status.start, status.end
+    price = status.price_per_gpu_hour
     if not statuses:
         return f"Stack {stack}: no Together clusters in the state.\n"
     parts = [f"Stack {stack}: {len(statuses)} cluster{'s' if len(statuses) != 1 else ''}"]
@@ -88,6 +108,9 @@ def status_text(
     for s in statuses:
         if not s.found:
             continue
+        report = status.workloads.get(s.cluster_id)
+        if report is not None:
+            parts.extend(workload_parts(s.resource, report))
         shown = s.events[-max_events:]
         title = f"{s.resource}: node lifecycle events, {span}"
         if not shown:
@@ -103,6 +126,42 @@ def status_text(
             )
         )
     return "\n\n".join(parts) + "\n"
+
+
+def workload_parts(resource: str, report: WorkloadsReport) -> list[str]:
+    """A cluster's stalled workloads (one line each) and its GPU-hours table."""
+    if report.unread:
+        return [f"{resource}: workloads not read: {report.unread}"]
+    parts = []
+    if report.stalled:
+        parts.append("\n".join(describe_stall(stall) for stall in report.stalled))
+    if report.hours:
+        rows = [
+            [
+                h.workload,
+                h.placement or "-",
+                f"{h.standard_gpu_hours:.2f}",
+                f"{h.preemptible_gpu_hours:.2f}",
+                _money(h.fallback_cost),
+                _money(h.moving_back_saved),
+            ]
+            for h in report.hours
+        ]
+        parts.append(
+            f"{resource}: GPU-hours by workload ({HOURS_NOTE}):\n"
+            + table(
+                [
+                    "WORKLOAD",
+                    "PLACEMENT",
+                    "STANDARD GPU-H",
+                    "PREEMPTIBLE GPU-H",
+                    "FALLBACK COST",
+                    "MOVING BACK SAVED",
+                ],
+                rows,
+            )
+        )
+    return parts
 
 
 def _short_time(stamp: str) -> str:

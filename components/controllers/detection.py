@@ -10,7 +10,7 @@ reported as such, never guessed to have the controller.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -118,24 +118,24 @@ def installed_priority_classes(kubeconfig: str) -> Mapping[str, Mapping[str, str
     return _annotations_by_name(_listed(kubeconfig, "priority_classes"))
 
 
-def find_priority_class(name: str, kubeconfig: str | None, this_stack: str) -> Finding:
-    """What the cluster of ``kubeconfig`` says about the PriorityClass ``name`` (as :func:`find` for a CRD)."""
+def _finding(
+    name: str, kubeconfig: str | None, this_stack: str, listing: Callable[[str], Mapping[str, Any]]
+) -> Finding:
     if kubeconfig is None:
         return Finding(Presence.UNKNOWN, reason="the cluster's kubeconfig is not known yet")
     try:
-        present = installed_priority_classes(kubeconfig)
+        present = listing(kubeconfig)
     except _ClusterUnanswered as error:
         return Finding(Presence.UNKNOWN, reason=str(error))
     return classify(present.get(name), this_stack)
 
 
+def find_priority_class(name: str, kubeconfig: str | None, this_stack: str) -> Finding:
+    """What the cluster of ``kubeconfig`` says about the PriorityClass ``name`` (as :func:`find` for a CRD)."""
+    return _finding(name, kubeconfig, this_stack, installed_priority_classes)
+
+
 def find(crd: str, kubeconfig: str | None, this_stack: str) -> Finding:
     """What the cluster of ``kubeconfig`` says about ``crd`` (``None``: not known yet, at a preview of a
     cluster still to be created)."""
-    if kubeconfig is None:
-        return Finding(Presence.UNKNOWN, reason="the cluster's kubeconfig is not known yet")
-    try:
-        served = installed_crds(kubeconfig)
-    except _ClusterUnanswered as error:
-        return Finding(Presence.UNKNOWN, reason=str(error))
-    return classify(served.get(crd), this_stack)
+    return _finding(crd, kubeconfig, this_stack, installed_crds)

@@ -4,7 +4,8 @@ Every function here is a plain function of plain data: the components feed the r
 guard and then to pulumi-kubernetes, and the tests read it directly. One module per workload
 (``batch_job``, ``sweep``, ``training_run``, ``batch_inference``, ``checkpoint_store``), over the
 pieces they share: ``common`` (labels, metadata, env entries), ``run_keys``, ``checkpoints`` (how a pod
-reaches its checkpoint storage), ``pods`` (containers and pod specs) and ``jobs`` (Jobs, attempt JobSets).
+reaches its checkpoint storage), ``pods`` (containers and pod specs), ``jobs`` (Jobs, attempt JobSets) and
+``awaiting`` (what ``pulumi up`` waits for).
 This package re-exports every public name, so ``from together_clusters.components.manifests import X``
 keeps working.
 """
@@ -12,6 +13,7 @@ keeps working.
 from __future__ import annotations
 
 from ..placement import Placement, placement_for, standard_placement
+from .awaiting import DEPLOYMENT_ACCEPTED_ANNOTATIONS, JOB_READY_ANNOTATIONS, WAIT_FOR_ANNOTATION
 from .batch_inference import DEFAULT_PRE_STOP_SECONDS, batch_inference
 from .batch_job import batch_job
 from .checkpoint_store import checkpoint_store
@@ -37,7 +39,6 @@ from .jobs import (
     DISRUPTION_RULE,
     DNS_LABEL,
     DNS_LABEL_MAX,
-    JOB_READY_ANNOTATIONS,
     JOBSET_API_VERSION,
     JOBSET_FAILURE_POLICY,
     POD_NAME_SUFFIX,
@@ -66,6 +67,7 @@ __all__ = [
     "CheckpointBinding",
     "DEFAULT_PRE_STOP_SECONDS",
     "DEFERRED_DIGEST_END",
+    "DEPLOYMENT_ACCEPTED_ANNOTATIONS",
     "DEFERRED_DIGEST_START",
     "DISRUPTION_RULE",
     "DNS_LABEL",
@@ -90,6 +92,7 @@ __all__ = [
     "TRIALS_FILE",
     "TRIALS_MOUNT_PATH",
     "TRIALS_VOLUME",
+    "WAIT_FOR_ANNOTATION",
     "attempt_job_set",
     "batch_inference",
     "batch_job",

@@ -11,6 +11,7 @@ from ..args import BatchInferenceArgs
 from ..checkpoint import contract
 from ..placement import placement_for
 from ..violations import Violation, argument_violation
+from .awaiting import DEPLOYMENT_ACCEPTED_ANNOTATIONS
 from .checks import at_least, container_violations, refuse_invalid, shared_settings_violations
 from .common import (
     Manifest,
@@ -95,7 +96,10 @@ def _deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": object_metadata(deployment_name, args.pod.namespace, labels),
+        "metadata": {
+            **object_metadata(deployment_name, args.pod.namespace, labels),
+            "annotations": dict(DEPLOYMENT_ACCEPTED_ANNOTATIONS),
+        },
         "spec": {
             "replicas": args.replicas,
             "selector": {"matchLabels": dict(selector)},

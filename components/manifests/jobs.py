@@ -11,15 +11,8 @@ from typing import Any
 from together_clusters.platform import DISRUPTION_CONDITION, FALLBACK_PRIORITY_CLASS
 
 from ..checkpoint import contract
+from .awaiting import JOB_READY_ANNOTATIONS
 from .common import MAIN_CONTAINER, Manifest, object_metadata, template_metadata_of
-
-JOB_READY_ANNOTATIONS: Mapping[str, str] = {"pulumi.com/waitFor": "jsonpath={.status.startTime}"}
-"""On every Job: ready once the Job controller has started it.
-
-pulumi-kubernetes otherwise waits for a Job to complete, which fails ``pulumi up`` after 10 minutes
-for a run that takes days. Not ``skipAwait``: that also skips waiting for deletion, so replacing a
-Job under the same name would race the old one's removal.
-"""
 
 DISRUPTION_RULE: Mapping[str, Any] = {
     "action": "Ignore",

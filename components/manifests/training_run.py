@@ -12,6 +12,7 @@ from ..args import TrainingRunArgs
 from ..checkpoint import contract
 from ..placement import Placement, placement_for
 from ..violations import Violation
+from .awaiting import DEPLOYMENT_ACCEPTED_ANNOTATIONS
 from .checkpoints import CheckpointBinding, checkpoint_binding
 from .checks import (
     at_least,
@@ -304,7 +305,10 @@ def _login(run: str, args: TrainingRunArgs, env: Sequence[Manifest], storage: Ch
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": object_metadata(f"{run}-login", args.pod.namespace, labels),
+        "metadata": {
+            **object_metadata(f"{run}-login", args.pod.namespace, labels),
+            "annotations": dict(DEPLOYMENT_ACCEPTED_ANNOTATIONS),
+        },
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": selector_for(run, "login")},

@@ -645,6 +645,37 @@ def test_pulumi_waits_for_jobs_to_start_not_to_finish() -> None:
         assert_schema_valid(job)
 
 
+def test_pulumi_waits_for_deployments_to_be_accepted_not_for_their_pods() -> None:
+    """A Deployment whose GPUs are short must not block ``up`` (its pods wait Pending, as a Job's do), and
+    its deletion is still awaited on a replace (no skipAwait)."""
+    from together_clusters.components import manifests
+
+    container = ContainerSpec(image=IMAGE, gpus=8)
+    deployments = [
+        m
+        for m in (
+            *manifests.batch_inference("infer", BatchInferenceArgs(container=container)),
+            *manifests.training_run(
+                "r",
+                TrainingRunArgs(
+                    coordinator=ContainerSpec(image=IMAGE),
+                    worker=container,
+                    num_workers=2,
+                    checkpoint=SHARED,
+                    login=ContainerSpec(image=IMAGE),
+                ),
+            ),
+        )
+        if m["kind"] == "Deployment"
+    ]
+    assert [d["metadata"]["name"] for d in deployments] == ["infer", "r-login"]
+    for deployment in deployments:
+        assert deployment["metadata"]["annotations"] == {
+            "pulumi.com/waitFor": "jsonpath={.status.observedGeneration}"
+        }
+        assert_schema_valid(deployment)
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [

@@ -13,7 +13,7 @@ from together_clusters.drift.capacity import (
     window,
     window_end,
 )
-from together_clusters.drift.status_render import status_json, status_text
+from together_clusters.drift.status_render import StackStatus, status_json, status_text
 from together_clusters.drift.timeline import allocation_timeline, changes
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -163,16 +163,16 @@ def test_status_text_and_json():
         cluster_status("quickstart", "c-1", snapshot(), start=start, end=end, price_per_gpu_hour=2.0),
         cluster_status("gone", "c-2", None, start=start, end=end, price_per_gpu_hour=2.0),
     ]
-    text = status_text("dev", statuses, start, end, 2.0)
+    text = status_text(StackStatus("dev", statuses, start, end, 2.0))
     assert "quickstart" in text and "8/16" in text and "$8.00" in text
     assert "MISSING" in text and "TogetherPreempted" in text and "p3" in text
     assert "Estimated saving: $8.00/hour" in text
-    data = json.loads(status_json("dev", statuses, start, end, 2.0))
+    data = json.loads(status_json(StackStatus("dev", statuses, start, end, 2.0)))
     assert data["total_hourly_saving"] == 8.0
     assert data["clusters"][0]["allocated_preemptible_gpus"] == 8
     assert len(data["clusters"][0]["events"]) == 6
     assert data["clusters"][1]["found"] is False
-    no_price = status_text("dev", statuses[:1], start, end, None)
+    no_price = status_text(StackStatus("dev", statuses[:1], start, end, None))
     assert "--price-per-gpu-hour" in no_price
 
 

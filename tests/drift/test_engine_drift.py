@@ -175,6 +175,11 @@ def test_preemption_and_shortfall_alone_are_information_not_drift(deployed: Depl
     )
     assert stack["info"]["capacity_shortfall"][0]["shortfall_gpus"] == 8
     assert stack["info"]["preemption_churn"][0]["preemptions_since_deployment"] == 1
+    # The emulator without its twin has no Kubernetes API: its workloads are not read, said on one line, and
+    # that changes no exit code (it is information too).
+    [unread] = stack["info"]["workloads_unread"]
+    assert unread.startswith("quickstart: its Kubernetes API at https://") and "did not answer" in unread
+    assert stack["info"]["stalled_for_capacity"] == []
 
 
 def test_status_reports_allocation_events_saving_and_draws_a_png(deployed: Deployed, tmp_path):

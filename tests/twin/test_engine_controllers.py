@@ -100,7 +100,11 @@ def test_provider_for_installs_jobset_on_a_bare_cluster_and_a_second_stack_uses_
         # The PriorityClass PREEMPTIBLE_FIRST pods run at, installed and marked alike.
         scheduling = client.SchedulingV1Api(api)
         fallback = scheduling.read_priority_class(FALLBACK_PRIORITY_CLASS)
-        assert (fallback.value, fallback.preemption_policy, bool(fallback.global_default)) == (-100, "Never", False)
+        assert (fallback.value, fallback.preemption_policy, bool(fallback.global_default)) == (
+            -100,
+            "Never",
+            False,
+        )
         assert fallback.metadata.annotations[INSTALLED_BY_ANNOTATION] == "organization/controllers/test"
 
         # Installed by this stack: the next run keeps it as it is.

@@ -5,6 +5,7 @@ and the real scheduler deciding where they go."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -13,7 +14,7 @@ from tests import _engine
 from together_clusters.emulator.kubernetes.nodes import NodeOptions
 from together_clusters.emulator.kubernetes.options import TwinOptions
 
-from ._twin import node_classes, twin_stack, up
+from ._twin import node_classes, twin_stack, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-critical-key-0123456789abcdef"
@@ -41,6 +42,12 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 """
 
 
+def running_replicas(core: client.CoreV1Api) -> list[Any] | None:
+    """The 4 replicas once they all run, else None."""
+    pods = core.list_namespaced_pod("default", label_selector="app.kubernetes.io/managed-by").items
+    return pods if len(pods) == 4 and all(p.status.phase == "Running" for p in pods) else None
+
+
 @pytest.mark.parametrize("taint", [True, False], ids=["tainted", "untainted"])
 def test_critical_replicas_run_only_on_the_standard_node(tmp_path: Path, taint: bool) -> None:
     options = TwinOptions(nodes=NodeOptions(preemptible_taint=taint))
@@ -52,8 +59,8 @@ def test_critical_replicas_run_only_on_the_standard_node(tmp_path: Path, taint: 
         assert tainted == ({n for n, c in classes.items() if c == "preemptible"} if taint else set())
         assert sorted(classes.values()) == ["preemptible", "preemptible", "standard"]
 
-        pods = core.list_namespaced_pod("default", label_selector="app.kubernetes.io/managed-by").items
-        assert len(pods) == 4 and all(p.status.phase == "Running" for p in pods)  # pulumi waited for them
+        # up waits for the Deployment to be accepted, not for its replicas: wait for them here.
+        pods = wait_for(lambda: running_replicas(core), "the 4 critical replicas to run")
         assert [classes[p.spec.node_name] for p in pods] == ["standard"] * 4
         api.close()
         destroy = _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)

@@ -96,6 +96,23 @@ def unschedulable(pod: client.V1Pod) -> bool:
     )
 
 
+def two_trials(name: str) -> list[dict[str, Any]]:
+    """A PREEMPTIBLE_FIRST Sweep of two 8-GPU trials (a node each)."""
+    sweep = SweepArgs(
+        container=ContainerSpec(image=IMAGE, gpus=8),
+        trials=({"lr": 0.1}, {"lr": 0.2}),
+        checkpoint=NONE,
+        sweep_name=name,
+        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+    )
+    return manifests.sweep(name, sweep)
+
+
+def both_running(cluster: TwinCluster, selector: str) -> list[tuple[str, str]] | None:
+    found = running_on(cluster, selector)
+    return found if len(found) == 2 else None
+
+
 TRIALS = "app.kubernetes.io/name=lr"
 PLAIN = "app.kubernetes.io/name=plain"
 SERVE = "app.kubernetes.io/name=serve"
@@ -160,14 +177,7 @@ def test_a_preemptible_first_sweep_starts_on_standard_at_once_and_on_preemptible
     )
     assert waiting.spec.node_name is None  # the standard node is free, and it may not take it
 
-    sweep = SweepArgs(
-        container=ContainerSpec(image=IMAGE, gpus=8),
-        trials=({"lr": 0.1}, {"lr": 0.2}),
-        checkpoint=NONE,
-        sweep_name="lr",
-        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
-    )
-    create_all(scarce, manifests.sweep("lr", sweep))
+    create_all(scarce, two_trials("lr"))
     (on_standard,) = wait_for(lambda: running_on(scarce, TRIALS) or None, "the first trial running")
     assert on_standard[1] == "standard"
     trial_pods = pods(scarce, TRIALS)
@@ -176,11 +186,39 @@ def test_a_preemptible_first_sweep_starts_on_standard_at_once_and_on_preemptible
 
     twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 16)
     scarce.wait_for_nodes(standard=1, preemptible=2, timeout=180)
-    placed = wait_for(
-        lambda: (lambda found: found if len(found) == 2 else None)(running_on(scarce, TRIALS)),
-        "both trials running",
-        timeout=180,
-    )
+    placed = wait_for(lambda: both_running(scarce, TRIALS), "both trials running", timeout=180)
     assert sorted(cls for _, cls in placed) == ["preemptible", "standard"]
     assert running_on(scarce, PLAIN)[0][1] == "preemptible"  # the plain job got its node too
+    assert failed_workloads(scarce.api) == []
+
+
+def test_a_preempted_preemptible_first_trial_runs_on_the_standard_node_at_once_instead_of_waiting_for_the_refill(
+    scarce: TwinCluster, twin_emulator: RunningEmulator
+) -> None:
+    # The pool sized exactly (the previous test's refill left both preemptible nodes), and nothing to refill
+    # with: a plain PREEMPTIBLE trial would wait for the refill; a PREEMPTIBLE_FIRST one takes the standard node.
+    custom = client.CustomObjectsApi(scarce.api)
+    for job_set in custom.list_namespaced_custom_object(*JOBSETS)["items"]:
+        custom.delete_namespaced_custom_object(*JOBSETS[:3], JOBSETS[3], job_set["metadata"]["name"])
+    scarce.core.delete_collection_namespaced_pod("default", grace_period_seconds=0)
+    wait_for(lambda: not pods(scarce, "app.kubernetes.io/managed-by=pulumi") or None, "the earlier pods gone")
+    twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 0)
+    scarce.wait_for_nodes(standard=1, preemptible=2)
+
+    create_all(scarce, two_trials("exact"))
+    exact = "app.kubernetes.io/name=exact"
+    placed = wait_for(lambda: both_running(scarce, exact), "both trials running")
+    assert [cls for _, cls in placed] == ["preemptible", "preemptible"]  # preferred while there is room
+
+    victim = scarce.next_victim()
+    on_victim = next(p.metadata.name for p in pods(scarce, exact) if p.spec.node_name == victim)
+    scarce.preempt(1)
+    moved = wait_for(
+        lambda: next(
+            (cls for name, cls in running_on(scarce, exact) if name != on_victim and cls == "standard"), None
+        ),
+        "the preempted trial's replacement running on the standard node",
+    )
+    assert moved == "standard"
+    assert len(running_on(scarce, exact)) == 2  # both trials run while the pool has nothing to refill with
     assert failed_workloads(scarce.api) == []

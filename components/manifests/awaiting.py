@@ -1,0 +1,36 @@
+"""What ``pulumi up`` waits for, per kind of workload object: that the cluster accepted it, never that its
+pods run.
+
+Every workload component behaves the same way when GPUs are short: ``up`` returns once the objects are
+accepted (a Job started by its controller, a Deployment observed by its controller, a JobSet stored), and
+warns of the work that cannot be placed (see :mod:`together_clusters.components.capacity`); the pods then
+wait Pending for capacity, as Kubernetes' own scheduling does. Waiting for pods would make ``up`` block for
+as long as preemptible capacity is short (hours, with no deadline of ours) for some kinds and not others.
+
+Not ``pulumi.com/skipAwait``: that also skips waiting for deletion, so replacing an object under the same
+name would race the old one's removal (and its pods' grace period to save or drain).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+"""pulumi-kubernetes' annotation replacing its readiness check of an object by the condition it names."""
+
+JOB_READY_ANNOTATIONS: Mapping[str, str] = {WAIT_FOR_ANNOTATION: "jsonpath={.status.startTime}"}
+"""On every Job: ready once the Job controller has started it.
+
+pulumi-kubernetes otherwise waits for a Job to complete, which fails ``pulumi up`` after 10 minutes
+for a run that takes days.
+"""
+
+DEPLOYMENT_ACCEPTED_ANNOTATIONS: Mapping[str, str] = {
+    WAIT_FOR_ANNOTATION: "jsonpath={.status.observedGeneration}"
+}
+"""On every Deployment: ready once the Deployment controller has observed it (and made its ReplicaSet).
+
+pulumi-kubernetes otherwise waits for every replica to be available, with no deadline but its own
+10 minutes: a preemptible BatchInference's ``up`` blocked until capacity came back (82 s measured on the
+twin, or failed after 10 minutes), while a Job's ``up`` of the same pods returned at once.
+"""

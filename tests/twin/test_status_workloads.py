@@ -1,0 +1,161 @@
+"""``together-clusters status`` reads the workloads of the twin's cluster from its own Kubernetes API: a
+workload the scheduler cannot place is reported stalled (and fails the command with --fail-on-stalled), and
+a PREEMPTIBLE_FIRST workload's GPU-hours are split by the class of the nodes its pods ran on.
+
+The real CLI in a subprocess, on a stack whose state (imported, no ``up``) holds the shared twin cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import _engine
+from together_clusters.drift.classify import EXIT_STALLED
+from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE, ComputeClass
+
+from ._twin import TwinCluster, wait_for
+
+pytestmark = pytest.mark.twin
+
+PROJECT = "twin-status"
+STACK_URN = f"urn:pulumi:test::{PROJECT}::pulumi:pulumi:Stack::{PROJECT}-test"
+PROVIDER_URN = f"urn:pulumi:test::{PROJECT}::pulumi:providers:pulumi-python::default"
+PRICE = 4.0
+
+
+def component_pod(
+    name: str, component: str, placement: ComputeClass, gpus: int, node: str | None
+) -> dict[str, Any]:
+    """A pod labelled as a component labels its pods, asking for ``gpus``, on ``node`` (else anywhere)."""
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,  # gone with the namespace at once: the next test has the nodes
+        "tolerations": [
+            {"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": PREEMPTIBLE, "effect": "NoSchedule"}
+        ],
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.invalid/trainer:1",
+                "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+            }
+        ],
+    }
+    if node is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    labels = {
+        "app.kubernetes.io/name": component,
+        "app.kubernetes.io/component": "trial",
+        PLACEMENT_LABEL: placement,
+    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def stack_of(cluster: TwinCluster, tmp: Path) -> tuple[Path, dict[str, str]]:
+    """A project whose stack ``test`` holds the twin cluster as its Cluster resource ``twin``."""
+    _engine.require_engine()
+    project = _engine.write_project(tmp / "prog", PROJECT, "import pulumi\n")
+    env = _engine.engine_env(
+        tmp,
+        pythonpath=[_engine.ROOT],
+        extra={"TOGETHER_BASE_URL": cluster.emulator.base_url, "TOGETHER_API_KEY": "twin-twin"},
+    )
+    env["PATH"] = f"{_engine.ROOT / '.engine' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    resources = [
+        {"urn": STACK_URN, "custom": False, "type": "pulumi:pulumi:Stack"},
+        {"urn": PROVIDER_URN, "custom": True, "id": "provider", "type": "pulumi:providers:pulumi-python"},
+        {
+            "urn": f"urn:pulumi:test::{PROJECT}::pulumi-python:dynamic/together_clusters:Cluster::twin",
+            "custom": True,
+            "id": cluster.cluster_id,
+            "type": "pulumi-python:dynamic/together_clusters:Cluster",
+            "parent": STACK_URN,
+            "provider": f"{PROVIDER_URN}::provider",
+        },
+    ]
+    state = tmp / "state.json"
+    state.write_text(json.dumps({"version": 3, "deployment": {"manifest": {}, "resources": resources}}))
+    _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+    _engine.run_pulumi(["stack", "import", "--file", str(state)], cwd=project, env=env, check=True)
+    return project, env
+
+
+def status(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "together_clusters.drift",
+        "status",
+        "--stack",
+        "test",
+        "--cwd",
+        str(project),
+    ]
+    return subprocess.run(
+        [*command, *args], env=env, capture_output=True, text=True, timeout=300, check=False, cwd=_engine.ROOT
+    )
+
+
+def started(cluster: TwinCluster, namespace: str, name: str) -> Any:
+    pod = cluster.core.read_namespaced_pod(name, namespace)
+    statuses = pod.status.container_statuses or []
+    return pod if statuses and statuses[0].state.running is not None else None
+
+
+def unschedulable(cluster: TwinCluster, namespace: str, name: str) -> Any:
+    conditions = cluster.core.read_namespaced_pod(name, namespace).status.conditions or []
+    return next((c for c in conditions if c.type == "PodScheduled" and c.reason == "Unschedulable"), None)
+
+
+def test_status_reports_the_stalled_workload_fails_on_it_on_request_and_splits_gpu_hours_by_node_class(
+    cluster: TwinCluster, namespace: str, tmp_path: Path
+) -> None:
+    by_class = {cls: name for name, cls in cluster.node_classes().items()}
+    first = ComputeClass.PREEMPTIBLE_FIRST
+    for pod in (
+        component_pod("on-standard", "sweep", first, 1, by_class[ComputeClass.STANDARD]),
+        component_pod("on-preemptible", "sweep", first, 1, by_class[ComputeClass.PREEMPTIBLE]),
+        component_pod("too-big", "eval", ComputeClass.PREEMPTIBLE, 64, None),  # no node has 64 GPUs
+    ):
+        cluster.core.create_namespaced_pod(namespace, pod)
+    project, env = stack_of(cluster, tmp_path)
+    wait_for(lambda: started(cluster, namespace, "on-standard"), "the pod on the standard node to run")
+    wait_for(lambda: started(cluster, namespace, "on-preemptible"), "the pod on the preemptible node to run")
+    waiting = wait_for(
+        lambda: unschedulable(cluster, namespace, "too-big"), "the scheduler to give up on too-big"
+    )
+
+    failing = status(project, env, "--json", "--price-per-gpu-hour", str(PRICE), "--fail-on-stalled")
+    shown = status(project, env)
+
+    assert failing.returncode == EXIT_STALLED, _engine.output(failing)
+    [twin] = json.loads(failing.stdout)["clusters"]
+    report = twin["workloads"]
+    assert report["unread"] is None
+    [stalled] = [s for s in report["stalled"] if s["workload"].startswith(f"{namespace}/")]
+    assert (stalled["workload"], stalled["waiting"], stalled["source"]) == (
+        f"{namespace}/eval",
+        1,
+        "scheduler",
+    )
+    assert "Insufficient nvidia.com/gpu" in stalled["waiting_for"]
+    [sweep] = [h for h in report["hours"] if h["workload"] == f"{namespace}/sweep"]
+    assert sweep["placement"] == first
+    assert sweep["standard_gpu_hours"] > 0 and sweep["preemptible_gpu_hours"] > 0
+    assert sweep["fallback_cost"] == pytest.approx(sweep["standard_gpu_hours"] * PRICE * 0.5)
+    assert sweep["moving_back_saved"] == pytest.approx(sweep["preemptible_gpu_hours"] * PRICE * 0.5)
+
+    assert shown.returncode == 0, _engine.output(shown)  # information only, without the flag
+    since = waiting.last_transition_time.isoformat()
+    line = f"stalled for capacity: {namespace}/eval on twin: 1 pod Pending since "
+    assert any(
+        row.startswith(line) and "Insufficient nvidia.com/gpu" in row for row in shown.stdout.splitlines()
+    ), shown.stdout
+    assert since[:19] in shown.stdout
