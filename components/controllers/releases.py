@@ -48,12 +48,12 @@ class ClusterControllersArgs:
     ``jobset`` (default on): the controller of the JobSets that BatchJob, Sweep and TrainingRun render by
     default. ``descheduler``: moves ``PREEMPTIBLE_FIRST`` pods that fell back to standard nodes back to
     preemptible ones when there is room again (:mod:`.move_back`), at most once per
-    ``move_back_interval_seconds`` per pod, looking every ``descheduling_interval_seconds``. ``kueue``: declared
-    at its pinned version, not yet needed by any component. ``chart_source``: ``None`` takes each chart from its official registry; an ``oci://`` or
-    ``https://`` URL is a mirror holding the charts under their own names (``<url>/jobset``, or a Helm
-    repository's index); anything else is a local folder holding ``<name>/Chart.yaml`` for each chart
-    (an air-gapped cluster: ``helm pull --untar`` each chart there). A local chart must be the pinned
-    version. The images are the release images of :mod:`.charts` (mirror them under the same names, or point
+    ``move_back_interval_seconds`` per pod, looking every ``descheduling_interval_seconds``. ``kueue``:
+    declared at its pinned version, not yet needed by any component. ``chart_source``: ``None`` takes each
+    chart from its official registry; an ``oci://`` or ``https://`` URL is a mirror holding the charts under
+    their own names (``<url>/jobset``, or a Helm repository's index); anything else is a local folder holding
+    ``<name>/Chart.yaml`` for each chart (an air-gapped cluster: ``helm pull --untar`` each chart there). A
+    local chart must be the pinned version. The images are the release images of :mod:`.charts` (mirror them under the same names, or point
     the cluster's registry mirror at registry.k8s.io).
     """
 

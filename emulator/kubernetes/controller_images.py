@@ -60,8 +60,8 @@ class ControllerImage:
     """A folder of the container the program checks for ``tls.crt`` by a path it does not take from its
     configuration (JobSet's rotator)."""
     kubeconfig_flag: str | None = None
-    """The flag (``--client-connection-kubeconfig=``) that gives the kubeconfig to a program that does not read ``KUBECONFIG``
-    (it would look for the in-cluster files at their fixed path)."""
+    """The flag (``--client-connection-kubeconfig=``) that gives the kubeconfig to a program that does not
+    read ``KUBECONFIG`` (it would look for the in-cluster files at their fixed path)."""
     bind_address_flag: str | None = None
     """The flag (``--bind-address=``) of the address a program serves its metrics and health on, when no
     configuration file says it (it would bind every address, and clash with the next cluster's)."""
@@ -83,8 +83,8 @@ DESCHEDULER = ControllerImage(
     kubeconfig_flag="--client-connection-kubeconfig=",
     bind_address_flag="--bind-address=",
 )
-"""Its policy is a ConfigMap file (``--policy-config-file=/policy-dir/policy.yaml``), rewritten to the host file
-like every mounted path; no component config."""
+"""Its policy is a ConfigMap file (``--policy-config-file=/policy-dir/policy.yaml``), rewritten to the host
+file like every mounted path; no component config."""
 IMAGES = (JOBSET, DESCHEDULER)
 
 
