@@ -61,8 +61,10 @@ class ClusterControllersArgs:
     """Install JobSet (v0.11.0), the controller of the components' default JobSets."""
     kueue: bool = False
     """Install Kueue (v0.17.0): declared at its pinned version, no component needs it yet."""
-    descheduler: bool = False
-    """Install the descheduler (v0.36.0) with the move-back policy of :mod:`.move_back` (and nothing else)."""
+    descheduler: bool | None = None
+    """Install the descheduler (v0.36.0) with the move-back policy of :mod:`.move_back` (and nothing else).
+    ``None`` (not said) installs none, and a ``PREEMPTIBLE_FIRST`` workload on this provider is warned at
+    preview that nothing moves it back; ``False`` says so on purpose (no warning)."""
     move_back_interval_seconds: int = 1800
     """The youngest a fallback pod may be when it is moved back (the descheduler's ``minPodAge``): a run is
     moved at most once per interval, each move costing a checkpoint save and restore."""
@@ -79,7 +81,7 @@ class ClusterControllersArgs:
         flags = {
             Controller.JOBSET: self.jobset,
             Controller.KUEUE: self.kueue,
-            Controller.DESCHEDULER: self.descheduler,
+            Controller.DESCHEDULER: bool(self.descheduler),
         }
         return tuple(controller for controller, on in flags.items() if on)
 

@@ -517,3 +517,39 @@ def test_an_interval_that_is_not_whole_seconds_above_zero_is_refused_in_one_line
     ) as refused:
         releases(args)
     assert "\n" not in str(refused.value) and f"set {field} to" in str(refused.value)
+
+
+@pytest.fixture
+def warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    said: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: said.append(message))
+    return said
+
+
+@pytest.mark.parametrize(
+    ("controllers", "warned"),
+    [
+        (None, True),  # provider_for's default: no descheduler, not said
+        (ClusterControllersArgs(descheduler=True), False),
+        (ClusterControllersArgs(descheduler=False), False),  # said on purpose
+    ],
+)
+def test_a_preemptible_first_job_without_a_descheduler_is_warned_that_nothing_moves_it_back(
+    program: Program,
+    served: dict,
+    priority_classes: dict,
+    warnings: list[str],
+    controllers: ClusterControllersArgs | None,
+    warned: bool,
+) -> None:
+    def build() -> None:
+        p = provider_for("kubeconfig", controllers=controllers or True)
+        BatchJob("ft", FIRST_JOB, opts=pulumi.ResourceOptions(provider=p))
+        BatchJob("plain", JOB, opts=pulumi.ResourceOptions(provider=p))  # PREEMPTIBLE: nothing to move back
+
+    program.run(build)
+    moved = [w for w in warnings if "nothing moves them back" in w]
+    assert len(moved) == (1 if warned else 0)
+    if warned:
+        assert moved[0].startswith("BatchJob 'ft': its preemptible-first pods")
+        assert "ClusterControllersArgs(descheduler=True)" in moved[0] and "\n" not in moved[0]
