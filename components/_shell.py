@@ -11,7 +11,7 @@ from together_clusters.platform import DEFAULT_PREEMPTIBLE_TAINT, Taint
 
 from . import guard, kube
 from .capacity import ClusterCapacity, gpu_needs, placement_verdict
-from .controller_needs import wait_for_controllers
+from .controller_needs import descheduler_asked, move_back_warning, wait_for_controllers
 from .inputs import Placeholders, without_placeholders
 
 TYPE_PREFIX = "together:components"
@@ -56,6 +56,9 @@ class ManifestComponent(pulumi.ComponentResource):
         # Objects of a kind a controller serves (a JobSet) wait for the provider's ClusterControllers, so they
         # are created after it and deleted before it; with none declared, a cluster without it is refused.
         controllers = wait_for_controllers(f"{type_name} {name!r}", manifests, opts)
+        warning = move_back_warning(f"{type_name} {name!r}", manifests, descheduler_asked(opts))
+        if warning is not None:
+            pulumi.log.warn(warning, resource=self)
         child_opts = pulumi.ResourceOptions(
             parent=self, deleted_with=wanted or cluster, depends_on=_with_queue(controllers, args)
         )

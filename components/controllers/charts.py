@@ -109,7 +109,9 @@ DESCHEDULER = ChartFacts(
 )
 """The descheduler v0.36.0, published in its Helm repository (not OCI). The module
 sigs.k8s.io/descheduler@v0.36.0 still ships its chart as version 0.35.0 (the chart is bumped after the tag),
-so a local copy taken from that module is refused as the wrong version. Declared: not yet exercised."""
+so a local copy taken from that module as it is is refused as the wrong version; the chart published as 0.36.0
+(tag descheduler-helm-chart-0.36.0) is that folder with Chart.yaml's version and appVersion bumped, which is
+how scripts/install-kubernetes copies it for the twin. Its policy: :mod:`.move_back`."""
 
 CHARTS: dict[Controller, ChartFacts] = {facts.controller: facts for facts in (JOBSET, KUEUE, DESCHEDULER)}
 """Every chart, by controller."""

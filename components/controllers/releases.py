@@ -2,7 +2,8 @@
 
 :func:`releases` turns :class:`ClusterControllersArgs` into one :class:`Release` per wanted controller: the
 chart reference (the official registry, a mirror, or a local folder), its pinned version, the namespace and
-the values (the release image, and the controller pods kept off preemptible nodes). :func:`marked` and
+the values (the release image, the controller pods kept off preemptible nodes, and the descheduler's policy of
+:mod:`.move_back`). :func:`marked` and
 :func:`kept_off_preemptible` are what the component does to every object a chart renders.
 """
 
@@ -21,6 +22,7 @@ from together_clusters.errors import ArgsError
 
 from ..violations import Violation, argument_violation
 from .charts import CHARTS, ChartFacts, Controller
+from .move_back import descheduler_values, interval_violations
 
 INSTALLED_BY_ANNOTATION = "together.ai/installed-by"
 """Annotation on every object the component installs: ``<organization>/<project>/<stack>`` of the stack that
@@ -62,12 +64,14 @@ class ClusterControllersArgs:
     """Which controllers to install and where their charts come from.
 
     ``jobset`` (default on): the controller of the JobSets that BatchJob, Sweep and TrainingRun render by
-    default. ``kueue`` and ``descheduler``: declared at their pinned versions, not yet needed by any
-    component. ``chart_source``: ``None`` takes each chart from its official registry; an ``oci://`` or
-    ``https://`` URL is a mirror holding the charts under their own names (``<url>/jobset``, or a Helm
-    repository's index); anything else is a local folder holding ``<name>/Chart.yaml`` for each chart
-    (an air-gapped cluster: ``helm pull --untar`` each chart there). A local chart must be the pinned
-    version. The images are the release images of :mod:`.charts` (mirror them under the same names, or point
+    default. ``descheduler``: moves ``PREEMPTIBLE_FIRST`` pods that fell back to standard nodes back to
+    preemptible ones when there is room again (:mod:`.move_back`), at most once per
+    ``move_back_interval_seconds`` per pod, looking every ``descheduling_interval_seconds``. ``kueue``:
+    declared at its pinned version, not yet needed by any component. ``chart_source``: ``None`` takes each
+    chart from its official registry; an ``oci://`` or ``https://`` URL is a mirror holding the charts under
+    their own names (``<url>/jobset``, or a Helm repository's index); anything else is a local folder holding
+    ``<name>/Chart.yaml`` for each chart (an air-gapped cluster: ``helm pull --untar`` each chart there). A
+    local chart must be the pinned version. The images are the release images of :mod:`.charts` (mirror them under the same names, or point
     the cluster's registry mirror at registry.k8s.io).
     """
 
@@ -76,8 +80,16 @@ class ClusterControllersArgs:
     kueue: bool = False
     """Install Kueue (v0.17.0), which :class:`~together_clusters.components.WorkloadQueue` and every workload
     given ``queue=`` need."""
-    descheduler: bool = False
-    """Install the descheduler (v0.36.0, with its chart's default policy): declared, not yet exercised."""
+    descheduler: bool | None = None
+    """Install the descheduler (v0.36.0) with the move-back policy of :mod:`.move_back` (and nothing else).
+    ``None`` (not said) installs none, and a ``PREEMPTIBLE_FIRST`` workload on this provider is warned at
+    preview that nothing moves it back; ``False`` says so on purpose (no warning)."""
+    move_back_interval_seconds: int = 1800
+    """The youngest a fallback pod may be when it is moved back (the descheduler's ``minPodAge``): a run is
+    moved at most once per interval, each move costing a checkpoint save and restore."""
+    descheduling_interval_seconds: int = 120
+    """How often the descheduler looks for fallback pods to move back: a move comes at most this long after
+    preemptible room returns (once the pod is old enough)."""
     chart_source: str | None = None
     """``None``: the official registries; ``oci://...`` or ``https://...``: a mirror; else a local folder."""
     priority_classes: bool = True
@@ -90,7 +102,7 @@ class ClusterControllersArgs:
         flags = {
             Controller.JOBSET: self.jobset,
             Controller.KUEUE: self.kueue,
-            Controller.DESCHEDULER: self.descheduler,
+            Controller.DESCHEDULER: bool(self.descheduler),
         }
         return tuple(controller for controller, on in flags.items() if on)
 
@@ -263,19 +275,29 @@ def kueue_values(settings: KueueSettings) -> dict[str, Any]:
 def releases(args: ClusterControllersArgs, owner: str = "ClusterControllers") -> list[Release]:
     """The releases ``args`` asks for; :class:`ArgsError` naming every unusable local chart."""
     wanted = [CHARTS[controller] for controller in args.wanted()]
-    problems = [v for facts in wanted for v in local_chart_violations(facts, args.chart_source)]
+    problems = interval_violations(args.move_back_interval_seconds, args.descheduling_interval_seconds)
+    problems += [v for facts in wanted for v in local_chart_violations(facts, args.chart_source)]
     if problems:
         raise ArgsError(owner, problems)
-    extra = {Controller.KUEUE: kueue_values(args.kueue_settings)}
     return [
         Release(
-            facts,
-            chart_reference(facts, args.chart_source),
-            facts.namespace,
-            _merged(chart_values(facts), extra.get(facts.controller, {})),
+            facts, chart_reference(facts, args.chart_source), facts.namespace, release_values(facts, args)
         )
         for facts in wanted
     ]
+
+
+def release_values(facts: ChartFacts, args: ClusterControllersArgs) -> dict[str, Any]:
+    """:func:`chart_values`, with what ``args`` configures of the controller (the descheduler's policy,
+    Kueue's manager configuration)."""
+    values = chart_values(facts)
+    if facts.controller is Controller.KUEUE:
+        values = _merged(values, kueue_values(args.kueue_settings))
+    if facts.controller is Controller.DESCHEDULER:
+        values = _merged(
+            values, descheduler_values(args.move_back_interval_seconds, args.descheduling_interval_seconds)
+        )
+    return values
 
 
 POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {

@@ -7,13 +7,17 @@ image is one of :func:`known` (repository and the tag of the version built) is r
 that binary, with what a kubelet gives a pod (:mod:`.local_pods`), and these adaptations, which stand in
 for the pod's own network and mount namespaces:
 
-- **the program**: the image's entrypoint (``/manager``) is the binary;
+- **the program**: the image's entrypoint (``/manager``, ``/bin/descheduler``) is the binary;
 - **the API server**: ``KUBECONFIG`` names a kubeconfig with the pod's service account token and CA files
   (the in-cluster files live at a fixed path, ``/var/run/secrets/kubernetes.io/serviceaccount``, that the
-  process cannot have of its own), and ``KUBERNETES_SERVICE_HOST``/``PORT`` are the API server's;
+  process cannot have of its own), and ``KUBERNETES_SERVICE_HOST``/``PORT`` are the API server's; a program
+  that reads no ``KUBECONFIG`` (the descheduler) is given it by its flag
+  (:attr:`ControllerImage.kubeconfig_flag`);
 - **bind addresses**: the manager's configuration file (``--config``; a controller-runtime component config:
   ``webhook``, ``metrics``, ``health``) binds to the pod's own loopback address instead of all addresses,
-  and its webhook certificate folder is the host folder of the mounted Secret;
+  and its webhook certificate folder is the host folder of the mounted Secret; a program configured by flags
+  instead (the descheduler: metrics and health on one secure port) gets its bind address flag
+  (:attr:`ControllerImage.bind_address_flag`) set to that address;
 - **the pod's namespace**, which a manager reads from the in-cluster files for its leader election, is
   written into the configuration (``leaderElection.resourceNamespace``) unless it names one;
 - **fixed paths**: JobSet's certificate rotator waits for ``tls.crt`` to exist in the one folder it knows,
@@ -65,6 +69,12 @@ class ControllerImage:
     configuration (JobSet's rotator)."""
     disabled_features: tuple[str, ...] = ()
     """Feature gates the twin turns off in the configuration, for a feature a host process cannot run."""
+    kubeconfig_flag: str | None = None
+    """The flag (``--client-connection-kubeconfig=``) that gives the kubeconfig to a program that does not
+    read ``KUBECONFIG`` (it would look for the in-cluster files at their fixed path)."""
+    bind_address_flag: str | None = None
+    """The flag (``--bind-address=``) of the address a program serves its metrics and health on, when no
+    configuration file says it (it would bind every address, and clash with the next cluster's)."""
 
     def image(self, tag: str) -> str:
         return f"{self.repository}:{tag}"
@@ -76,13 +86,24 @@ JOBSET = ControllerImage(
     entrypoint="/manager",
     waits_for_certificate_in=_DEFAULT_CERT_DIR,
 )
+DESCHEDULER = ControllerImage(
+    repository=charts.DESCHEDULER.image_repository,
+    binary="descheduler",
+    entrypoint="/bin/descheduler",
+    kubeconfig_flag="--client-connection-kubeconfig=",
+    bind_address_flag="--bind-address=",
+)
+"""Its policy is a ConfigMap file (``--policy-config-file=/policy-dir/policy.yaml``), rewritten to the host
+file like every mounted path; no component config."""
+
+
 KUEUE = ControllerImage(
     repository=charts.KUEUE.image_repository,
     binary="kueue",
     entrypoint="/manager",
     disabled_features=("VisibilityOnDemand",),
 )
-IMAGES = (JOBSET, KUEUE)
+IMAGES = (JOBSET, KUEUE, DESCHEDULER)
 
 
 def known(bin_dir: Path, versions: Mapping[str, str]) -> dict[str, tuple[ControllerImage, Path]]:
@@ -133,6 +154,17 @@ def adapt_config(
     )
     adapted = {**config, "leaderElection": election, "webhook": webhook, "metrics": metrics, "health": health}
     return yaml.safe_dump(adapted, sort_keys=False)
+
+
+def flags(profile: ControllerImage, kubeconfig_file: str, host: str) -> tuple[str, ...]:
+    """The flags the twin adds to ``profile``'s command line: the kubeconfig and the bind address, for a
+    program that takes them by flag (a later flag wins, so they override the chart's)."""
+    added = []
+    if profile.kubeconfig_flag:
+        added.append(f"{profile.kubeconfig_flag}{kubeconfig_file}")
+    if profile.bind_address_flag:
+        added.append(f"{profile.bind_address_flag}{host}")
+    return tuple(added)
 
 
 def config_path(argv: tuple[str, ...]) -> str | None:

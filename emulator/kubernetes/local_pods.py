@@ -23,7 +23,8 @@ returns it, into a :class:`ProcessPlan`:
 - **Mount paths are the runtime's one liberty.** The process sees the host's file system (no mount namespace:
   that needs privileges or unprivileged user namespaces, which CI runners such as Ubuntu 24.04's restrict),
   so every env value, argument and ``workingDir`` that is a mount path or starts with one (``/checkpoints``,
-  ``/checkpoints/run-1/ckpt``) is rewritten to the host folder behind it. A program that builds paths from
+  ``/checkpoints/run-1/ckpt``), and the value of a ``--flag=`` argument that does
+  (``--policy-config-file=/policy-dir/policy.yaml``), is rewritten to the host folder behind it. A program that builds paths from
   pieces it did not get through env, args or its working directory does not see its volumes.
 - **The emulator's clock speed applies to time budgets.** The twin plays the platform at ``speed`` emulated
   seconds per real second, so a pod's 300 s grace period lasts 300/speed real seconds. The checkpoint
@@ -176,6 +177,14 @@ def rewrite(value: str, mounts: Mapping[str, Path]) -> str:
         if value == base or value.startswith(base.rstrip("/") + "/"):
             return str(mounts[mount_path]) + value[len(base.rstrip("/")) :]
     return value
+
+
+def rewrite_argument(argument: str, mounts: Mapping[str, Path]) -> str:
+    """A command-line argument rewritten as :func:`rewrite` does, the value of ``--flag=VALUE`` included."""
+    flag, equals, value = argument.partition("=")
+    if argument.startswith("-") and equals:
+        return f"{flag}={rewrite(value, mounts)}"
+    return rewrite(argument, mounts)
 
 
 def _field(pod: Manifest, path: str, network: PodNetwork) -> str:
@@ -423,7 +432,7 @@ def plan(
             env[name] = f"{duration(float(env[name])):g}"
     command = [expand(part, env) for part in [*(main.get("command") or []), *(main.get("args") or [])]]
     env = {name: rewrite(value, mounts) for name, value in env.items()}
-    argv = _argv([rewrite(part, mounts) for part in command], python)
+    argv = _argv([rewrite_argument(part, mounts) for part in command], python)
     if controller is not None:
         argv = _as_controller(controller, pod, argv, env, files, mounts, layout, network)
     working_dir = main.get("workingDir")
@@ -494,7 +503,8 @@ def _as_controller(
             else part
             for part in argv
         )
-    return (str(controller.binary), *argv[1:])
+    added = controller_images.flags(profile, str(kubeconfig), network.host_ip)
+    return (str(controller.binary), *argv[1:], *added)
 
 
 def describe(process_plan: ProcessPlan) -> str:

@@ -37,7 +37,13 @@ from together_clusters.components.controllers.releases import (
     releases,
 )
 from together_clusters.errors import ArgsError, MissingControllerError
-from together_clusters.platform import COMPUTE_CLASS_LABEL, FALLBACK_PRIORITY_CLASS, PREEMPTIBLE, ComputeClass
+from together_clusters.platform import (
+    COMPUTE_CLASS_LABEL,
+    FALLBACK_PRIORITY_CLASS,
+    PLACEMENT_LABEL,
+    PREEMPTIBLE,
+    ComputeClass,
+)
 
 from .conftest import Program, normalise
 
@@ -180,6 +186,16 @@ def test_the_twins_copy_of_the_chart_is_the_pinned_one() -> None:
         pytest.skip("scripts/install-kubernetes has not copied the chart")
     (release,) = releases(ClusterControllersArgs(chart_source=str(folder)))
     assert release.reference.chart == str(folder / "jobset")
+
+
+def test_the_twins_copy_of_the_descheduler_chart_is_stamped_as_published() -> None:
+    # The module ships it as 0.35.0; a copy taken as it is would be refused as the wrong version.
+    folder = Path(__file__).resolve().parents[2] / ".kubernetes" / "charts"
+    if not (folder / "descheduler").is_dir():
+        pytest.skip("scripts/install-kubernetes has not copied the chart")
+    args = ClusterControllersArgs(jobset=False, descheduler=True, chart_source=str(folder))
+    (release,) = releases(args)
+    assert release.reference.chart == str(folder / "descheduler")
 
 
 def test_the_objects_a_chart_renders_are_marked_with_the_stack_and_go_with_the_cluster() -> None:
@@ -412,3 +428,98 @@ def test_a_hand_made_stack_without_the_priority_class_is_refused_naming_the_fix(
     assert "provider_for(cluster)" in message and "preemptionPolicy Never" in message and "\n" not in message
     priority_classes[FALLBACK_PRIORITY_CLASS] = {}
     program.run(lambda: hand_made_stack(FIRST_JOB))
+
+
+# --- the descheduler's move-back policy ---------------------------------------------------------------
+
+
+def descheduler_release(args: ClusterControllersArgs) -> Mapping[str, Any]:
+    (release,) = releases(args)
+    assert release.facts is DESCHEDULER
+    return release.values
+
+
+def test_the_descheduler_moves_only_preemptible_first_pods_back_at_most_once_per_interval() -> None:
+    values = descheduler_release(
+        ClusterControllersArgs(
+            jobset=False, descheduler=True, move_back_interval_seconds=600, descheduling_interval_seconds=30
+        )
+    )
+    # A Deployment that looks every interval (a CronJob starts a pod per run).
+    assert (values["kind"], values["deschedulingInterval"]) == ("Deployment", "30s")
+    (profile,) = values["deschedulerPolicy"]["profiles"]
+    # Its one strategy: pods whose preferred node affinity another node satisfies better.
+    assert profile["plugins"] == {"deschedule": {"enabled": ["RemovePodsViolatingNodeAffinity"]}}
+    plugins = {plugin["name"]: plugin.get("args") for plugin in profile["pluginConfig"]}
+    assert plugins["RemovePodsViolatingNodeAffinity"] == {
+        "nodeAffinityType": ["preferredDuringSchedulingIgnoredDuringExecution"]
+    }
+    evictor = plugins["DefaultEvictor"]
+    assert evictor["labelSelector"] == {"matchLabels": {PLACEMENT_LABEL: "preemptible-first"}}
+    assert evictor["minPodAge"] == "600s"
+    # Only when the pod fits on a preemptible node now, never while it is saving.
+    assert (evictor["nodeFit"], evictor["nodeSelector"]) == (True, f"{COMPUTE_CLASS_LABEL}={PREEMPTIBLE}")
+    assert evictor["noEvictionPolicy"] == "Mandatory"
+    # The release image and the standard-node affinity are kept beside the policy.
+    assert values["image"]["tag"] == "v0.36.0"
+    assert values["affinity"] == STANDARD_ONLY
+
+
+def test_the_move_back_policy_sets_only_values_the_descheduler_chart_declares() -> None:
+    folder = MODULE_CHARTS[DESCHEDULER.controller]
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not downloaded")
+    declared = yaml.safe_load((folder / "values.yaml").read_text())
+    values = descheduler_release(ClusterControllersArgs(jobset=False, descheduler=True))
+    assert set(values) <= set(declared)
+    assert declared["kind"] == "CronJob" and values["kind"] == "Deployment"
+    assert set(values["deschedulerPolicy"]) <= set(declared["deschedulerPolicy"])
+
+
+@pytest.mark.parametrize("value", [0, -60, 1.5, "1800", True])
+@pytest.mark.parametrize("field", ["move_back_interval_seconds", "descheduling_interval_seconds"])
+def test_an_interval_that_is_not_whole_seconds_above_zero_is_refused_in_one_line(
+    field: str, value: Any
+) -> None:
+    args = ClusterControllersArgs(jobset=False, descheduler=True, **{field: value})
+    with pytest.raises(
+        ArgsError, match=rf"{field}={value!r} is not a whole number of seconds above zero"
+    ) as refused:
+        releases(args)
+    assert "\n" not in str(refused.value) and f"set {field} to" in str(refused.value)
+
+
+@pytest.fixture
+def warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    said: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: said.append(message))
+    return said
+
+
+@pytest.mark.parametrize(
+    ("controllers", "warned"),
+    [
+        (None, True),  # provider_for's default: no descheduler, not said
+        (ClusterControllersArgs(descheduler=True), False),
+        (ClusterControllersArgs(descheduler=False), False),  # said on purpose
+    ],
+)
+def test_a_preemptible_first_job_without_a_descheduler_is_warned_that_nothing_moves_it_back(
+    program: Program,
+    served: dict,
+    priority_classes: dict,
+    warnings: list[str],
+    controllers: ClusterControllersArgs | None,
+    warned: bool,
+) -> None:
+    def build() -> None:
+        p = provider_for("kubeconfig", controllers=controllers or True)
+        BatchJob("ft", FIRST_JOB, opts=pulumi.ResourceOptions(provider=p))
+        BatchJob("plain", JOB, opts=pulumi.ResourceOptions(provider=p))  # PREEMPTIBLE: nothing to move back
+
+    program.run(build)
+    moved = [w for w in warnings if "nothing moves them back" in w]
+    assert len(moved) == (1 if warned else 0)
+    if warned:
+        assert moved[0].startswith("BatchJob 'ft': its preemptible-first pods")
+        assert "ClusterControllersArgs(descheduler=True)" in moved[0] and "\n" not in moved[0]

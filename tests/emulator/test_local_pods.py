@@ -10,9 +10,13 @@ from typing import Any
 import pytest
 
 from together_clusters.components.checkpoint import contract
+from together_clusters.emulator.kubernetes import controller_images
+from together_clusters.emulator.kubernetes.controller_images import SERVICE_ACCOUNT_MOUNT
 from together_clusters.emulator.kubernetes.kwok_config import RUN, RUN_LOCAL
 from together_clusters.emulator.kubernetes.local_pods import (
+    Controller,
     Layout,
+    PodNetwork,
     Unrunnable,
     expand,
     opted_in,
@@ -201,3 +205,46 @@ def test_a_pod_that_cannot_start_says_why(container, volumes, reason, names) -> 
         planned(container, volumes)
     assert raised.value.reason == reason
     assert names in raised.value.message
+
+
+def test_the_descheduler_chart_pod_runs_as_its_binary_with_its_policy_file_and_the_pods_own_address() -> None:
+    # The container as the descheduler's chart (v0.36.0, kind: Deployment) renders it.
+    container = {
+        "image": "registry.k8s.io/descheduler/descheduler:v0.36.0",
+        "command": ["/bin/descheduler"],
+        "args": ["--policy-config-file=/policy-dir/policy.yaml", "--descheduling-interval=60s", "--v=3"],
+        "ports": [{"containerPort": 10258, "protocol": "TCP"}],
+        "volumeMounts": [
+            {"mountPath": "/policy-dir", "name": "policy-volume"},
+            {"mountPath": SERVICE_ACCOUNT_MOUNT, "name": "kube-api-access", "readOnly": True},
+        ],
+    }
+    volumes = [
+        {"name": "policy-volume", "configMap": {"name": "descheduler"}},
+        {"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+    ]
+    lookups = Cluster()
+    lookups.config_maps[("ns", "descheduler")] = {"policy.yaml": "kind: DeschedulerPolicy\n"}
+    binary = Path("/bin-dir/descheduler")
+    controller = Controller(controller_images.DESCHEDULER, binary, "https://127.0.0.1:6443")
+    result = plan(
+        pod(container, volumes),
+        lookups,
+        Layout(Path("/twin")),
+        PYTHON,
+        lambda s: s,
+        network=PodNetwork(pod_ip="10.246.0.7", host_ip="127.70.0.7"),
+        controller=controller,
+    )
+    policy = Path("/twin/pods/ns_train-0-abcde_u-1/volumes/policy-volume/policy.yaml")
+    kubeconfig = Path("/twin/pods/ns_train-0-abcde_u-1/kubeconfig")
+    assert result.argv == (
+        str(binary),
+        f"--policy-config-file={policy}",
+        "--descheduling-interval=60s",
+        "--v=3",
+        f"--client-connection-kubeconfig={kubeconfig}",
+        "--bind-address=127.70.0.7",
+    )
+    assert result.files[policy] == b"kind: DeschedulerPolicy\n"
+    assert b"tokenFile" in result.files[kubeconfig]
