@@ -21,7 +21,7 @@ from together_clusters.platform import PLACEMENT_LABEL, ComputeClass
 
 from . import kube
 from .controllers.charts import KUEUE, NEEDED_BY_KIND, QUEUE_NAME_LABEL, ChartFacts
-from .controllers.detection import Presence, find, find_priority_class
+from .controllers.detection import Finding, Presence, find, find_priority_class
 from .controllers.priorities import PriorityClassFacts, needed_priority_classes
 from .guard import pod_templates
 
@@ -41,13 +41,32 @@ def needed_charts(manifests: Sequence[Mapping[str, Any]]) -> list[ChartFacts]:
     return needs
 
 
+ADD_THE_INSTALLER = (
+    "add ClusterControllers('controllers', opts=pulumi.ResourceOptions(provider=<your provider>)) before it "
+    "(from together_clusters.components), or use provider_for(cluster), or "
+)
+"""The first fixes of every missing-controller error; what follows says how to do it by hand."""
+
+
 def the_fix(facts: ChartFacts) -> str:
     """How to give a cluster ``facts``' controller, as the error says it."""
+    return f"{ADD_THE_INSTALLER}install {facts.chart_name} {facts.version} yourself"
+
+
+def the_priority_fix(facts: PriorityClassFacts) -> str:
+    """How to give a cluster ``facts``' PriorityClass, as the error says it."""
     return (
-        "add ClusterControllers('controllers', opts=pulumi.ResourceOptions(provider=<your provider>)) before it "
-        f"(from together_clusters.components), or use provider_for(cluster), or install {facts.chart_name} "
-        f"{facts.version} yourself"
+        f"{ADD_THE_INSTALLER}create the PriorityClass {facts.name} (value {facts.value}, preemptionPolicy "
+        f"{facts.preemption_policy}) yourself"
     )
+
+
+def _unless_present(
+    owner: str, finding: Finding, title: str, what: str, fix: str
+) -> MissingControllerError | None:
+    if finding.presence is not Presence.ABSENT:
+        return None
+    return _MissingControllerShownOnOneLine(owner, title, what, fix)
 
 
 def missing(
@@ -56,18 +75,8 @@ def missing(
     """The error for ``owner`` when the cluster of ``kubeconfig`` does not serve ``facts``' CRD, else ``None``."""
     if facts.crd is None:
         return None
-    finding = find(facts.crd, kubeconfig, this_stack)
-    if finding.presence is not Presence.ABSENT:
-        return None
-    return _MissingControllerShownOnOneLine(owner, facts.title, facts.crd, the_fix(facts))
-
-
-def the_priority_fix(facts: PriorityClassFacts) -> str:
-    """How to give a cluster ``facts``' PriorityClass, as the error says it."""
-    return (
-        "add ClusterControllers('controllers', opts=pulumi.ResourceOptions(provider=<your provider>)) before it "
-        f"(from together_clusters.components), or use provider_for(cluster), or create the PriorityClass "
-        f"{facts.name} (value {facts.value}, preemptionPolicy {facts.preemption_policy}) yourself"
+    return _unless_present(
+        owner, find(facts.crd, kubeconfig, this_stack), facts.title, facts.crd, the_fix(facts)
     )
 
 
@@ -75,9 +84,8 @@ def missing_priority_class(
     owner: str, facts: PriorityClassFacts, kubeconfig: str | None, this_stack: str
 ) -> MissingControllerError | None:
     """The error for ``owner`` when the cluster of ``kubeconfig`` lacks ``facts``' PriorityClass, else ``None``."""
-    if find_priority_class(facts.name, kubeconfig, this_stack).presence is not Presence.ABSENT:
-        return None
-    return _MissingControllerShownOnOneLine(owner, facts.title, facts.object_path, the_priority_fix(facts))
+    finding = find_priority_class(facts.name, kubeconfig, this_stack)
+    return _unless_present(owner, finding, facts.title, facts.object_path, the_priority_fix(facts))
 
 
 def move_back_warning(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -402,6 +404,25 @@ class Stack:
 
     def set_config(self, key: str, value: str) -> None:
         _engine.run_pulumi(["config", "set", key, value], cwd=self.project, env=self.env, check=True)
+
+
+def together_clusters_status(
+    project: Path, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``together-clusters status`` of the stack ``test`` of ``project``, the real CLI in a subprocess."""
+    command = [
+        sys.executable,
+        "-m",
+        "together_clusters.drift",
+        "status",
+        "--stack",
+        "test",
+        "--cwd",
+        str(project),
+    ]
+    return subprocess.run(
+        [*command, *args], env=env, capture_output=True, text=True, timeout=300, check=False, cwd=_engine.ROOT
+    )
 
 
 @contextmanager

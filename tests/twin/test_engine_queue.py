@@ -33,6 +33,7 @@ from ._twin import (
     drill_twin,
     kept_off_preemptible,
     node_classes,
+    together_clusters_status,
     twin_stack,
     up,
     wait_for,
@@ -167,6 +168,13 @@ def test_two_training_runs_that_fit_one_at_a_time_run_whole_and_wait_whole(stack
     selector = f"jobset.sigs.k8s.io/jobset-name={waiting}-workers"
     assert core.list_namespaced_pod("default", label_selector=selector).items == []
     assert len(bound_pods(core, f"{admitted}-workers")) == 2
+
+    # `together-clusters status` reports the waiting run as stalled for capacity, and fails on request.
+    reported = together_clusters_status(stack.project, stack.env, "--json", "--fail-on-stalled")
+    assert reported.returncode == 4, _engine.output(reported)
+    [cluster] = json.loads(reported.stdout)["clusters"]
+    stalls = {(s["workload"], s["source"]) for s in cluster["workloads"]["stalled"]}
+    assert (f"default/{waiting}", "kueue") in stalls, cluster["workloads"]
 
 
 def test_a_queued_workload_preempted_five_times_is_admitted_again_each_time_never_deactivated(

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from tests import _engine
 from together_clusters.drift.classify import EXIT_STALLED
 from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE, ComputeClass
 
-from ._twin import TwinCluster, wait_for
+from ._twin import TwinCluster, together_clusters_status, wait_for
 
 pytestmark = pytest.mark.twin
 
@@ -87,22 +85,6 @@ def stack_of(cluster: TwinCluster, tmp: Path) -> tuple[Path, dict[str, str]]:
     return project, env
 
 
-def status(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "together_clusters.drift",
-        "status",
-        "--stack",
-        "test",
-        "--cwd",
-        str(project),
-    ]
-    return subprocess.run(
-        [*command, *args], env=env, capture_output=True, text=True, timeout=300, check=False, cwd=_engine.ROOT
-    )
-
-
 def started(cluster: TwinCluster, namespace: str, name: str) -> Any:
     pod = cluster.core.read_namespaced_pod(name, namespace)
     statuses = pod.status.container_statuses or []
@@ -132,8 +114,10 @@ def test_status_reports_the_stalled_workload_fails_on_it_on_request_and_splits_g
         lambda: unschedulable(cluster, namespace, "too-big"), "the scheduler to give up on too-big"
     )
 
-    failing = status(project, env, "--json", "--price-per-gpu-hour", str(PRICE), "--fail-on-stalled")
-    shown = status(project, env)
+    failing = together_clusters_status(
+        project, env, "--json", "--price-per-gpu-hour", str(PRICE), "--fail-on-stalled"
+    )
+    shown = together_clusters_status(project, env)
 
     assert failing.returncode == EXIT_STALLED, _engine.output(failing)
     [twin] = json.loads(failing.stdout)["clusters"]

@@ -1,0 +1,181 @@
+"""Section 8's queue figure: 100 one-pod trials submitted through a ``WorkloadQueue`` (Kueue v0.17 admitting
+each, its Topology Aware Scheduling placing it) against the same 100 Jobs unqueued (the scheduler alone),
+each timed from the first create to the last pod ``Running``.
+
+A real ``pulumi up`` on a bare twin installs Kueue from its chart (``ClusterControllers(kueue=True)``, the
+copy scripts/install-kubernetes takes from the pinned module) and the queue; the Jobs are the BatchJob
+builder's (``fresh_job_per_attempt=False``: plain Jobs, the kind Kueue's Job integration suspends and admits),
+one GPU each, with and without ``queue=``, created with the ``kubernetes`` client. Batches alternate, queued
+first then unqueued, and the other way round. Goal: at most 1.5x.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tests import _engine
+from together_clusters.components import BatchJobArgs, ContainerSpec, NoCheckpoint, manifests
+from together_clusters.provider.kubeconfig import kubeconfig_text
+
+from .context import Context
+from .figures import Figure, Goal, unavailable
+from .servers import API_KEY, Served, api_client, twin_emulator
+from .stacks import PulumiFailed, engine_missing
+
+SECTION = "8. Capacity"
+NAME = "admission of 100 queued one-pod trials (Kueue) vs 100 unqueued Jobs, create to all Running"
+TRIALS = 100
+SPEED = 60.0
+WAIT_S = 600.0
+CHARTS = _engine.ROOT / ".kubernetes" / "charts"
+REGION, GPU, DRIVER = "us-central-8", "H100_SXM", "nv-570-cu128-ubuntu2204"
+PREEMPTIBLE_GPUS = 104
+"""13 preemptible nodes: every trial fits at once, queued or not."""
+
+PROGRAM = f"""\
+import pulumi
+
+from together_clusters.components import ClusterControllersArgs, WorkloadQueue, WorkloadQueueArgs, provider_for
+from together_clusters.provider import Cluster, ClusterArgs
+
+cluster = Cluster("gpu", ClusterArgs(cluster_name="queue-bench", region={REGION!r}, gpu_type={GPU!r},
+                                     num_gpus=8, num_preemptible_gpus={PREEMPTIBLE_GPUS},
+                                     nvidia_version_id={DRIVER!r}, ready_timeout_minutes=5))
+provider = provider_for(cluster, controllers=ClusterControllersArgs(kueue=True, chart_source={str(CHARTS)!r}))
+queue = WorkloadQueue("queue", WorkloadQueueArgs.following(cluster), opts=pulumi.ResourceOptions(provider=provider))
+pulumi.export("queue", queue.local_queue_name)
+"""
+
+
+def run(ctx: Context) -> Figure:
+    if ctx.scale.quick:
+        return unavailable(
+            SECTION, NAME, "the quick run skips it (a pulumi up installing Kueue takes minutes)"
+        )
+    missing = engine_missing()
+    if missing is not None:
+        return unavailable(SECTION, NAME, missing)
+    if not (CHARTS / "kueue" / "Chart.yaml").is_file():
+        return unavailable(SECTION, NAME, "scripts/install-kubernetes has not copied Kueue's chart")
+    with twin_emulator(SPEED) as emulator:
+        kube, queue = _deploy(ctx, emulator)
+        with kube:
+            batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
+            _wait_for_nodes(core, 1 + PREEMPTIBLE_GPUS // 8)
+            samples: dict[str, list[float]] = {"queued": [], "unqueued": []}
+            for order in (("queued", "unqueued"), ("unqueued", "queued")):
+                for kind in order:
+                    ctx.progress(f"capacity: {TRIALS} {kind} trials")
+                    samples[kind].append(
+                        _batch(
+                            batch, core, f"{kind[0]}{len(samples[kind])}", queue if kind == "queued" else None
+                        )
+                    )
+    ours, floor = statistics.median(samples["queued"]), statistics.median(samples["unqueued"])
+    return Figure(
+        SECTION,
+        NAME,
+        ours / floor,
+        "x",
+        f"the same {TRIALS} Jobs unqueued, placed by the scheduler alone: median {floor:.1f} s",
+        Goal("<=", 1.5),
+        note=f"queued: median {ours:.1f} s for {TRIALS} trials (kwok's pods, one GPU each, 13 preemptible nodes)",
+        samples=samples,
+    )
+
+
+def _deploy(ctx: Context, emulator: Served) -> tuple[client.ApiClient, str]:
+    project = _engine.write_project(ctx.workdir / "queue-bench", "queue-bench", PROGRAM)
+    env = _engine.engine_env(
+        ctx.workdir, extra={"TOGETHER_BASE_URL": emulator.url, "TOGETHER_API_KEY": API_KEY}
+    )
+    for args in (["stack", "init", "bench"], ["up", *_engine.UP_FLAGS]):
+        proc = _engine.run_pulumi(args, cwd=project, env=env)
+        if proc.returncode != 0:
+            raise PulumiFailed(f"pulumi {args[0]}: {_engine.output(proc)[-3000:]}")
+    ctx.progress("capacity: Kueue and the queue installed by pulumi up")
+    queue = str(_engine.stack_outputs(project, env)["queue"])
+    with api_client(emulator.url) as api:
+        [cluster] = api.get("/v1/compute/clusters").json()["clusters"]
+    kube = config.new_client_from_config_dict(yaml.safe_load(kubeconfig_text(cluster["kube_config"]) or ""))
+    return kube, queue
+
+
+def _wait_for_nodes(core: client.CoreV1Api, count: int) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        ready = [
+            n
+            for n in core.list_node().items
+            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+            and not any(t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or [])
+        ]
+        if len(ready) >= count:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"fewer than {count} Ready nodes within {WAIT_S:g}s")
+
+
+def _jobs(prefix: str, queue: str | None) -> list[dict[str, Any]]:
+    return [
+        job
+        for i in range(TRIALS)
+        for job in manifests.batch_job(
+            f"{prefix}-{i}",
+            BatchJobArgs(
+                container=ContainerSpec(image="trainer:1", gpus=1),
+                checkpoint=NoCheckpoint(),
+                job_name=f"{prefix}-{i}",
+                namespace="default",
+                fresh_job_per_attempt=False,
+                queue=queue,
+            ),
+        )
+    ]
+
+
+def _batch(batch: client.BatchV1Api, core: client.CoreV1Api, prefix: str, queue: str | None) -> float:
+    """Seconds from the first create to every pod of the batch Running; then the batch is deleted."""
+    jobs = _jobs(prefix, queue)
+    started = time.perf_counter()
+    for job in jobs:
+        batch.create_namespaced_job("default", job)
+    deadline = started + WAIT_S
+    names = {job["metadata"]["name"] for job in jobs}
+    while time.perf_counter() < deadline:
+        pods = core.list_namespaced_pod("default").items
+        running = {
+            (p.metadata.labels or {}).get("job-name")
+            for p in pods
+            if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+        }
+        if names <= running:
+            elapsed = time.perf_counter() - started
+            break
+        time.sleep(0.2)
+    else:
+        raise RuntimeError(f"the {prefix} batch was not all Running within {WAIT_S:g}s")
+    for name in names:
+        batch.delete_namespaced_job(name, "default", propagation_policy="Background", grace_period_seconds=0)
+    while time.perf_counter() < deadline + WAIT_S:
+        left = [
+            p
+            for p in core.list_namespaced_pod("default").items
+            if (p.metadata.labels or {}).get("job-name") in names
+        ]
+        if not left:
+            return elapsed
+        for pod in left:
+            try:
+                core.delete_namespaced_pod(pod.metadata.name, "default", grace_period_seconds=0)
+            except ApiException as gone:
+                if gone.status != 404:
+                    raise
+        time.sleep(0.5)
+    raise RuntimeError(f"the {prefix} batch's pods were not gone in time")
