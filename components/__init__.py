@@ -22,6 +22,9 @@ _EXPORTS = {
     "CheckpointStore": ".checkpoint_store",
     "ClusterControllers": ".cluster_controllers",
     "ClusterControllersArgs": ".cluster_controllers",
+    "KueueSettings": ".controllers.releases",
+    "WorkloadQueue": ".workload_queue",
+    "WorkloadQueueArgs": ".args",
     "provider_for": ".kube",
     "provider_from_stack_config": ".kube",
     "BatchJobArgs": ".args",
@@ -57,6 +60,7 @@ __all__ = [
     "ClusterControllersArgs",
     "ComputeClass",
     "ContainerSpec",
+    "KueueSettings",
     "NoCheckpoint",
     "NodePlacement",
     "PlacementRefused",
@@ -69,6 +73,8 @@ __all__ = [
     "Taint",
     "TrainingRun",
     "TrainingRunArgs",
+    "WorkloadQueue",
+    "WorkloadQueueArgs",
     "provider_for",
     "provider_from_stack_config",
     "validate",
@@ -89,17 +95,20 @@ if TYPE_CHECKING:
         SharedVolume,
         SweepArgs,
         TrainingRunArgs,
+        WorkloadQueueArgs,
     )
     from .batch_inference import BatchInference
     from .batch_job import BatchJob
     from .checkpoint_store import CheckpointStore
     from .cluster_controllers import ClusterControllers, ClusterControllersArgs
+    from .controllers.releases import KueueSettings
     from .guard import PlacementRefused
     from .kube import provider_for, provider_from_stack_config
     from .platform import ComputeClass, Taint
     from .sweep import Sweep
     from .training_run import TrainingRun
     from .validation import ArgsError, validate
+    from .workload_queue import WorkloadQueue
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,7 @@ from together_clusters.platform import DEFAULT_PREEMPTIBLE_TAINT, Taint
 
 from . import guard, kube
 from .capacity import ClusterCapacity, gpu_needs, placement_verdict
-from .controller_needs import wait_for_controllers
+from .controller_needs import descheduler_asked, move_back_warning, wait_for_controllers
 from .inputs import Placeholders, without_placeholders
 
 TYPE_PREFIX = "together:components"
@@ -56,8 +56,11 @@ class ManifestComponent(pulumi.ComponentResource):
         # Objects of a kind a controller serves (a JobSet) wait for the provider's ClusterControllers, so they
         # are created after it and deleted before it; with none declared, a cluster without it is refused.
         controllers = wait_for_controllers(f"{type_name} {name!r}", manifests, opts)
+        warning = move_back_warning(f"{type_name} {name!r}", manifests, descheduler_asked(opts))
+        if warning is not None:
+            pulumi.log.warn(warning, resource=self)
         child_opts = pulumi.ResourceOptions(
-            parent=self, deleted_with=wanted or cluster, depends_on=controllers
+            parent=self, deleted_with=wanted or cluster, depends_on=_with_queue(controllers, args)
         )
         self.resources = {}
         for manifest in self.manifests:
@@ -111,6 +114,21 @@ def warn_of_scarcity(
             pulumi.log.info(verdict.note, resource=component)
 
     pulumi.Output.all(*(getattr(cluster, key, None) for key in CAPACITY_OUTPUTS)).apply(report)
+
+
+def _with_queue(
+    controllers: pulumi.Input[Sequence[pulumi.Input[pulumi.Resource]]] | None, args: Any
+) -> pulumi.Input[Sequence[pulumi.Input[pulumi.Resource]]] | None:
+    """What the children wait for: the controllers, and the WorkloadQueue the workload is submitted to
+    (``queue=`` a component rather than a name), so its LocalQueue exists first and goes last."""
+    queue = getattr(args, "queue", None)
+    if not isinstance(queue, pulumi.Resource):
+        return controllers
+    if controllers is None:
+        return [queue]
+    if isinstance(controllers, pulumi.Output):
+        return controllers.apply(lambda found: [*found, queue])
+    return [*controllers, queue]  # type: ignore[misc]
 
 
 def metadata_field(resource: pulumi.CustomResource, field: str) -> pulumi.Output[Any]:

@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from together_clusters.platform import (
     DEFAULT_PREEMPTIBLE_TAINT,
@@ -352,6 +352,9 @@ class BatchJobArgs(GroupedArgs):
     pod: PodSettings = field(default_factory=PodSettings)
     retries: Retries = field(default_factory=Retries)
     checkpointing: Checkpointing = field(default_factory=Checkpointing)
+    queue: Queue | None = None
+    """Submit the workload to this Kueue LocalQueue (its name, or a
+    :class:`~together_clusters.components.WorkloadQueue`): created suspended, started once Kueue admits it."""
 
 
 @flat_keywords({**_PLACEMENT, **_POD, **_SWEEP_RETRIES, **_CHECKPOINTING})
@@ -400,6 +403,9 @@ class SweepArgs(GroupedArgs):
     pod: PodSettings = field(default_factory=PodSettings)
     retries: Retries = field(default_factory=lambda: Retries(backoff_limit=2))
     checkpointing: Checkpointing = field(default_factory=Checkpointing)
+    queue: Queue | None = None
+    """Submit the workload to this Kueue LocalQueue (its name, or a
+    :class:`~together_clusters.components.WorkloadQueue`): created suspended, started once Kueue admits it."""
 
 
 @flat_keywords({**_PLACEMENT, **_POD})
@@ -493,3 +499,60 @@ class TrainingRunArgs(GroupedArgs):
     pod: PodSettings = field(default_factory=PodSettings)
     retries: Retries = field(default_factory=Retries)
     checkpointing: Checkpointing = field(default_factory=Checkpointing)
+    queue: Queue | None = None
+    """Submit the workload to this Kueue LocalQueue (its name, or a
+    :class:`~together_clusters.components.WorkloadQueue`): created suspended, started once Kueue admits it."""
+
+
+@runtime_checkable
+class QueueReference(Protocol):
+    """What a workload's ``queue=`` may be besides a LocalQueue's name: a
+    :class:`~together_clusters.components.WorkloadQueue`, whose LocalQueue the workload is submitted to (and
+    which its objects then wait for)."""
+
+    @property
+    def local_queue_name(self) -> str: ...
+
+
+Queue = str | QueueReference
+"""A workload's ``queue=``: the name of a Kueue LocalQueue in the workload's namespace, or a WorkloadQueue."""
+
+
+def queue_name_of(queue: Queue | None) -> str | None:
+    """The LocalQueue a workload's ``queue=`` names (``None``: not queued)."""
+    if queue is None or isinstance(queue, str):
+        return queue
+    return queue.local_queue_name
+
+
+@dataclass(frozen=True)
+class WorkloadQueueArgs:
+    """A Kueue queue for a cluster's workloads: what it may admit, on which capacity.
+
+    ``standard_gpus`` and ``preemptible_gpus``: the cluster's GPUs of each class, plain ints or the
+    ``Cluster``'s outputs (``cluster.num_gpus``, ``cluster.num_preemptible_gpus``: the code owns the target,
+    the queue's quotas follow it). ``reserve_standard_gpus``: standard GPUs the queue never admits workloads
+    to, kept for critical pods that are not queued (coordinators, login pods, serving replicas).
+    ``namespace``: where the LocalQueue is (workloads submitted to it must be in the same namespace).
+    ``queue_name``: the LocalQueue's name and the prefix of the cluster-wide objects (default: the
+    component's name). ``preemptible_taint``: the taint preemptible nodes carry (``None``: untainted).
+    """
+
+    standard_gpus: Any
+    """An int, or an output of one (``cluster.num_gpus``)."""
+    preemptible_gpus: Any
+    """An int, or an output of one (``cluster.num_preemptible_gpus``)."""
+    reserve_standard_gpus: int = 0
+    namespace: str = "default"
+    queue_name: str | None = None
+    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+
+    @classmethod
+    def following(cls, cluster: Any, reserve_standard_gpus: int = 0, **fields: Any) -> WorkloadQueueArgs:
+        """The arguments whose quotas follow ``cluster``'s GPU counts (a ``Cluster`` resource)."""
+        return cls(
+            standard_gpus=cluster.num_gpus,
+            preemptible_gpus=cluster.num_preemptible_gpus,
+            reserve_standard_gpus=reserve_standard_gpus,
+            **fields,
+        )

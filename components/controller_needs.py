@@ -17,11 +17,13 @@ from typing import Any
 import pulumi
 
 from together_clusters.errors import MissingControllerError
+from together_clusters.platform import PLACEMENT_LABEL, ComputeClass
 
 from . import kube
-from .controllers.charts import NEEDED_BY_KIND, ChartFacts
+from .controllers.charts import KUEUE, NEEDED_BY_KIND, QUEUE_NAME_LABEL, ChartFacts
 from .controllers.detection import Presence, find, find_priority_class
 from .controllers.priorities import PriorityClassFacts, needed_priority_classes
+from .guard import pod_templates
 
 
 class _MissingControllerShownOnOneLine(MissingControllerError, pulumi.RunError):
@@ -29,9 +31,14 @@ class _MissingControllerShownOnOneLine(MissingControllerError, pulumi.RunError):
 
 
 def needed_charts(manifests: Sequence[Mapping[str, Any]]) -> list[ChartFacts]:
-    """The charts whose controllers serve a kind among ``manifests`` (pure)."""
+    """The charts whose controllers serve a kind among ``manifests``, and Kueue for an object submitted to a
+    queue (without Kueue's webhook it would start at once, unqueued) (pure)."""
     kinds = {str(m.get("kind")) for m in manifests}
-    return [NEEDED_BY_KIND[kind] for kind in sorted(kinds) if kind in NEEDED_BY_KIND]
+    needs = [NEEDED_BY_KIND[kind] for kind in sorted(kinds) if kind in NEEDED_BY_KIND]
+    queued = any(QUEUE_NAME_LABEL in ((m.get("metadata") or {}).get("labels") or {}) for m in manifests)
+    if queued and KUEUE not in needs:
+        needs.append(KUEUE)
+    return needs
 
 
 def the_fix(facts: ChartFacts) -> str:
@@ -71,6 +78,36 @@ def missing_priority_class(
     if find_priority_class(facts.name, kubeconfig, this_stack).presence is not Presence.ABSENT:
         return None
     return _MissingControllerShownOnOneLine(owner, facts.title, facts.object_path, the_priority_fix(facts))
+
+
+def move_back_warning(
+    owner: str, manifests: Sequence[Mapping[str, Any]], descheduler: bool | None
+) -> str | None:
+    """The preview warning of ``owner`` whose ``PREEMPTIBLE_FIRST`` pods nothing will move back to preemptible
+    nodes (its provider's ClusterControllers has no descheduler, not on purpose), else ``None`` (pure)."""
+    if descheduler is not None or not any(
+        (found.template.get("metadata") or {}).get("labels", {}).get(PLACEMENT_LABEL)
+        == ComputeClass.PREEMPTIBLE_FIRST
+        for manifest in manifests
+        for found in pod_templates(manifest)
+    ):
+        return None
+    return (
+        f"{owner}: its {ComputeClass.PREEMPTIBLE_FIRST} pods that fall back to standard nodes stay there at full "
+        "price once preemptible capacity returns, as nothing moves them back: install the descheduler with "
+        "provider_for(cluster, controllers=ClusterControllersArgs(descheduler=True)) (or "
+        "ClusterControllersArgs(descheduler=False) to say you do not want it)"
+    )
+
+
+def descheduler_asked(opts: pulumi.ResourceOptions | None) -> bool | None:
+    """What the provider's ClusterControllers says of the descheduler (``None``: not said). A provider without
+    one is taken as having what it needs: its cluster's controllers are the program's business."""
+    installer = kube.controllers_of(opts)
+    if installer is None:
+        return False
+    descheduler: bool | None = installer.args.descheduler  # type: ignore[attr-defined]
+    return descheduler
 
 
 def wait_for_controllers(

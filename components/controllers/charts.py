@@ -82,9 +82,17 @@ KUEUE = ChartFacts(
     # templates/manager/manager.yaml), and a nodeSelector cannot say "not preemptible".
     affinity_value=None,
     crd="clusterqueues.kueue.x-k8s.io",
+    kinds=("ResourceFlavor", "Topology", "ClusterQueue", "LocalQueue"),
 )
-"""Kueue v0.17.0 (charts/kueue of sigs.k8s.io/kueue@v0.17.0: Chart.yaml version 0.17.0). Declared: the
-components render no Kueue kinds yet."""
+"""Kueue v0.17.0 (charts/kueue of sigs.k8s.io/kueue@v0.17.0: Chart.yaml version 0.17.0): the controller of
+:class:`~together_clusters.components.WorkloadQueue`'s kinds and of every workload submitted to a queue."""
+
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+"""The Kueue API the components write (v0.17.0 stores v1beta2 and still serves v1beta1)."""
+
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+"""Label on a Job or JobSet naming the LocalQueue it is submitted to: Kueue's webhook suspends it at creation,
+Kueue unsuspends it once admitted."""
 
 DESCHEDULER = ChartFacts(
     controller=Controller.DESCHEDULER,

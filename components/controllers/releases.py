@@ -42,6 +42,24 @@ HELM_REPOSITORY = ("https://", "http://")
 
 
 @dataclass(frozen=True)
+class KueueSettings:
+    """How the installed Kueue treats a queued workload that loses its pods (its manager configuration's
+    ``waitForPodsReady``, see :func:`kueue_manager_config`).
+
+    An admitted workload whose pods are not all ready within ``pods_ready_timeout_seconds`` (at admission,
+    or again after a preemption took one) is evicted, so its quota goes to one that can run, and requeued
+    after a backoff of ``requeue_backoff_base_seconds`` doubling up to ``requeue_backoff_max_seconds``.
+    Requeued without end: no ``backoffLimitCount``, so a workload is never deactivated because capacity is
+    merely short (kubernetes-sigs/kueue#15255: a count reached while spot capacity is dry deactivates the
+    workload for good).
+    """
+
+    pods_ready_timeout_seconds: int = 600
+    requeue_backoff_base_seconds: int = 60
+    requeue_backoff_max_seconds: int = 3600
+
+
+@dataclass(frozen=True)
 class ClusterControllersArgs:
     """Which controllers to install and where their charts come from.
 
@@ -60,9 +78,12 @@ class ClusterControllersArgs:
     jobset: bool = True
     """Install JobSet (v0.11.0), the controller of the components' default JobSets."""
     kueue: bool = False
-    """Install Kueue (v0.17.0): declared at its pinned version, no component needs it yet."""
-    descheduler: bool = False
-    """Install the descheduler (v0.36.0) with the move-back policy of :mod:`.move_back` (and nothing else)."""
+    """Install Kueue (v0.17.0), which :class:`~together_clusters.components.WorkloadQueue` and every workload
+    given ``queue=`` need."""
+    descheduler: bool | None = None
+    """Install the descheduler (v0.36.0) with the move-back policy of :mod:`.move_back` (and nothing else).
+    ``None`` (not said) installs none, and a ``PREEMPTIBLE_FIRST`` workload on this provider is warned at
+    preview that nothing moves it back; ``False`` says so on purpose (no warning)."""
     move_back_interval_seconds: int = 1800
     """The youngest a fallback pod may be when it is moved back (the descheduler's ``minPodAge``): a run is
     moved at most once per interval, each move costing a checkpoint save and restore."""
@@ -73,13 +94,15 @@ class ClusterControllersArgs:
     """``None``: the official registries; ``oci://...`` or ``https://...``: a mirror; else a local folder."""
     priority_classes: bool = True
     """Install the PriorityClass ``PREEMPTIBLE_FIRST`` pods run at (:mod:`.priorities`), unless the cluster has it."""
+    kueue_settings: KueueSettings = field(default_factory=KueueSettings)
+    """How the installed Kueue requeues a workload that lost its pods (see :class:`KueueSettings`)."""
 
     def wanted(self) -> tuple[Controller, ...]:
         """The controllers asked for, in install order."""
         flags = {
             Controller.JOBSET: self.jobset,
             Controller.KUEUE: self.kueue,
-            Controller.DESCHEDULER: self.descheduler,
+            Controller.DESCHEDULER: bool(self.descheduler),
         }
         return tuple(controller for controller, on in flags.items() if on)
 
@@ -193,6 +216,62 @@ def chart_values(facts: ChartFacts) -> dict[str, Any]:
     return values
 
 
+KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
+"""The kinds Kueue manages: those the components submit. Its chart's default list also takes pods,
+Deployments and StatefulSets through webhooks on every pod; none of them is submitted to a queue here."""
+
+KUEUE_UNCOUNTED_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+"""Resources the queue's quotas leave out (Kueue's ``resources.excludeResourcePrefixes``): the queue counts
+GPUs, what the cluster is sized in; CPU and memory are left to the scheduler (and Topology Aware Scheduling,
+which still fits every requested resource on real nodes)."""
+
+
+KUEUE_FEATURES_OFF = (
+    "TASFailedNodeReplacement",
+    "TASFailedNodeReplacementFailFast",
+    "TASReplaceNodeOnPodTermination",
+    "TASReplaceNodeOnNodeTaints",
+)
+"""Kueue features turned off (all beta, on by default in v0.17.0): replacing a preempted node in place.
+Seen on the twin: a preempted JobSet's new pod was ungated to the node on its way out, stayed Pending once it
+was gone, and Kueue's workload controller skips a workload with nodes to replace, so its PodsReady timeout
+never fired. Without them, a workload whose pods do not all run again within the timeout is evicted and
+requeued whole, and its next admission tries preemptible then standard afresh."""
+
+
+def kueue_manager_config(settings: KueueSettings) -> dict[str, Any]:
+    """Kueue's manager configuration (``config.kueue.x-k8s.io/v1beta2``): the chart's defaults for the
+    manager itself, the components' frameworks, and the requeuing of :class:`KueueSettings`."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "clientConnection": {"qps": 50, "burst": 100},
+        "featureGates": dict.fromkeys(KUEUE_FEATURES_OFF, False),
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        "resources": {"excludeResourcePrefixes": list(KUEUE_UNCOUNTED_RESOURCES)},
+        "waitForPodsReady": {
+            "timeout": f"{settings.pods_ready_timeout_seconds}s",
+            "blockAdmission": False,
+            "requeuingStrategy": {
+                "timestamp": "Eviction",
+                # backoffLimitCount left out (null): requeued without end, never deactivated.
+                "backoffBaseSeconds": settings.requeue_backoff_base_seconds,
+                "backoffMaxSeconds": settings.requeue_backoff_max_seconds,
+            },
+        },
+    }
+
+
+def kueue_values(settings: KueueSettings) -> dict[str, Any]:
+    """The Kueue chart's values beyond the image: its manager configuration (a YAML string in the chart)."""
+    config = yaml.safe_dump(kueue_manager_config(settings), sort_keys=False)
+    return {"managerConfig": {"controllerManagerConfigYaml": config}}
+
+
 def releases(args: ClusterControllersArgs, owner: str = "ClusterControllers") -> list[Release]:
     """The releases ``args`` asks for; :class:`ArgsError` naming every unusable local chart."""
     wanted = [CHARTS[controller] for controller in args.wanted()]
@@ -209,8 +288,11 @@ def releases(args: ClusterControllersArgs, owner: str = "ClusterControllers") ->
 
 
 def release_values(facts: ChartFacts, args: ClusterControllersArgs) -> dict[str, Any]:
-    """:func:`chart_values`, with what ``args`` configures of the controller (the descheduler's policy)."""
+    """:func:`chart_values`, with what ``args`` configures of the controller (the descheduler's policy,
+    Kueue's manager configuration)."""
     values = chart_values(facts)
+    if facts.controller is Controller.KUEUE:
+        values = _merged(values, kueue_values(args.kueue_settings))
     if facts.controller is Controller.DESCHEDULER:
         values = _merged(
             values, descheduler_values(args.move_back_interval_seconds, args.descheduling_interval_seconds)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..args import BatchJobArgs
+from ..args import BatchJobArgs, queue_name_of
 from ..placement import Placement, placement_for
 from ..violations import Violation
 from .checkpoints import CheckpointBinding, checkpoint_binding
@@ -17,6 +17,7 @@ from .common import Manifest, labels_for, pod_annotations, pod_labels_of, select
 from .jobs import AttemptLimits, attempt_job_set, plain_job
 from .pods import container, job_pod_spec
 from .run_keys import run_definition, run_key
+from .workload_queue import submitted_to
 
 NAME_FIELD = "job_name (or the component's name)"
 """The argument a BatchJob's Job is named after, as errors name it."""
@@ -38,7 +39,8 @@ def argument_violations(name: str, args: BatchJobArgs) -> list[Violation]:
 
 
 def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
-    """A Job that survives preemption: disruptions ignored, checkpoints mounted, resume on restart."""
+    """A Job that survives preemption: disruptions ignored, checkpoints mounted, resume on restart; submitted
+    to ``args.queue`` when given."""
     refuse_invalid(f"BatchJob {name!r}", argument_violations(name, args))
     job_name = args.job_name or name
     labels = labels_for(job_name, "batch", args.pod.labels)
@@ -58,23 +60,21 @@ def batch_job(name: str, args: BatchJobArgs) -> list[Manifest]:
             active_deadline_seconds=args.active_deadline_seconds,
             ttl_seconds_after_finished=args.ttl_seconds_after_finished,
         )
-        return [
-            attempt_job_set(
-                job_name, args.pod.namespace, labels, pod_labels, spec_of_pod, annotations, limits
-            )
-        ]
-    return [
-        plain_job(
-            job_name,
-            args.pod.namespace,
-            labels,
-            pod_labels,
-            spec_of_pod,
-            _job_fields(args),
-            args.retries.non_retriable_exit_codes,
-            pod_annotations=annotations,
+        job_set = attempt_job_set(
+            job_name, args.pod.namespace, labels, pod_labels, spec_of_pod, annotations, limits
         )
-    ]
+        return [submitted_to(job_set, queue_name_of(args.queue))]
+    job = plain_job(
+        job_name,
+        args.pod.namespace,
+        labels,
+        pod_labels,
+        spec_of_pod,
+        _job_fields(args),
+        args.retries.non_retriable_exit_codes,
+        pod_annotations=annotations,
+    )
+    return [submitted_to(job, queue_name_of(args.queue))]
 
 
 def _binding(job_name: str, args: BatchJobArgs) -> CheckpointBinding:

@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-from ..args import SweepArgs
+from ..args import SweepArgs, queue_name_of
 from ..checkpoint import contract
 from ..placement import placement_for
 from ..violations import Violation, argument_violation
@@ -36,6 +36,7 @@ from .common import (
 from .jobs import AttemptLimits, attempt_job_set, plain_job
 from .pods import container, job_pod_spec
 from .run_keys import run_definition, run_key
+from .workload_queue import submitted_to
 
 
 def trial_run_keys(args: SweepArgs) -> list[str]:
@@ -115,13 +116,15 @@ def _max_failed_indexes(args: SweepArgs) -> int:
 
 def sweep(name: str, args: SweepArgs) -> list[Manifest]:
     """One JobSet per trial (``fresh_job_per_attempt``, the default), or a ConfigMap of trial parameters and
-    an Indexed Job whose completion index selects the trial."""
+    an Indexed Job whose completion index selects the trial; submitted to ``args.queue`` when given."""
     refuse_invalid(f"Sweep {name!r}", argument_violations(name, args))
     sweep_name = args.sweep_name or name
+    queue = queue_name_of(args.queue)
     if args.retries.fresh_job_per_attempt:
-        return trial_job_sets(sweep_name, args)
+        # Each trial a workload of its own: under a queue, trials wait their turn instead of all Pending.
+        return [submitted_to(job_set, queue) for job_set in trial_job_sets(sweep_name, args)]
     config_map = _trials_config_map(sweep_name, args)
-    return [config_map, _indexed_job(sweep_name, args, config_map["metadata"]["name"])]
+    return [config_map, submitted_to(_indexed_job(sweep_name, args, config_map["metadata"]["name"]), queue)]
 
 
 def _trials_config_map(sweep_name: str, args: SweepArgs) -> Manifest:

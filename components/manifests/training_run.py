@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from together_clusters.platform import ComputeClass
 
-from ..args import TrainingRunArgs
+from ..args import TrainingRunArgs, queue_name_of
 from ..checkpoint import contract
 from ..placement import Placement, placement_for
 from ..violations import Violation
@@ -36,6 +36,7 @@ from .common import (
 from .jobs import AttemptLimits, attempt_job_set, plain_job
 from .pods import container, job_pod_spec, pod_spec
 from .run_keys import run_definition, run_key
+from .workload_queue import submitted_to
 
 CRITICAL_PLACEMENT = placement_for(ComputeClass.STANDARD)
 """The coordinator's and the login pod's: standard nodes, never preempted."""
@@ -102,7 +103,10 @@ def argument_violations(name: str, args: TrainingRunArgs) -> list[Violation]:
         if spec is not None:
             found += container_violations(spec, field=field_name)
     if args.retries.fresh_job_per_attempt and args.num_workers >= 1:
-        found += job_set_name_violations(NAME_FIELD, run, f"{run}-workers-{args.num_workers - 1}")
+        if args.queue is not None:
+            found += job_set_name_violations(NAME_FIELD, run, f"{run}-workers", args.num_workers)
+        else:
+            found += job_set_name_violations(NAME_FIELD, run, f"{run}-workers-{args.num_workers - 1}")
     return found
 
 
@@ -237,9 +241,15 @@ def _worker_placement(run: _Run, args: TrainingRunArgs) -> Placement:
 
 
 def _workers(run: _Run, args: TrainingRunArgs) -> list[Manifest]:
-    """One attempt JobSet per worker (``fresh_job_per_attempt``), or one Indexed Job for all of them."""
+    """One attempt JobSet per worker (``fresh_job_per_attempt``), or one Indexed Job for all of them; under
+    a queue, one workload holding every worker (see :func:`_queued_workers`)."""
     labels = labels_for(run.name, "worker", args.pod.labels)
     pod_labels = pod_labels_of(labels, critical=False, placement=_worker_placement(run, args))
+    queue = queue_name_of(args.queue)
+    if queue is not None and args.retries.fresh_job_per_attempt:
+        return [submitted_to(_queued_workers(run, args, labels, pod_labels), queue)]
+    if queue is not None:
+        return [submitted_to(job, queue) for job in _indexed_workers(run, args, labels, pod_labels)]
     if args.retries.fresh_job_per_attempt:
         return [
             attempt_job_set(
@@ -253,6 +263,35 @@ def _workers(run: _Run, args: TrainingRunArgs) -> list[Manifest]:
             )
             for rank in range(args.num_workers)
         ]
+    return _indexed_workers(run, args, labels, pod_labels)
+
+
+def _queued_workers(
+    run: _Run, args: TrainingRunArgs, labels: Mapping[str, str], pod_labels: Mapping[str, str]
+) -> Manifest:
+    """Every worker in one attempt JobSet (one Job, an index per worker): one Kueue workload, so the run is
+    admitted whole or not at all, never half-placed holding GPUs. A preempted worker fails that Job and the
+    JobSet recreates it whole (the workers' rendezvous restarts from the last checkpoint anyway)."""
+    limits = AttemptLimits(
+        completions=args.num_workers,
+        parallelism=args.num_workers,
+        backoff_limit=args.retries.backoff_limit,
+        non_retriable_exit_codes=args.retries.non_retriable_exit_codes,
+    )
+    return attempt_job_set(
+        run.workers_service,
+        args.pod.namespace,
+        labels,
+        pod_labels,
+        _worker_pod(run, args, index_env_entry(contract.ENV_WORKER_RANK)),
+        pod_annotations(args.worker),
+        limits,
+    )
+
+
+def _indexed_workers(
+    run: _Run, args: TrainingRunArgs, labels: Mapping[str, str], pod_labels: Mapping[str, str]
+) -> list[Manifest]:
     return [
         plain_job(
             run.workers_service,

@@ -24,7 +24,13 @@ for the pod's own network and mount namespaces:
   ``/tmp/k8s-webhook-server/serving-certs`` (:attr:`ControllerImage.waits_for_certificate_in`); once the pod's
   own certificate is in its mounted Secret, a copy is put there (only its existence is read; the webhook
   server serves the pod's own files). The namespace JobSet's rotator reads from the in-cluster files falls
-  back to ``jobset-system``, where ``ClusterControllers`` installs it.
+  back to ``jobset-system``, where ``ClusterControllers`` installs it. Kueue's rotator takes its folder from
+  the configuration (``webhook.certDir``, rewritten above) and waits there until the kubelet's refresh of the
+  mounted Secret brings the files it wrote into the Secret;
+- **features the twin turns off** (:attr:`ControllerImage.disabled_features`, written into the configuration's
+  ``featureGates``): Kueue's on-demand visibility API server keeps self-signed certificates in a fixed folder,
+  ``/visibility`` (its chart mounts an emptyDir there), and binds every address: on the host it would share
+  one folder and one port with every other cluster's Kueue. Nothing the components do reads that API.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from together_clusters.components.controllers import charts
 
 Manifest = dict[str, Any]
 CONFIG_FLAG = "--config="
@@ -59,6 +67,8 @@ class ControllerImage:
     waits_for_certificate_in: str | None = None
     """A folder of the container the program checks for ``tls.crt`` by a path it does not take from its
     configuration (JobSet's rotator)."""
+    disabled_features: tuple[str, ...] = ()
+    """Feature gates the twin turns off in the configuration, for a feature a host process cannot run."""
     kubeconfig_flag: str | None = None
     """The flag (``--client-connection-kubeconfig=``) that gives the kubeconfig to a program that does not
     read ``KUBECONFIG`` (it would look for the in-cluster files at their fixed path)."""
@@ -71,13 +81,13 @@ class ControllerImage:
 
 
 JOBSET = ControllerImage(
-    repository="registry.k8s.io/jobset/jobset",
+    repository=charts.JOBSET.image_repository,
     binary="jobset",
     entrypoint="/manager",
     waits_for_certificate_in=_DEFAULT_CERT_DIR,
 )
 DESCHEDULER = ControllerImage(
-    repository="registry.k8s.io/descheduler/descheduler",
+    repository=charts.DESCHEDULER.image_repository,
     binary="descheduler",
     entrypoint="/bin/descheduler",
     kubeconfig_flag="--client-connection-kubeconfig=",
@@ -85,7 +95,15 @@ DESCHEDULER = ControllerImage(
 )
 """Its policy is a ConfigMap file (``--policy-config-file=/policy-dir/policy.yaml``), rewritten to the host
 file like every mounted path; no component config."""
-IMAGES = (JOBSET, DESCHEDULER)
+
+
+KUEUE = ControllerImage(
+    repository=charts.KUEUE.image_repository,
+    binary="kueue",
+    entrypoint="/manager",
+    disabled_features=("VisibilityOnDemand",),
+)
+IMAGES = (JOBSET, KUEUE, DESCHEDULER)
 
 
 def known(bin_dir: Path, versions: Mapping[str, str]) -> dict[str, tuple[ControllerImage, Path]]:
@@ -107,10 +125,20 @@ def bind_on(address: str, host: str) -> str:
     return f"{host}:{port}"
 
 
-def adapt_config(text: str, host: str, namespace: str, rewrite: Callable[[str], str]) -> str:
+def adapt_config(
+    text: str,
+    host: str,
+    namespace: str,
+    rewrite: Callable[[str], str],
+    disabled_features: tuple[str, ...] = (),
+) -> str:
     """The manager's component config bound to ``host``, its webhook certificates at the host's folder, its
-    leader election in the pod's ``namespace``."""
+    leader election in the pod's ``namespace``, the ``disabled_features`` off."""
     config: Manifest = yaml.safe_load(text) or {}
+    if disabled_features:
+        gates = dict(config.get("featureGates") or {})
+        gates.update(dict.fromkeys(disabled_features, False))
+        config["featureGates"] = gates
     election = dict(config.get("leaderElection") or {})
     if not election.get("resourceNamespace"):
         election["resourceNamespace"] = namespace

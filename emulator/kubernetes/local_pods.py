@@ -131,6 +131,9 @@ class ProcessPlan:
     synced: frozenset[Path] = frozenset()
     """The files of ConfigMap and Secret volumes mounted whole, which a kubelet keeps up to date while the
     pod runs (a ``subPath`` mount and a projected token are not)."""
+    synced_folders: frozenset[Path] = frozenset()
+    """The host folders of those volumes, kept up to date even while they hold no file: a Secret created
+    empty (Kueue's chart's webhook Secret) gets its keys once the pod's own rotator wrote them."""
 
 
 @dataclass(frozen=True)
@@ -411,12 +414,14 @@ def plan(
     folders, create, files, kept_current = _volumes(pod, lookups, layout, network)
     mounts: dict[str, Path] = {}
     synced: set[Path] = set()
+    synced_folders: set[Path] = set()
     for mount in main.get("volumeMounts") or []:
         if mount["name"] not in folders:
             raise Unrunnable("CreateContainerConfigError", f"volumeMount {mount['name']!r}: no such volume")
         host = folders[mount["name"]]
         if mount["name"] in kept_current and not mount.get("subPath"):
             synced.update(path for path in files if path.parent == host)
+            synced_folders.add(host)
         if mount.get("subPath"):
             host = host / mount["subPath"]
             if host not in files:  # a ConfigMap key mounted as one file is written, not created as a folder
@@ -442,6 +447,7 @@ def plan(
         files=files,
         mounts=mounts,
         synced=frozenset(synced),
+        synced_folders=frozenset(synced_folders),
     )
 
 
@@ -489,6 +495,7 @@ def _as_controller(
             network.host_ip,
             pod["metadata"]["namespace"],
             lambda value: rewrite(value, mounts),
+            profile.disabled_features,
         ).encode()
         argv = tuple(
             f"{controller_images.CONFIG_FLAG}{host_config}"

@@ -531,7 +531,7 @@ class LocalRuntime:
         """Bring the ConfigMap and Secret volumes mounted whole up to date, as a kubelet does while a pod
         runs (a controller that wrote its webhook certificates to its Secret waits for them to appear)."""
         now = time.monotonic()
-        if not container.plan.synced or now - container.synced_at < VOLUME_SYNC_SECONDS:
+        if not container.plan.synced_folders or now - container.synced_at < VOLUME_SYNC_SECONDS:
             return
         container.synced_at = now
         try:

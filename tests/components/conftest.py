@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import kubernetes_validate
 import pulumi
 import pytest
+
+from together_clusters.components import _shell, kube
+from together_clusters.components.controllers import detection
 
 # The oldest version with every field the components use at GA or on by default, and the newest schema shipped.
 K8S_VERSIONS = ("1.33.0", kubernetes_validate.latest_version())
@@ -117,3 +120,35 @@ def assert_schema_valid(obj: dict[str, Any]) -> None:
         return
     for version in K8S_VERSIONS:
         kubernetes_validate.validate(obj, version, strict=True)
+
+
+# --- ClusterControllers and what waits for it (shared by their tests and WorkloadQueue's) -------------
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, dict[str, str]]]:
+    """The CRDs the mocked cluster serves, with their annotations (empty: a bare cluster)."""
+    crds: dict[str, dict[str, str]] = {}
+    monkeypatch.setattr(detection, "installed_crds", lambda kubeconfig: crds)
+    yield crds
+
+
+@pytest.fixture
+def notes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    said: list[str] = []
+    monkeypatch.setattr(pulumi.log, "info", lambda message, *args, **kwargs: said.append(message))
+    return said
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The ``depends_on`` each object of a component was created with, by resource name."""
+    seen: dict[str, Any] = {}
+    create = kube.create
+
+    def recording(resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> Any:
+        seen[resource_name] = opts.depends_on
+        return create(resource_name, manifest, opts)
+
+    monkeypatch.setattr(_shell.kube, "create", recording)
+    return seen

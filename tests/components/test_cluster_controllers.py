@@ -22,7 +22,6 @@ from together_clusters.components import (
     ClusterControllersArgs,
     ContainerSpec,
     SharedVolume,
-    _shell,
     kube,
     provider_for,
 )
@@ -218,35 +217,6 @@ def test_the_objects_a_chart_renders_are_marked_with_the_stack_and_go_with_the_c
 
 
 # --- the component under mocks ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, dict[str, str]]]:
-    """The CRDs the mocked cluster serves, with their annotations (empty: a bare cluster)."""
-    crds: dict[str, dict[str, str]] = {}
-    monkeypatch.setattr(detection, "installed_crds", lambda kubeconfig: crds)
-    yield crds
-
-
-@pytest.fixture
-def notes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    said: list[str] = []
-    monkeypatch.setattr(pulumi.log, "info", lambda message, *args, **kwargs: said.append(message))
-    return said
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The ``depends_on`` each object of a component was created with, by resource name."""
-    seen: dict[str, Any] = {}
-    create = kube.create
-
-    def recording(resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> Any:
-        seen[resource_name] = opts.depends_on
-        return create(resource_name, manifest, opts)
-
-    monkeypatch.setattr(_shell.kube, "create", recording)
-    return seen
 
 
 def charts(program: Program) -> list[dict[str, Any]]:
@@ -517,3 +487,39 @@ def test_an_interval_that_is_not_whole_seconds_above_zero_is_refused_in_one_line
     ) as refused:
         releases(args)
     assert "\n" not in str(refused.value) and f"set {field} to" in str(refused.value)
+
+
+@pytest.fixture
+def warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    said: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: said.append(message))
+    return said
+
+
+@pytest.mark.parametrize(
+    ("controllers", "warned"),
+    [
+        (None, True),  # provider_for's default: no descheduler, not said
+        (ClusterControllersArgs(descheduler=True), False),
+        (ClusterControllersArgs(descheduler=False), False),  # said on purpose
+    ],
+)
+def test_a_preemptible_first_job_without_a_descheduler_is_warned_that_nothing_moves_it_back(
+    program: Program,
+    served: dict,
+    priority_classes: dict,
+    warnings: list[str],
+    controllers: ClusterControllersArgs | None,
+    warned: bool,
+) -> None:
+    def build() -> None:
+        p = provider_for("kubeconfig", controllers=controllers or True)
+        BatchJob("ft", FIRST_JOB, opts=pulumi.ResourceOptions(provider=p))
+        BatchJob("plain", JOB, opts=pulumi.ResourceOptions(provider=p))  # PREEMPTIBLE: nothing to move back
+
+    program.run(build)
+    moved = [w for w in warnings if "nothing moves them back" in w]
+    assert len(moved) == (1 if warned else 0)
+    if warned:
+        assert moved[0].startswith("BatchJob 'ft': its preemptible-first pods")
+        assert "ClusterControllersArgs(descheduler=True)" in moved[0] and "\n" not in moved[0]

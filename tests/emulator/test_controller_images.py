@@ -47,6 +47,18 @@ def test_the_managers_configuration_binds_its_own_address_and_finds_its_mounted_
     assert adapted["internalCertManagement"]["webhookServiceName"] == "jobset-webhook-service"
 
 
+def test_kueues_configuration_turns_off_the_visibility_server_and_keeps_the_users_gates() -> None:
+    config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfeatureGates:\n  TopologyAwareScheduling: true\n"
+    adapted = yaml.safe_load(
+        controller_images.adapt_config(
+            config, "127.70.0.9", "kueue-system", lambda v: v, controller_images.KUEUE.disabled_features
+        )
+    )
+    assert adapted["featureGates"] == {"TopologyAwareScheduling": True, "VisibilityOnDemand": False}
+    assert adapted["leaderElection"]["resourceNamespace"] == "kueue-system"
+    assert controller_images.KUEUE.image("v0.17.0") == "registry.k8s.io/kueue/kueue:v0.17.0"
+
+
 def test_a_disabled_metrics_server_stays_disabled() -> None:
     config = CHART_CONFIG + "metrics:\n  bindAddress: '0'\n"
     adapted = yaml.safe_load(controller_images.adapt_config(config, "127.70.0.9", "ns", lambda v: v))

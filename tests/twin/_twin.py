@@ -553,6 +553,17 @@ def running_pod(core: client.CoreV1Api, selector: str) -> Any:
     return next(iter(running_pods(core, selector)), None)
 
 
+def kept_off_preemptible(deployment: Any) -> bool:
+    """Whether a controller's Deployment (as the ``kubernetes`` client reads it) requires nodes whose
+    compute-class label is not preemptible, as ClusterControllers gives every controller it installs."""
+    affinity = deployment.spec.template.spec.affinity.node_affinity
+    (term,) = affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+    (expression,) = term.match_expressions
+    return bool(
+        (expression.key, expression.operator, expression.values) == (COMPUTE_CLASS, "NotIn", ["preemptible"])
+    )
+
+
 def node_classes(core: client.CoreV1Api) -> dict[str, str]:
     """Node name -> its compute class."""
     return {n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items}

@@ -23,9 +23,9 @@ from tests import _engine
 from together_clusters.components.controllers.charts import JOBSET
 from together_clusters.components.controllers.releases import INSTALLED_BY_ANNOTATION, INSTALLED_BY_LABEL
 from together_clusters.emulator.kubernetes.options import TwinOptions
-from together_clusters.platform import COMPUTE_CLASS_LABEL, FALLBACK_PRIORITY_CLASS, PREEMPTIBLE
+from together_clusters.platform import FALLBACK_PRIORITY_CLASS
 
-from ._twin import DRIVER, GPU, REGION, kube_clients, twin_stack, up
+from ._twin import DRIVER, GPU, REGION, kept_off_preemptible, kube_clients, twin_stack, up
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-controllers-0123456789abcdef"
@@ -71,15 +71,7 @@ def test_provider_for_installs_jobset_on_a_bare_cluster_and_a_second_stack_uses_
             "registry.k8s.io/jobset/jobset:v0.11.0",
             "IfNotPresent",
         )
-        (term,) = (
-            deployment.spec.template.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
-        )
-        (expression,) = term.match_expressions
-        assert (expression.key, expression.operator, expression.values) == (
-            COMPUTE_CLASS_LABEL,
-            "NotIn",
-            [PREEMPTIBLE],
-        )
+        assert kept_off_preemptible(deployment)
 
         crd = extensions.read_custom_resource_definition(JOBSET.crd)
         assert crd.metadata.annotations[INSTALLED_BY_ANNOTATION] == "organization/controllers/test"

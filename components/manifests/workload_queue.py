@@ -1,0 +1,153 @@
+"""WorkloadQueue's objects: Kueue's flavors, topology, ClusterQueue and LocalQueue; and how a workload is
+submitted to a queue (pure).
+
+One ResourceFlavor per compute class, tried preemptible first, then standard. Both flavors name a Topology
+of one level, the node (``kubernetes.io/hostname``), which makes the ClusterQueue use Topology Aware
+Scheduling for every workload (Kueue v0.17 implies it when all of a queue's flavors have a topology).
+That is what makes a stockout fall through: Kueue fits a workload's pods onto the real nodes of a TAS
+flavor, so with quota free on the preemptible flavor but no preemptible node to fit on, the attempt is
+NoFit, Kueue records that flavor as tried and tries the next one, standard (``flavorassigner.go``,
+``tas_flavorassigner.go`` of sigs.k8s.io/kueue@v0.17.0). A plain flavor counts quota only, so the workload
+would be admitted to preemptible and wait Pending for nodes that may never come (kubernetes-sigs/kueue#2560).
+
+A workload admitted to a flavor gets the flavor's node labels as a node selector and its tolerations: the
+preemptible flavor pins the pods to preemptible nodes. A TAS flavor must name a node label, and standard nodes
+may lack the compute-class label, so the standard flavor names one every node has (:data:`EVERY_NODE_LABEL`):
+a ``STANDARD`` pod's own affinity and the preemptible taint keep it off preemptible nodes, and a
+``PREEMPTIBLE_FIRST`` pod that Kueue places there under the standard flavor still runs at half price.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE, ComputeClass
+
+from ..args import WorkloadQueueArgs
+from ..controllers.charts import KUEUE_API_VERSION, QUEUE_NAME_LABEL
+from ..placement import toleration_for
+from ..violations import Violation
+from .checks import at_least, refuse_invalid
+from .common import GPU_RESOURCE, Manifest
+
+NODE_LEVEL = "kubernetes.io/hostname"
+"""The Topology's one level: Kueue fits pods onto single nodes."""
+
+EVERY_NODE_LABEL = ("kubernetes.io/os", "linux")
+"""A label the kubelet puts on every Linux node: the standard flavor's, which must name one."""
+
+FLAVOR_ORDER = (ComputeClass.PREEMPTIBLE, ComputeClass.STANDARD)
+"""The flavors in the order Kueue tries them: preemptible (half price) first, then idle standard GPUs."""
+
+
+def flavor_name(queue: str, compute_class: ComputeClass) -> str:
+    """The ResourceFlavor of ``compute_class`` (cluster-wide, so prefixed by the queue's name)."""
+    return f"{queue}-{compute_class.value}"
+
+
+def standard_quota(standard_gpus: int, reserve_standard_gpus: int) -> int:
+    """The standard GPUs the queue may admit workloads to: the cluster's, less the reserve for critical
+    pods (never below zero)."""
+    return max(0, int(standard_gpus) - reserve_standard_gpus)
+
+
+def argument_violations(args: WorkloadQueueArgs) -> list[Violation]:
+    """Every problem of a WorkloadQueue's plain arguments (the GPU counts may be outputs, checked by Kueue)."""
+    return at_least("reserve_standard_gpus", args.reserve_standard_gpus, 0)
+
+
+def workload_queue(
+    name: str, args: WorkloadQueueArgs, standard: Any = None, preemptible: Any = None
+) -> list[Manifest]:
+    """The Topology, the two ResourceFlavors, the ClusterQueue and the LocalQueue of ``args``.
+
+    ``standard`` and ``preemptible`` are the GPU quotas as the shell has them (ints, or outputs it derived
+    with :func:`standard_quota`); by default those of ``args``, which must then be ints.
+    """
+    refuse_invalid(f"WorkloadQueue {name!r}", argument_violations(args))
+    queue = args.queue_name or name
+    if standard is None:
+        standard = standard_quota(int(args.standard_gpus), args.reserve_standard_gpus)
+    if preemptible is None:
+        preemptible = int(args.preemptible_gpus)
+    labels = {"app.kubernetes.io/name": queue, "app.kubernetes.io/managed-by": "pulumi"}
+    topology = f"{queue}-nodes"
+    quotas = {ComputeClass.PREEMPTIBLE: preemptible, ComputeClass.STANDARD: standard}
+    return [
+        {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "Topology",
+            "metadata": {"name": topology, "labels": dict(labels)},
+            "spec": {"levels": [{"nodeLabel": NODE_LEVEL}]},
+        },
+        *(_flavor(queue, compute_class, topology, labels, args) for compute_class in FLAVOR_ORDER),
+        {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "ClusterQueue",
+            "metadata": {"name": queue, "labels": dict(labels)},
+            "spec": {
+                "namespaceSelector": {},
+                "queueingStrategy": "BestEffortFIFO",
+                # Quota short on preemptible: fall back to standard rather than preempt another workload.
+                "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": [GPU_RESOURCE],
+                        "flavors": [
+                            {
+                                "name": flavor_name(queue, compute_class),
+                                "resources": [{"name": GPU_RESOURCE, "nominalQuota": quotas[compute_class]}],
+                            }
+                            for compute_class in FLAVOR_ORDER
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "LocalQueue",
+            "metadata": {"name": queue, "namespace": args.namespace, "labels": dict(labels)},
+            "spec": {"clusterQueue": queue},
+        },
+    ]
+
+
+def _flavor(
+    queue: str, compute_class: ComputeClass, topology: str, labels: Mapping[str, str], args: WorkloadQueueArgs
+) -> Manifest:
+    key, value = EVERY_NODE_LABEL
+    spec: Manifest = {"topologyName": topology, "nodeLabels": {key: value}}
+    if compute_class is ComputeClass.PREEMPTIBLE:
+        spec["nodeLabels"] = {COMPUTE_CLASS_LABEL: PREEMPTIBLE}
+        if args.preemptible_taint is not None:
+            taint = args.preemptible_taint
+            spec["nodeTaints"] = [{"key": taint.key, "value": taint.value, "effect": taint.effect}]
+            spec["tolerations"] = [toleration_for(taint)]
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": flavor_name(queue, compute_class), "labels": dict(labels)},
+        "spec": spec,
+    }
+
+
+def submitted_to(manifest: Manifest, queue: str | None) -> Manifest:
+    """``manifest`` (a Job or JobSet) submitted to the LocalQueue ``queue``: labelled with its name, so
+    Kueue's webhook creates it suspended and Kueue starts it once admitted; unchanged when ``queue`` is
+    ``None``.
+
+    A plain Job is then ready for pulumi once it exists, not once it has started (a queued Job may wait).
+    """
+    if queue is None:
+        return manifest
+    metadata = dict(manifest["metadata"])
+    metadata["labels"] = {**(metadata.get("labels") or {}), QUEUE_NAME_LABEL: queue}
+    if manifest["kind"] == "Job":
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **QUEUED_JOB_READY_ANNOTATIONS}
+    return {**manifest, "metadata": metadata}
+
+
+QUEUED_JOB_READY_ANNOTATIONS: Mapping[str, str] = {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
+"""On a queued plain Job instead of waiting for its start: the queue decides when it starts."""
