@@ -61,7 +61,7 @@ def run(ctx: Context) -> list[Figure]:
 
 def _move_back(ctx: Context) -> Figure:
     if ctx.scale.quick:
-        reason = "the quick run skips it (a pulumi up and three moves back take minutes)"
+        reason = f"the quick run skips it (a pulumi up and {move_back.MOVES} moves back take minutes)"
         return unavailable(SECTION, move_back.NAME, reason, move_back.GOAL)
     missing = engine_missing() or charts_missing()
     if missing is not None:
