@@ -1,5 +1,6 @@
 """Section 8: capacity (issue 24): how much later a ``PREEMPTIBLE_FIRST`` pod runs when it falls back to a
-standard node, against the scheduler alone placing the same pod there.
+standard node, against the scheduler alone placing the same pod there; and how soon a run that fell back is
+moved back to a preemptible node once capacity returns (tests/bench/move_back.py).
 
 On a twin cluster created while its region had no preemptible GPU (one standard node, a preemptible target
 nobody can fill), pods of the components' placements are created one at a time and timed from the create
@@ -7,6 +8,8 @@ to ``Running`` (as a watch of the namespace first sees it): the ``PREEMPTIBLE_FI
 preference the scheduler cannot meet, the fallback priority) against the ``STANDARD`` one (a requirement it
 meets at once), interleaved A B then B A. The pods are kwok's: no image, no checkpoint to restore, so the
 figure is the placement's own cost. Goal: at most 1.2x.
+
+The move back needs the Pulumi engine too (a real ``pulumi up`` installs the descheduler); the quick run skips it.
 """
 
 from __future__ import annotations
@@ -23,15 +26,18 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from tests.twin.move_back import charts_missing
 from together_clusters.components.controllers.priorities import FALLBACK, priority_class_manifest
 from together_clusters.components.placement import placement_for
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.platform import ComputeClass
 from together_clusters.provider.kubeconfig import kubeconfig_text
 
+from . import move_back
 from .context import Context
 from .figures import Figure, Goal, unavailable
 from .servers import api_client, create_request, twin_emulator
+from .stacks import engine_missing
 from .twin import twin_missing
 
 SECTION = "8. Capacity"
@@ -47,9 +53,20 @@ REGION, GPU = "us-central-8", "H100_SXM"
 def run(ctx: Context) -> list[Figure]:
     missing = twin_missing()
     if missing is not None:
-        return [unavailable(SECTION, FALLBACK_NAME, missing)]
+        return [unavailable(SECTION, name, missing) for name in (FALLBACK_NAME, move_back.NAME)]
     with _scarce_cluster(ctx) as core:
-        return [_fallback_start(ctx, core)]
+        fallback = _fallback_start(ctx, core)
+    return [fallback, _move_back(ctx)]
+
+
+def _move_back(ctx: Context) -> Figure:
+    if ctx.scale.quick:
+        reason = f"the quick run skips it (a pulumi up and {move_back.MOVES} moves back take minutes)"
+        return unavailable(SECTION, move_back.NAME, reason, move_back.GOAL)
+    missing = engine_missing() or charts_missing()
+    if missing is not None:
+        return unavailable(SECTION, move_back.NAME, missing, move_back.GOAL)
+    return move_back.run(ctx, SECTION)
 
 
 @contextmanager
