@@ -33,7 +33,7 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.platform import ComputeClass
 from together_clusters.provider.kubeconfig import kubeconfig_text
 
-from . import move_back
+from . import move_back, queue_admission
 from .context import Context
 from .figures import Figure, Goal, unavailable
 from .servers import api_client, create_request, twin_emulator
@@ -53,10 +53,11 @@ REGION, GPU = "us-central-8", "H100_SXM"
 def run(ctx: Context) -> list[Figure]:
     missing = twin_missing()
     if missing is not None:
-        return [unavailable(SECTION, name, missing) for name in (FALLBACK_NAME, move_back.NAME)]
+        names = (FALLBACK_NAME, move_back.NAME, queue_admission.NAME)
+        return [unavailable(SECTION, name, missing) for name in names]
     with _scarce_cluster(ctx) as core:
         fallback = _fallback_start(ctx, core)
-    return [fallback, _move_back(ctx)]
+    return [fallback, _move_back(ctx), queue_admission.run(ctx, SECTION)]
 
 
 def _move_back(ctx: Context) -> Figure:

@@ -28,7 +28,6 @@ from .figures import Figure, Goal, unavailable
 from .servers import API_KEY, Served, api_client, twin_emulator
 from .stacks import PulumiFailed, engine_missing
 
-SECTION = "8. Capacity"
 NAME = "admission of 100 queued one-pod trials (Kueue) vs 100 unqueued Jobs, create to all Running"
 TRIALS = 100
 SPEED = 60.0
@@ -53,16 +52,16 @@ pulumi.export("queue", queue.local_queue_name)
 """
 
 
-def run(ctx: Context) -> Figure:
+def run(ctx: Context, section: str) -> Figure:
     if ctx.scale.quick:
         return unavailable(
-            SECTION, NAME, "the quick run skips it (a pulumi up installing Kueue takes minutes)"
+            section, NAME, "the quick run skips it (a pulumi up installing Kueue takes minutes)"
         )
     missing = engine_missing()
     if missing is not None:
-        return unavailable(SECTION, NAME, missing)
+        return unavailable(section, NAME, missing)
     if not (CHARTS / "kueue" / "Chart.yaml").is_file():
-        return unavailable(SECTION, NAME, "scripts/install-kubernetes has not copied Kueue's chart")
+        return unavailable(section, NAME, "scripts/install-kubernetes has not copied Kueue's chart")
     with twin_emulator(SPEED) as emulator:
         kube, queue = _deploy(ctx, emulator)
         with kube:
@@ -79,7 +78,7 @@ def run(ctx: Context) -> Figure:
                     )
     ours, floor = statistics.median(samples["queued"]), statistics.median(samples["unqueued"])
     return Figure(
-        SECTION,
+        section,
         NAME,
         ours / floor,
         "x",

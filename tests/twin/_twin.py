@@ -409,7 +409,8 @@ class Stack:
 def together_clusters_status(
     project: Path, env: dict[str, str], *args: str
 ) -> subprocess.CompletedProcess[str]:
-    """``together-clusters status`` of the stack ``test`` of ``project``, the real CLI in a subprocess."""
+    """``together-clusters status`` of the stack ``test`` of ``project``, the real CLI in a subprocess (the
+    Automation API it drives runs the engine's ``pulumi`` from ``PATH``)."""
     command = [
         sys.executable,
         "-m",
@@ -420,8 +421,15 @@ def together_clusters_status(
         "--cwd",
         str(project),
     ]
+    with_engine = {**env, "PATH": f"{_engine.ROOT / '.engine' / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
     return subprocess.run(
-        [*command, *args], env=env, capture_output=True, text=True, timeout=300, check=False, cwd=_engine.ROOT
+        [*command, *args],
+        env=with_engine,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=_engine.ROOT,
     )
 
 

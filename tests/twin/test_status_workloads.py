@@ -8,7 +8,6 @@ The real CLI in a subprocess, on a stack whose state (imported, no ``up``) holds
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +64,6 @@ def stack_of(cluster: TwinCluster, tmp: Path) -> tuple[Path, dict[str, str]]:
         pythonpath=[_engine.ROOT],
         extra={"TOGETHER_BASE_URL": cluster.emulator.base_url, "TOGETHER_API_KEY": "twin-twin"},
     )
-    env["PATH"] = f"{_engine.ROOT / '.engine' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     resources = [
         {"urn": STACK_URN, "custom": False, "type": "pulumi:pulumi:Stack"},
         {"urn": PROVIDER_URN, "custom": True, "id": "provider", "type": "pulumi:providers:pulumi-python"},
