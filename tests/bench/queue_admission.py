@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests import _engine
 from together_clusters.components import BatchJobArgs, ContainerSpec, NoCheckpoint, manifests
+from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.provider.kubeconfig import kubeconfig_text
 
 from .context import Context
@@ -63,6 +64,8 @@ def run(ctx: Context, section: str) -> Figure:
     if not (CHARTS / "kueue" / "Chart.yaml").is_file():
         return unavailable(section, NAME, "scripts/install-kubernetes has not copied Kueue's chart")
     with twin_emulator(SPEED) as emulator:
+        # The default pool (64 GPUs) is smaller than the cluster's target.
+        AdminClient(emulator.url).set_capacity(REGION, GPU, 2 * PREEMPTIBLE_GPUS)
         kube, queue = _deploy(ctx, emulator)
         with kube:
             batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
