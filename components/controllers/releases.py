@@ -235,8 +235,9 @@ KUEUE_FEATURES_OFF = (
 """Kueue features turned off (all beta, on by default in v0.17.0): replacing a preempted node in place.
 Seen on the twin: a preempted JobSet's new pod was ungated to the node on its way out, stayed Pending once it
 was gone, and Kueue's workload controller skips a workload with nodes to replace, so its PodsReady timeout
-never fired. Without them, a workload whose pods do not all run again within the timeout is evicted and
-requeued whole, and its next admission tries preemptible then standard afresh."""
+never fired. They act on topologies whose lowest level is the node, which the queue's is not
+(:data:`..manifests.workload_queue.TOPOLOGY_LEVEL`); off, a workload whose pods do not all run again within
+the timeout is evicted and requeued whole, and its next admission tries preemptible then standard afresh."""
 
 
 def kueue_manager_config(settings: KueueSettings) -> dict[str, Any]:

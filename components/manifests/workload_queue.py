@@ -2,13 +2,22 @@
 submitted to a queue (pure).
 
 One ResourceFlavor per compute class, tried preemptible first, then standard. Both flavors name a Topology
-of one level, the node (``kubernetes.io/hostname``), which makes the ClusterQueue use Topology Aware
-Scheduling for every workload (Kueue v0.17 implies it when all of a queue's flavors have a topology).
-That is what makes a stockout fall through: Kueue fits a workload's pods onto the real nodes of a TAS
-flavor, so with quota free on the preemptible flavor but no preemptible node to fit on, the attempt is
-NoFit, Kueue records that flavor as tried and tries the next one, standard (``flavorassigner.go``,
-``tas_flavorassigner.go`` of sigs.k8s.io/kueue@v0.17.0). A plain flavor counts quota only, so the workload
-would be admitted to preemptible and wait Pending for nodes that may never come (kubernetes-sigs/kueue#2560).
+of one level, which makes the ClusterQueue use Topology Aware Scheduling for every workload (Kueue v0.17
+implies it when all of a queue's flavors have a topology). That is what makes a stockout fall through: Kueue
+fits a workload's pods onto the real nodes of a TAS flavor, so with quota free on the preemptible flavor but
+no preemptible node to fit on, the attempt is NoFit, Kueue records that flavor as tried and tries the next
+one, standard (``flavorassigner.go``, ``tas_flavorassigner.go`` of sigs.k8s.io/kueue@v0.17.0). A plain
+flavor counts quota only, so the workload would be admitted to preemptible and wait Pending for nodes that
+may never come (kubernetes-sigs/kueue#2560).
+
+The level is a label every node has (:data:`TOPOLOGY_LEVEL`), not the node (``kubernetes.io/hostname``): a
+node level pins each pod to one node (Kueue's topology ungater writes the node's name into the pod's node
+selector), so a pod that replaces a preempted one can be pinned to the node that is gone. Seen on the twin (about one run in three): the replacement stayed
+Pending, and Kueue's TAS node controller, which watches pods even with node replacement turned off, marked the
+workload's node unhealthy, after which its workload controller skips the workload, so the PodsReady timeout
+that would requeue it never fired (``node_controller.go``, ``workload_controller.go``). At one coarse level a
+flavor's nodes form one domain: Kueue still counts their free capacity, and a replacement pod may run on any
+node of its flavor, the refilled one included.
 
 A workload admitted to a flavor gets the flavor's node labels as a node selector and its tolerations: the
 preemptible flavor pins the pods to preemptible nodes. A TAS flavor must name a node label, and standard nodes
@@ -31,11 +40,11 @@ from ..violations import Violation
 from .checks import at_least, refuse_invalid
 from .common import GPU_RESOURCE, Manifest
 
-NODE_LEVEL = "kubernetes.io/hostname"
-"""The Topology's one level: Kueue fits pods onto single nodes."""
-
 EVERY_NODE_LABEL = ("kubernetes.io/os", "linux")
 """A label the kubelet puts on every Linux node: the standard flavor's, which must name one."""
+
+TOPOLOGY_LEVEL = EVERY_NODE_LABEL[0]
+"""The Topology's one level: a flavor's nodes are one domain (never a single node, see above)."""
 
 FLAVOR_ORDER = (ComputeClass.PREEMPTIBLE, ComputeClass.STANDARD)
 """The flavors in the order Kueue tries them: preemptible (half price) first, then idle standard GPUs."""
@@ -79,7 +88,7 @@ def workload_queue(
             "apiVersion": KUEUE_API_VERSION,
             "kind": "Topology",
             "metadata": {"name": topology, "labels": dict(labels)},
-            "spec": {"levels": [{"nodeLabel": NODE_LEVEL}]},
+            "spec": {"levels": [{"nodeLabel": TOPOLOGY_LEVEL}]},
         },
         *(_flavor(queue, compute_class, topology, labels, args) for compute_class in FLAVOR_ORDER),
         {

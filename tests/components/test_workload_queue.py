@@ -65,7 +65,9 @@ def test_the_queue_tries_preemptible_then_standard_with_quotas_from_the_cluster_
 def test_both_flavors_use_topology_aware_scheduling_so_a_stockout_falls_through() -> None:
     objects = workload_queue("q", WorkloadQueueArgs(standard_gpus=8, preemptible_gpus=16))
     (topology,) = by_kind(objects, "Topology")
-    assert topology["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/hostname"}]
+    # One level every node has, never the node itself: a node level would pin each pod to one node, and a
+    # pod replacing a preempted one could be pinned to the node that is gone.
+    assert topology["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/os"}]
     flavors = {f["metadata"]["name"]: f["spec"] for f in by_kind(objects, "ResourceFlavor")}
     # Kueue implies TAS only when every flavor of the queue has a topology (and each needs a node label).
     assert {spec["topologyName"] for spec in flavors.values()} == {topology["metadata"]["name"]}

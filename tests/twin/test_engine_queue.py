@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from kubernetes import client
 
 from tests import _engine
 from together_clusters.components.controllers.charts import KUEUE, QUEUE_NAME_LABEL
+from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
@@ -30,7 +32,6 @@ from ._twin import (
     GPU,
     REGION,
     Stack,
-    drill_twin,
     kept_off_preemptible,
     node_classes,
     together_clusters_status,
@@ -123,7 +124,7 @@ def bound_pods(core: client.CoreV1Api, job_set: str) -> list[Any]:
 
 
 def test_kueue_comes_up_and_a_stockout_falls_through_to_the_standard_node(stack: Stack) -> None:
-    api = deploy(stack, {"fallback": "preemptible-first"})
+    api = deploy(stack, {"fallback": "preemptible-first", "waits": "preemptible"})
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     deployment = apps.read_namespaced_deployment("kueue-controller-manager", KUEUE.namespace)
     assert (deployment.status.ready_replicas or 0) >= 1  # the engine waited for it
@@ -142,6 +143,16 @@ def test_kueue_comes_up_and_a_stockout_falls_through_to_the_standard_node(stack:
     assert assignment["flavors"]["nvidia.com/gpu"] == "queue-standard"
     (pod,) = wait_for(lambda: bound_pods(core, "fallback") or None, "the fallback pod running")
     assert node_classes(core)[pod.spec.node_name] == "standard"
+    # A plain PREEMPTIBLE workload does not fall back: Kueue keeps it queued (suspended, no pod), the standard
+    # flavor refused for its node affinity.
+    def refused() -> dict[str, Any] | None:
+        conditions = ((workload_of(api, "waits") or {}).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "QuotaReserved" and c["status"] == "False"), None)
+
+    pending = wait_for(refused, "Kueue trying the plain PREEMPTIBLE workload")
+    assert "flavor queue-standard doesn't match node affinity" in pending["message"], pending
+    assert condition(workload_of(api, "waits"), "QuotaReserved") is None
+    assert not core.list_namespaced_pod("default", label_selector="jobset.sigs.k8s.io/jobset-name=waits").items
 
 
 def test_two_training_runs_that_fit_one_at_a_time_run_whole_and_wait_whole(stack: Stack) -> None:
@@ -177,38 +188,57 @@ def test_two_training_runs_that_fit_one_at_a_time_run_whole_and_wait_whole(stack
     assert (f"default/{waiting}", "kueue") in stalls, cluster["workloads"]
 
 
-def test_a_queued_workload_preempted_five_times_is_admitted_again_each_time_never_deactivated(
-    stack: Stack,
-) -> None:
+def pods_ready_evictions(workload: dict[str, Any] | None) -> int:
+    """How many times Kueue evicted ``workload`` for pods not ready in time (its scheduling stats)."""
+    stats = ((workload or {}).get("status") or {}).get("schedulingStats") or {}
+    return sum(e.get("count", 0) for e in stats.get("evictions") or [] if e.get("reason") == "PodsReadyTimeout")
+
+
+def test_a_queued_workload_preempted_five_times_is_requeued_each_time_never_deactivated(stack: Stack) -> None:
+    """Each preemption comes with the refill late: the replacement has no node for longer than the PodsReady
+    timeout, so Kueue evicts the workload and requeues it; when capacity returns it is admitted again and runs.
+    Five in a row, and it is never deactivated (no backoffLimitCount, kubernetes-sigs/kueue#15255)."""
     stack.emulator.admin.set_capacity(REGION, GPU, 64)
-    api = deploy(stack, {"preempted": "preemptible"})
+    # Both preemptible nodes taken, so the preempted pod's replacement has nowhere to go but the refill.
+    api = deploy(stack, {"preempted": "preemptible", "neighbour": "preemptible"})
     core = client.CoreV1Api(api)
     admin = AdminClient(stack.emulator.base_url)
     modes = list(TerminationMode)
     try:
         for attempt in range(PREEMPTIONS):
-            (pod,) = wait_for(
-                lambda: bound_pods(core, "preempted") or None, "the queued workload running", 240
-            )
-            drill_twin(
-                api, admin, stack.emulator.base_url, modes[attempt % len(modes)], node=pod.spec.node_name
-            )
-            again = wait_for(
+            (pod,) = wait_for(lambda: bound_pods(core, "preempted") or None, "the queued workload running", 240)
+            wait_for(lambda: bound_pods(core, "neighbour") or None, "the neighbour on the other node", 240)
+            evicted_before = pods_ready_evictions(workload_of(api, "preempted"))
+            admin.set_capacity(REGION, GPU, 0)  # the refill comes late
+            drill_args = DrillArgs(node=pod.spec.node_name, twin_url=stack.emulator.base_url,
+                                   termination=modes[attempt % len(modes)], timeout_seconds=240, log_wait_seconds=0)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                drill = pool.submit(run_drill, api, drill_args, progress=lambda _line: None)
+                wait_for(
+                    lambda before=evicted_before: pods_ready_evictions(workload_of(api, "preempted")) > before,
+                    f"Kueue requeuing the workload its replacement could not run for, preemption {attempt + 1}",
+                    120,
+                )
+                admin.set_capacity(REGION, GPU, 64)  # capacity returns
+                report = drill.result()
+            assert report.ok, report
+            (again,) = wait_for(
                 lambda old=pod.metadata.uid: (
                     [p for p in bound_pods(core, "preempted") if p.metadata.uid != old] or None
                 ),
                 f"the workload running again after preemption {attempt + 1}",
                 240,
             )
-            assert again
+            # Not pinned to one node by Kueue's topology (a replacement pinned to the preempted node waits for
+            # a node that is gone): any node of the flavor, the refilled one included.
+            assert "kubernetes.io/hostname" not in (again.spec.node_selector or {}), again.spec.node_selector
             workload = workload_of(api, "preempted")
             assert condition(workload, "Admitted") is not None, workload
             assert (workload or {})["spec"].get("active", True) is True, workload
             assert condition(workload, "DeactivationTarget") is None, workload
-        requeued = ((workload or {}).get("status") or {}).get("requeueState") or {}
-        print(
-            f"\nqueued BatchJob, {PREEMPTIONS} preemptions: requeued {requeued.get('count', 0)} times, still active"
-        )
+        assert pods_ready_evictions(workload) == PREEMPTIONS, workload
+        print(f"\nqueued BatchJob, {PREEMPTIONS} preemptions with the refill late: requeued each time, still active")
     finally:
+        admin.set_capacity(REGION, GPU, 64)
         admin.close()
         api.close()
