@@ -19,13 +19,13 @@ returns), not warned of.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from together_clusters.platform import CRITICAL_LABEL, GPUS_PER_NODE, PLACEMENT_LABEL, ComputeClass
 
-from .guard import may_run_on_preemptible
+from .guard import may_run_on_preemptible, pod_templates
 from .manifests.common import GPU_RESOURCE
 
 
@@ -59,25 +59,13 @@ def gpu_needs(manifests: Iterable[Mapping[str, Any]]) -> dict[ComputeClass, list
     """The GPUs of each pod a workload's objects run at once, per compute class, largest first (pods needing
     no GPU and classes needing none left out)."""
     needs: dict[ComputeClass, list[int]] = {}
-    for pods, template in _pod_templates(manifests):
-        gpus = _gpus_of_pod(template.get("spec") or {})
-        if gpus and pods:
-            needs.setdefault(_class_of_pod(template), []).extend([gpus] * pods)
-    return {compute_class: sorted(pods, reverse=True) for compute_class, pods in needs.items()}
-
-
-def _pod_templates(manifests: Iterable[Mapping[str, Any]]) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    """Each pod template of the objects, with how many of its pods run at once."""
     for manifest in manifests:
-        kind, spec = manifest.get("kind"), manifest.get("spec") or {}
-        if kind == "Deployment":
-            yield int(spec.get("replicas", 1)), spec.get("template") or {}
-        elif kind == "Job":
-            yield _pods_of_job(spec), spec.get("template") or {}
-        elif kind == "JobSet":
-            for replicated in spec.get("replicatedJobs") or []:
-                job = (replicated.get("template") or {}).get("spec") or {}
-                yield int(replicated.get("replicas", 1)) * _pods_of_job(job), job.get("template") or {}
+        for found in pod_templates(manifest):
+            gpus = _gpus_of_pod(found.template.get("spec") or {})
+            pods = found.replicas * (_pods_of_job(found.job_spec) if found.job_spec is not None else 1)
+            if gpus and pods:
+                needs.setdefault(_class_of_pod(found.template), []).extend([gpus] * pods)
+    return {compute_class: sorted(pods, reverse=True) for compute_class, pods in needs.items()}
 
 
 def _pods_of_job(job_spec: Mapping[str, Any]) -> int:

@@ -70,6 +70,8 @@ _POD_TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
     "DaemonSet": ("spec", "template"),
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
 }
+_REPLICATED_KINDS = frozenset({"Deployment", "StatefulSet", "ReplicaSet"})
+"""Kinds whose ``spec.replicas`` (default 1) counts copies of their pod template."""
 
 
 # --- reading placement ------------------------------------------------------------------------
@@ -575,6 +577,9 @@ class PodTemplate:
     restarted_by_jobset: bool = False
     bare_pod: bool = False
     """The object is a Pod of its own (its metadata and spec stand where a template's would)."""
+    replicas: int = 1
+    """Copies of the template that run at once: a Deployment's (StatefulSet's, ReplicaSet's) replicas, a
+    replicated Job's; each Job among them runs its own parallelism (``job_spec``)."""
 
 
 def _templates_anywhere(value: Any, path: str) -> Iterable[PodTemplate]:
@@ -612,11 +617,15 @@ def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
             job = _dig(replicated, ("template", "spec"))
             prefix = f"spec.replicatedJobs[{i}].template.spec."
             restarts = jobset_restarts_preempted_jobs(spec, replicated.get("name", ""))
-            found.append(PodTemplate(_dig(job, ("template",)), f"{prefix}template.", job, prefix, restarts))
+            replicas = int(replicated.get("replicas", 1))
+            found.append(
+                PodTemplate(_dig(job, ("template",)), f"{prefix}template.", job, prefix, restarts, replicas=replicas)
+            )
         return found
     template_path = _POD_TEMPLATE_PATHS.get(kind)
     if template_path is not None:
-        return [PodTemplate(_dig(obj, template_path), ".".join(template_path) + ".")]
+        replicas = int(spec.get("replicas", 1)) if kind in _REPLICATED_KINDS else 1
+        return [PodTemplate(_dig(obj, template_path), ".".join(template_path) + ".", replicas=replicas)]
     return list(_templates_anywhere(spec, "spec."))
 
 

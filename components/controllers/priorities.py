@@ -16,6 +16,8 @@ from typing import Any
 
 from together_clusters.platform import FALLBACK_PRIORITY, FALLBACK_PRIORITY_CLASS
 
+from ..guard import pod_templates
+
 
 @dataclass(frozen=True)
 class PriorityClassFacts:
@@ -64,19 +66,11 @@ def priority_class_manifest(facts: PriorityClassFacts) -> dict[str, Any]:
     }
 
 
-def _priority_class_names(value: Any) -> Iterable[str]:
-    if isinstance(value, Mapping):
-        name = value.get("priorityClassName")
-        if isinstance(name, str):
-            yield name
-        for child in value.values():
-            yield from _priority_class_names(child)
-    elif isinstance(value, list | tuple):
-        for child in value:
-            yield from _priority_class_names(child)
-
-
 def needed_priority_classes(manifests: Iterable[Mapping[str, Any]]) -> list[PriorityClassFacts]:
     """The package's PriorityClasses that pods among ``manifests`` name."""
-    named = {name for manifest in manifests for name in _priority_class_names(manifest.get("spec"))}
+    named = {
+        str((found.template.get("spec") or {}).get("priorityClassName"))
+        for manifest in manifests
+        for found in pod_templates(manifest)
+    }
     return [PRIORITY_CLASSES[name] for name in sorted(named) if name in PRIORITY_CLASSES]
