@@ -69,8 +69,8 @@ def priority_class_manifest(facts: PriorityClassFacts) -> dict[str, Any]:
 def needed_priority_classes(manifests: Iterable[Mapping[str, Any]]) -> list[PriorityClassFacts]:
     """The package's PriorityClasses that pods among ``manifests`` name."""
     named = {
-        str((found.template.get("spec") or {}).get("priorityClassName"))
+        (found.template.get("spec") or {}).get("priorityClassName")
         for manifest in manifests
         for found in pod_templates(manifest)
     }
-    return [PRIORITY_CLASSES[name] for name in sorted(named) if name in PRIORITY_CLASSES]
+    return [PRIORITY_CLASSES[name] for name in sorted(PRIORITY_CLASSES) if name in named]

@@ -12,12 +12,13 @@ may never come (kubernetes-sigs/kueue#2560).
 
 The level is a label every node has (:data:`TOPOLOGY_LEVEL`), not the node (``kubernetes.io/hostname``): a
 node level pins each pod to one node (Kueue's topology ungater writes the node's name into the pod's node
-selector), so a pod that replaces a preempted one can be pinned to the node that is gone. Seen on the twin (about one run in three): the replacement stayed
-Pending, and Kueue's TAS node controller, which watches pods even with node replacement turned off, marked the
-workload's node unhealthy, after which its workload controller skips the workload, so the PodsReady timeout
-that would requeue it never fired (``node_controller.go``, ``workload_controller.go``). At one coarse level a
-flavor's nodes form one domain: Kueue still counts their free capacity, and a replacement pod may run on any
-node of its flavor, the refilled one included.
+selector), so a pod that replaces a preempted one can be pinned to the node that is gone. Seen on the twin
+(about one run in three): the replacement stayed Pending, and Kueue's TAS node controller, which watches pods
+even with node replacement turned off, marked the workload's node unhealthy, after which its workload
+controller skips the workload, so the PodsReady timeout that would requeue it never fired
+(``node_controller.go``, ``workload_controller.go``). At one coarse level a flavor's nodes form one domain:
+Kueue still counts their free capacity, and a replacement pod may run on any node of its flavor, the refilled
+one included.
 
 A workload admitted to a flavor gets the flavor's node labels as a node selector and its tolerations: the
 preemptible flavor pins the pods to preemptible nodes. A TAS flavor must name a node label, and standard nodes

@@ -112,9 +112,9 @@ def workload_of(api: client.ApiClient, owner: str) -> dict[str, Any] | None:
     return None
 
 
-def condition(workload: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
+def condition(workload: dict[str, Any] | None, kind: str, status: str = "True") -> dict[str, Any] | None:
     conditions = ((workload or {}).get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
+    return next((c for c in conditions if c["type"] == kind and c["status"] == status), None)
 
 
 def bound_pods(core: client.CoreV1Api, job_set: str) -> list[Any]:
@@ -145,11 +145,10 @@ def test_kueue_comes_up_and_a_stockout_falls_through_to_the_standard_node(stack:
     assert node_classes(core)[pod.spec.node_name] == "standard"
     # A plain PREEMPTIBLE workload does not fall back: Kueue keeps it queued (suspended, no pod), the standard
     # flavor refused for its node affinity.
-    def refused() -> dict[str, Any] | None:
-        conditions = ((workload_of(api, "waits") or {}).get("status") or {}).get("conditions") or []
-        return next((c for c in conditions if c["type"] == "QuotaReserved" and c["status"] == "False"), None)
-
-    pending = wait_for(refused, "Kueue trying the plain PREEMPTIBLE workload")
+    pending = wait_for(
+        lambda: condition(workload_of(api, "waits"), "QuotaReserved", "False"),
+        "Kueue trying the plain PREEMPTIBLE workload",
+    )
     assert "flavor queue-standard doesn't match node affinity" in pending["message"], pending
     assert condition(workload_of(api, "waits"), "QuotaReserved") is None
     assert not core.list_namespaced_pod("default", label_selector="jobset.sigs.k8s.io/jobset-name=waits").items
