@@ -5,6 +5,9 @@
 - no tracked cluster is missing,
 - the state equals the live cluster on every field the code owns,
 - no secret (API key, kubeconfig token) in plain text in the state or in any captured log.
+
+Those hold as well when nothing happened (no state, no cluster), so after an operation that succeeded
+``not_as_asked`` checks its outcome: the cluster the state names is live with what the code asked.
 """
 
 from __future__ import annotations
@@ -75,3 +78,22 @@ def violations(
         if secret and secret in logs:
             found.append("a secret is in the captured logs")
     return found
+
+
+def not_as_asked(stack: Stack, live: list[dict[str, Any]], asked: dict[str, Any]) -> list[str]:
+    """After an ``up`` of a one-cluster stack that succeeded, every way its outcome is not what the code
+    asked, as a sentence: the state tracks exactly one cluster, which is live with ``asked`` (state field
+    names, as in ``OWNED``) on every field the code owns. ``violations`` compares the state with the live
+    cluster only: a product that made nothing, or the wrong sizes and recorded them, passes it."""
+    if len(stack.resources) != 1:
+        return [f"the up succeeded, but the state tracks {len(stack.resources)} clusters, not 1"]
+    ((name, recorded),) = stack.resources.items()
+    cluster = next((c for c in live if c["cluster_id"] == recorded.id), None)
+    if cluster is None:
+        return [f"the up succeeded, but cluster {recorded.id}, which resource {name} tracks, is not live"]
+    return [
+        f"the up succeeded, but resource {name}'s cluster has {theirs}={cluster.get(theirs)!r}, "
+        f"the code asked {ours}={asked[ours]!r}"
+        for ours, theirs in OWNED.items()
+        if ours in asked and cluster.get(theirs) != asked[ours]
+    ]

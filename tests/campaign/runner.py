@@ -95,7 +95,10 @@ ALL_FAULTS = (*PROXY_FAULTS, *EMULATOR_FAULTS, *TARGET_FAULTS)
 @dataclass
 class Results:
     sequences: int = 0
+    # Operations attempted, and those that succeeded, by kind: invariants alone hold just as well when no
+    # operation did anything, so a campaign states how much of its work happened.
     operations: Counter[str] = field(default_factory=Counter)
+    succeeded: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
     failed_operations: int = 0
     violations: list[str] = field(default_factory=list)
@@ -109,10 +112,22 @@ class Results:
     def faults_injected(self) -> int:
         return sum(self.faults.values())
 
+    @property
+    def success_share(self) -> float:
+        """The share of the operations attempted that succeeded (0 when none was attempted)."""
+        attempted = sum(self.operations.values())
+        return sum(self.succeeded.values()) / attempted if attempted else 0.0
+
+    def tally(self) -> str:
+        """Operations succeeded/attempted by kind, then overall, e.g. ``up 1/1, scale 1/2: 2/3 (67%)``."""
+        by_kind = ", ".join(f"{op} {self.succeeded[op]}/{n}" for op, n in sorted(self.operations.items()))
+        total = sum(self.operations.values())
+        return f"{by_kind}: {sum(self.succeeded.values())}/{total} ({self.success_share:.0%})"
+
     def summary(self) -> str:
         return (
             f"fault campaign: {self.sequences} sequences, {sum(self.operations.values())} operations "
-            f"({dict(sorted(self.operations.items()))}), {self.faults_injected} faults injected "
+            f"(succeeded/attempted: {self.tally()}), {self.faults_injected} faults injected "
             f"({len(self.faults)} kinds), {self.failed_operations} operations failed as faults made them, "
             f"{self.untracked_appeared} untracked clusters appeared, {self.untracked_recovered} recovered "
             f"by the next run, {len(self.violations)} violations"
@@ -316,6 +331,7 @@ class Campaign(ProxiedEmulator):
         except Exception as exc:  # noqa: BLE001 - any other exception is a crash the user would see
             self._crashed(f"{name} {op} under {fault}", exc)
         else:
+            self.results.succeeded[op] += 1
             if fault in TARGET_FAULTS and op in ("refresh", "delete"):
                 self.results.violations.append(f"{op} under {fault}: not refused")
         finally:

@@ -118,6 +118,8 @@ class VolumeCampaign(ProxiedEmulator):
             self._failed(f"{name} {op} under {fault}", exc)
         except Exception as exc:  # noqa: BLE001 - any other exception is a crash the user would see
             self._crashed(f"{name} {op} under {fault}", exc)
+        else:
+            self.results.succeeded[op] += 1
         finally:
             self.proxy.clear()
         if op in ("shrink", "rename") and current is not None and self._live_size(current.id) != size_before:
