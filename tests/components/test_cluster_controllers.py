@@ -4,15 +4,18 @@ cluster already has), and the components' objects waiting for it, under Pulumi's
 from __future__ import annotations
 
 import dataclasses
+import functools
+import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
+from tests._engine import in_ci
 from together_clusters.components import (
     BatchJob,
     BatchJobArgs,
@@ -27,7 +30,7 @@ from together_clusters.components import (
 )
 from together_clusters.components.cluster_controllers import chart_transform
 from together_clusters.components.controllers import detection
-from together_clusters.components.controllers.charts import CHARTS, DESCHEDULER, JOBSET, KUEUE, ChartFacts
+from together_clusters.components.controllers.charts import CHARTS, DESCHEDULER, JOBSET, ChartFacts
 from together_clusters.components.controllers.releases import (
     INSTALLED_BY_ANNOTATION,
     INSTALLED_BY_LABEL,
@@ -36,6 +39,7 @@ from together_clusters.components.controllers.releases import (
     kept_off_preemptible,
     releases,
 )
+from together_clusters.emulator.kubernetes import binaries
 from together_clusters.errors import ArgsError, MissingControllerError
 from together_clusters.platform import (
     COMPUTE_CLASS_LABEL,
@@ -60,13 +64,8 @@ STANDARD_ONLY = {
         }
     }
 }
-MODULES = Path("/root/go/pkg/mod/sigs.k8s.io")
-MODULE_CHARTS = {
-    JOBSET.controller: MODULES / "jobset@v0.11.0/charts/jobset",
-    KUEUE.controller: MODULES / "kueue@v0.17.0/charts/kueue",
-    DESCHEDULER.controller: MODULES / "descheduler@v0.36.0/charts/descheduler",
-}
-"""The charts as their Go modules ship them (``go mod download``), where present."""
+INSTALL_KUBERNETES = "scripts/install-kubernetes"
+"""What puts the pinned charts on disk: it downloads their Go modules and copies the charts for the twin."""
 THIS_STACK = "components-test/test"
 """What the mocks' program (no organization) marks the objects it installs with."""
 JOB = BatchJobArgs(
@@ -80,6 +79,58 @@ def at(values: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     for key in path:
         values = values[key]
     return values
+
+
+def missing(what: str) -> NoReturn:
+    """Skip the calling test for lack of ``what`` on disk; with CI=true, fail it instead: there
+    scripts/install-kubernetes has run, and a skip would pass a chart check that never ran."""
+    message = f"{what}: run {INSTALL_KUBERNETES}"
+    if in_ci():
+        pytest.fail(f"{message} (CI=true: chart checks may not be skipped)", pytrace=False)
+    pytest.skip(message)
+
+
+@functools.cache
+def module_cache() -> Path | None:
+    """Go's module cache as ``go`` itself finds it (the GOMODCACHE variable, else GOPATH's ``pkg/mod``, which
+    is per user), or None without Go."""
+    try:
+        found = subprocess.run(
+            ["go", "env", "GOMODCACHE"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout.strip()
+    except OSError:
+        return None
+    return Path(found) if found else None
+
+
+def chart_version(folder: Path) -> str | None:
+    try:
+        return str(yaml.safe_load((folder / "Chart.yaml").read_text())["version"])
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return None
+
+
+def pinned_chart(facts: ChartFacts) -> Path:
+    """The folder of the pinned chart as its Go module ships it: in the module cache, else the twin's copy of
+    it (scripts/install-kubernetes copies it from that module, the descheduler's stamped with the published
+    version, so the version it says is checked). Missing, the calling test is skipped (failed with CI=true)."""
+    module = f"sigs.k8s.io/{facts.chart_name}@v{facts.version}"
+    cache = module_cache()
+    if cache is not None and (cache / module / "charts" / facts.chart_name / "values.yaml").is_file():
+        return cache / module / "charts" / facts.chart_name
+    copy = binaries.charts_dir() / facts.chart_name
+    if chart_version(copy) == facts.version:
+        return copy
+    where = "Go is not installed and" if cache is None else f"neither {cache / module} nor"
+    missing(f"the pinned {facts.chart_name} chart {facts.version} is not on disk: {where} {copy} holds it")
+
+
+def twins_copy(chart: str) -> Path:
+    """The twin's charts folder, holding ``chart`` (the calling test is skipped, failed with CI=true, without)."""
+    folder = binaries.charts_dir()
+    if not (folder / chart).is_dir():
+        missing(f"the twin's charts folder {folder} has no {chart} chart")
+    return folder
 
 
 # --- the pure builder -------------------------------------------------------------------------------
@@ -98,10 +149,7 @@ def test_the_values_name_the_release_image_not_the_charts_default(facts: ChartFa
 
 @pytest.mark.parametrize("facts", CHARTS.values(), ids=lambda f: f.chart_name)
 def test_every_value_set_is_one_the_pinned_chart_declares(facts: ChartFacts) -> None:
-    folder = MODULE_CHARTS[facts.controller]
-    if not folder.is_dir():
-        pytest.skip(f"{folder} not downloaded (go mod download {folder.name.split('/')[0]})")
-    declared = yaml.safe_load((folder / "values.yaml").read_text())
+    declared = yaml.safe_load((pinned_chart(facts) / "values.yaml").read_text())
     image = at(declared, facts.image_values)
     assert {"repository", "tag", "pullPolicy"} <= set(image)
     # The chart's own default is not the release image: without the override a cluster pulls another image.
@@ -181,18 +229,14 @@ def test_a_local_folder_without_the_chart_or_with_another_version_is_refused_nam
 
 
 def test_the_twins_copy_of_the_chart_is_the_pinned_one() -> None:
-    folder = Path(__file__).resolve().parents[2] / ".kubernetes" / "charts"
-    if not (folder / "jobset").is_dir():
-        pytest.skip("scripts/install-kubernetes has not copied the chart")
+    folder = twins_copy("jobset")
     (release,) = releases(ClusterControllersArgs(chart_source=str(folder)))
     assert release.reference.chart == str(folder / "jobset")
 
 
 def test_the_twins_copy_of_the_descheduler_chart_is_stamped_as_published() -> None:
     # The module ships it as 0.35.0; a copy taken as it is would be refused as the wrong version.
-    folder = Path(__file__).resolve().parents[2] / ".kubernetes" / "charts"
-    if not (folder / "descheduler").is_dir():
-        pytest.skip("scripts/install-kubernetes has not copied the chart")
+    folder = twins_copy("descheduler")
     args = ClusterControllersArgs(jobset=False, descheduler=True, chart_source=str(folder))
     (release,) = releases(args)
     assert release.reference.chart == str(folder / "descheduler")
@@ -332,15 +376,23 @@ def test_a_hand_made_stack_on_a_cluster_without_jobset_is_refused_naming_the_fix
 
 
 def test_a_hand_made_stack_passes_when_the_cluster_serves_jobset_or_needs_none(
-    program: Program, served: dict
+    program: Program, served: dict, waits: dict
 ) -> None:
+    # A JobSet controller someone else installed serves the run: its JobSet is created, and nothing is
+    # installed in a cluster whose controllers the program did not hand to the package.
     served["jobsets.jobset.x-k8s.io"] = {}
     program.run(hand_made_stack)
+    assert list(program.kubernetes_objects()) == ["JobSet/train"]
+    assert charts(program) == [] and program.by_type("together:components:ClusterControllers") == []
+    # A plain Job needs no controller: on a bare cluster it is created, waiting for no check of the cluster.
     served.clear()
+    plain = Program()
     plain_job = BatchJobArgs(
         container=JOB.container, checkpoint=JOB.checkpoint, job_name="train", fresh_job_per_attempt=False
     )
-    program.run(lambda: hand_made_stack(plain_job))
+    plain.run(lambda: hand_made_stack(plain_job))
+    assert list(plain.kubernetes_objects()) == ["Job/train"]
+    assert waits["ft-job-train"] is None
 
 
 def test_at_preview_a_hand_made_stack_is_refused_too(served: dict) -> None:
@@ -466,10 +518,7 @@ def test_the_descheduler_moves_only_preemptible_first_pods_back_at_most_once_per
 
 
 def test_the_move_back_policy_sets_only_values_the_descheduler_chart_declares() -> None:
-    folder = MODULE_CHARTS[DESCHEDULER.controller]
-    if not folder.is_dir():
-        pytest.skip(f"{folder} not downloaded")
-    declared = yaml.safe_load((folder / "values.yaml").read_text())
+    declared = yaml.safe_load((pinned_chart(DESCHEDULER) / "values.yaml").read_text())
     values = descheduler_release(ClusterControllersArgs(jobset=False, descheduler=True))
     assert set(values) <= set(declared)
     assert declared["kind"] == "CronJob" and values["kind"] == "Deployment"
