@@ -300,13 +300,16 @@ def two_spare_nodes(core: client.CoreV1Api) -> bool:
 class PodHistory:
     """Watches the pods of one label selector in a background thread (re-watching from the last revision, so
     runs of any length are covered) and keeps, per pod, the kwok-set times its main container ended and
-    started running: the replacement delay survives the pods themselves (a JobSet restart deletes them)."""
+    started running, and the Job it belongs to: the replacement delay and the Job that made the replacement
+    survive the pods themselves (a JobSet restart deletes them)."""
 
     api: client.ApiClient
     namespace: str
     selector: str
     ended: dict[str, datetime] = field(default_factory=dict)
     running: dict[str, datetime] = field(default_factory=dict)
+    jobs: dict[str, str] = field(default_factory=dict)
+    """The uid of the Job owning each pod."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -352,6 +355,10 @@ class PodHistory:
 
     def _record(self, pod: Any) -> None:
         uid = pod.metadata.uid
+        for owner in pod.metadata.owner_references or []:
+            if owner.kind == "Job" and owner.controller:
+                with self._lock:
+                    self.jobs.setdefault(uid, owner.uid)
         for status in pod.status.container_statuses or []:
             with self._lock:
                 if status.state.running and status.state.running.started_at:
@@ -365,6 +372,28 @@ class PodHistory:
         started = wait_for(lambda: self.running.get(replacement), f"pod {replacement} running", timeout=30)
         return (started - ended).total_seconds()
 
+    def delays(self, replaced: list[tuple[str, str]]) -> list[float]:
+        """:meth:`delay` of each (predecessor, replacement) pair: to print, a timing is no test's to judge."""
+        return [self.delay(old, new) for old, new in replaced]
+
+    def not_in_fresh_jobs(self, replaced: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The (predecessor, replacement) pairs whose replacement the predecessor's own Job made, with that Job.
+
+        A preempted pod's Job delays its next pod by its failure backoff, counting preempted pods too (10 s,
+        doubling to 10 minutes): a replacement that a new Job made, one with no failed pod behind it, starts
+        without that wait however often its run was preempted. The wait itself is the benchmark's to time."""
+        job = {uid: self.job(uid) for pair in replaced for uid in pair}
+        return [(old, job[old]) for old, new in replaced if job[new] == job[old]]
+
+    def job(self, pod: str) -> str:
+        """The uid of the Job owning ``pod``."""
+
+        def owner() -> str | None:
+            with self._lock:
+                return self.jobs.get(pod)
+
+        return wait_for(owner, f"the Job of pod {pod}", timeout=30)
+
     def stop(self) -> None:
         self._stop.set()
 
@@ -373,25 +402,24 @@ def preempt_again_and_again(
     api: client.ApiClient,
     admin: AdminClient,
     twin_url: str,
-    history: PodHistory,
     running: Callable[[str | None], Any],
     what: str,
     times: int,
-) -> tuple[list[float], list[DrillReport]]:
+) -> tuple[list[tuple[str, str]], list[DrillReport]]:
     """Drill the node of ``what``'s pod ``times`` times, one termination mode after another, each time once it
     runs again: ``running(not_uid)`` is its running pod other than ``not_uid`` (None: any), or None.
 
-    Each replacement's delay (from its predecessor's end to its running, kwok's clock), and each drill's report.
+    Each (predecessor, replacement) pair of pod uids, and each drill's report.
     """
-    delays, reports = [], []
+    replaced, reports = [], []
     modes = itertools.cycle(TerminationMode)
     for _ in range(times):
         pod = wait_for(lambda: running(None), f"{what} to run")
         reports.append(drill_twin(api, admin, twin_url, next(modes), node=pod.spec.node_name))
         old = pod.metadata.uid
         replacement = wait_for(lambda old=old: running(old), f"{what}'s replacement")
-        delays.append(history.delay(old, replacement.metadata.uid))
-    return delays, reports
+        replaced.append((old, replacement.metadata.uid))
+    return replaced, reports
 
 
 @dataclass(frozen=True)

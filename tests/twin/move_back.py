@@ -204,9 +204,8 @@ def logged(core: client.CoreV1Api, pod: Any, wanted: Callable[[str], bool]) -> s
 
 
 def saved_once(core: client.CoreV1Api, pod: Any) -> None:
-    """Wait until the pod has trained long enough to have saved (train_loop saves every 20 steps of 0.05 s)."""
-    wait_for(lambda: logged(core, pod, lambda t: "training from" in t), f"{pod.metadata.name} to train")
-    time.sleep(2)
+    """Wait until the pod has saved a checkpoint of its own (train_loop logs ``saved step=`` after each)."""
+    wait_for(lambda: logged(core, pod, lambda t: "saved step=" in t), f"{pod.metadata.name} to save")
 
 
 def fall_back(core: client.CoreV1Api, admin: AdminClient, cluster_id: str, besides: set[str]) -> Any:

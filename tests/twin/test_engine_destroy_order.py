@@ -86,14 +86,14 @@ class Timeline:
         self.pods_deleting_at: dict[str, float] = {}
         self.pods_gone_at: dict[str, float] = {}
         self._stop = threading.Event()
-        for target in (self._claims, self._pods):
-            threading.Thread(target=target, daemon=True).start()
-
-    def _claims(self) -> None:
-        self._follow(self.core.list_namespaced_persistent_volume_claim, self._claim_seen)
-
-    def _pods(self) -> None:
-        self._follow(self.core.list_namespaced_pod, self._pod_seen)
+        # Each watch starts at the revision of a list made here, so no change after this returns is missed
+        # (no sleep for the watches to be listening).
+        for lister, seen in (
+            (self.core.list_namespaced_persistent_volume_claim, self._claim_seen),
+            (self.core.list_namespaced_pod, self._pod_seen),
+        ):
+            version = lister("default").metadata.resource_version
+            threading.Thread(target=self._follow, args=(lister, seen, version), daemon=True).start()
 
     def _claim_seen(self, kind: str, obj: Any) -> None:
         deleting = kind == "DELETED" or getattr(obj.metadata, "deletion_timestamp", None) is not None
@@ -106,11 +106,13 @@ class Timeline:
         if kind == "DELETED":
             self.pods_gone_at.setdefault(obj.metadata.name, time.time())
 
-    def _follow(self, lister: Callable[..., Any], seen: Callable[[str, Any], None]) -> None:
+    def _follow(self, lister: Callable[..., Any], seen: Callable[[str, Any], None], version: str) -> None:
         while not self._stop.is_set():
             try:
-                for event in watch.Watch().stream(lister, "default", timeout_seconds=30):
+                stream = watch.Watch().stream(lister, "default", resource_version=version, timeout_seconds=30)
+                for event in stream:
                     seen(event["type"], event["object"])
+                    version = event["object"].metadata.resource_version
             except (ApiException, urllib3.exceptions.HTTPError):
                 return  # the cluster is gone
 
@@ -133,7 +135,6 @@ def test_destroy_deletes_the_claim_only_after_the_workloads_pods_finished_saving
             "its log",
         )
         timeline = Timeline(api)
-        time.sleep(1)  # the watches are listening
         destroy_started = time.time()
         result = _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=stack.project, env=stack.env)
         assert result.returncode == 0, _engine.output(result)

@@ -1,7 +1,8 @@
-"""Issue 12's "time to replacement stays short however often a run is preempted", proven on the twin: a BatchJob
-with ``fresh_job_per_attempt`` (a JobSet) deployed with a real ``pulumi up`` and drilled with
+"""Issue 12's "time to replacement stays short however often a run is preempted", proven on the twin by its cause:
+a BatchJob with ``fresh_job_per_attempt`` (a JobSet) deployed with a real ``pulumi up`` and drilled with
 ``together-clusters drill``, at the real controller settings (the Job controller's pod-failure backoff is
-upstream's: 10 s, doubling, counting every failed pod).
+upstream's: 10 s, doubling, counting every failed pod), has each replacement made by a fresh Job, which has no
+backoff to wait out. How long a replacement takes is the benchmark's to time (tests/bench, section 7's drill).
 
 Oracles: the real JobSet and Job controllers' objects read with the ``kubernetes`` client, and kwok's container
 timestamps for the delay from a preempted pod's end to its replacement's start. The drill's report is only
@@ -40,10 +41,9 @@ from ._twin import (
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-jobset-key-0123456789abcdef"
 PREEMPTIONS = 5
+# Beyond the 7th preemption, whose replacement a plain Job delays by 10 minutes at upstream settings.
 MANY_PREEMPTIONS = 10
 NON_RETRIABLE = 2
-# The delay a plain Job's replacement reaches by its 7th preemption at upstream settings is 10 minutes.
-REPLACEMENT_BOUND_S = 60
 
 PROGRAM = batch_job(
     "jobset",
@@ -65,12 +65,12 @@ def deploy(stack: Stack, job: str) -> client.ApiClient:
 
 
 def preempt_until_hit(
-    stack: Stack, api: client.ApiClient, job: str, mode: TerminationMode, hits: int, history: PodHistory
-) -> list[float]:
-    """Drill until ``hits`` preemptions took the run's pod; each one's replacement delay (end to Running)."""
+    stack: Stack, api: client.ApiClient, job: str, mode: TerminationMode, hits: int
+) -> list[tuple[str, str]]:
+    """Drill until ``hits`` preemptions took the run's pod; each one's (predecessor, replacement) pod uids."""
     core = client.CoreV1Api(api)
     admin = AdminClient(stack.emulator.base_url)
-    delays: list[float] = []
+    replaced: list[tuple[str, str]] = []
     try:
         for _ in range(hits * 3):  # the platform reclaims the oldest node: not always the run's
             before = wait_for(lambda: running_pod(core, pods_of_job_set(job)), f"{job} to run").metadata.uid
@@ -86,12 +86,12 @@ def preempt_until_hit(
             (workload,) = ours
             assert workload.outcome is Outcome.SURVIVED and workload.seconds_to_replacement is not None
             assert after != before
-            delays.append(history.delay(before, after))
-            if len(delays) == hits:
-                return delays
+            replaced.append((before, after))
+            if len(replaced) == hits:
+                return replaced
     finally:
         admin.close()
-    raise AssertionError(f"only {len(delays)} of {hits} preemptions hit {job}")
+    raise AssertionError(f"only {len(replaced)} of {hits} preemptions hit {job}")
 
 
 @pytest.mark.parametrize("mode", list(TerminationMode), ids=[m.value for m in TerminationMode])
@@ -103,8 +103,8 @@ def test_a_fresh_job_per_attempt_survives_five_preemptions_and_still_fails_on_a_
     history = PodHistory(api, "default", pods_of_job_set(job)).start()
     core = client.CoreV1Api(api)
     try:
-        delays = preempt_until_hit(stack, api, job, mode, PREEMPTIONS, history)
-        print(f"\nJobSet, {mode.value}: replacement delays (s) {delays}")
+        replaced = preempt_until_hit(stack, api, job, mode, PREEMPTIONS)
+        print(f"\nJobSet, {mode.value}: replacement delays (s) {history.delays(replaced)}")
         # Each preemption was one restart of the JobSet (a fresh Job), none counted against its limit.
         status = job_set(api, job).get("status") or {}
         assert status.get("restarts") == PREEMPTIONS, status
@@ -126,16 +126,17 @@ def test_a_fresh_job_per_attempt_survives_five_preemptions_and_still_fails_on_a_
         api.close()
 
 
-def test_at_real_settings_the_tenth_replacement_runs_within_a_minute_of_its_predecessors_end(
+def test_at_real_settings_even_the_tenth_replacement_comes_from_a_fresh_job(
     stack: Stack,
 ) -> None:
     job = "fresh-many"
     api = deploy(stack, job)
     history = PodHistory(api, "default", pods_of_job_set(job)).start()
     try:
-        delays = preempt_until_hit(stack, api, job, TerminationMode.EVICTION, MANY_PREEMPTIONS, history)
-        print(f"\nJobSet, eviction, upstream backoff: replacement delays (s) {delays}")
-        assert delays[-1] < REPLACEMENT_BOUND_S, delays
+        replaced = preempt_until_hit(stack, api, job, TerminationMode.EVICTION, MANY_PREEMPTIONS)
+        print(f"\nJobSet, eviction, upstream backoff: replacement delays (s) {history.delays(replaced)}")
+        # Each replacement came from a fresh Job, which no backoff holds back however often it happens.
+        assert history.not_in_fresh_jobs(replaced) == [], replaced
         assert (job_set(api, job).get("status") or {}).get("restarts") == MANY_PREEMPTIONS
     finally:
         history.stop()

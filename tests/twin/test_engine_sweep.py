@@ -1,7 +1,8 @@
 """A Sweep deployed with a real ``pulumi up`` onto the twin, at the real controller settings (upstream's Job
-backoff): one trial preempted again and again, in every termination mode, is replaced within a minute each
-time; every trial finishes; a changed trial parameter replaces that trial's JobSet only, under a new
-checkpoint key.
+backoff): one trial preempted again and again, in every termination mode, is replaced by a fresh Job each
+time, which has no failure backoff to wait out however often (how long one takes is the benchmark's to time,
+section 7's drill); every trial finishes; a changed trial parameter replaces that trial's JobSet only, under
+a new checkpoint key.
 
 Oracles: the real JobSet and Job controllers' objects read with the ``kubernetes`` client, kwok's container
 timestamps for each replacement delay. The drill only picks the node (the one running the trial) and must
@@ -39,7 +40,6 @@ pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-sweep-key-0123456789abcdef"
 # An Indexed Job's 6th replacement of one index waits 320 s at upstream settings (10 s doubling).
 PREEMPTIONS = 6
-REPLACEMENT_BOUND_S = 60
 
 PROGRAM = checkpointed(
     "sweep",
@@ -72,7 +72,7 @@ def new_pod(core: client.CoreV1Api, trial: str, old_uid: str | None) -> Any:
     return next((p for p in running_pods(core, pods_of_job_set(trial)) if p.metadata.uid != old_uid), None)
 
 
-def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every_trial_finishes(
+def test_a_trial_preempted_again_and_again_is_replaced_by_a_fresh_job_and_every_trial_finishes(
     tmp_path: Path,
 ) -> None:
     # Speed 120: the 300 s grace lasts 2.5 s, a refill's bring-up 5 s (no process here needs the grace: the
@@ -89,11 +89,10 @@ def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every
             wait_for(lambda: len(running_pods(core, "app.kubernetes.io/name=lr")) == 3, "three trials to run")
             uids = {t: job_set(api, t)["metadata"]["uid"] for t in trials}
 
-            delays, reports = preempt_again_and_again(
+            replaced, reports = preempt_again_and_again(
                 api,
                 admin,
                 stack.emulator.base_url,
-                history,
                 lambda not_uid: new_pod(core, "lr-1", not_uid),
                 "trial 1",
                 PREEMPTIONS,
@@ -101,8 +100,10 @@ def test_a_trial_preempted_again_and_again_is_replaced_within_a_minute_and_every
             for report in reports:  # each drill took trial 1's pod, and its JobSet survived
                 (ours,) = [w for w in report.workloads if (w.kind, w.name) == ("JobSet", "lr-1")]
                 assert ours.outcome is Outcome.SURVIVED, report
+            delays = history.delays(replaced)
             print(f"\nSweep trial, every mode, upstream backoff: replacement delays (s) {delays}")
-            assert max(delays) < REPLACEMENT_BOUND_S, delays
+            # Each replacement came from a fresh Job, which no backoff holds back however often it happens.
+            assert history.not_in_fresh_jobs(replaced) == [], replaced
             status = job_set(api, "lr-1")["status"]
             assert status.get("restarts") == PREEMPTIONS and not status.get("restartsCountTowardsMax"), status
 

@@ -1,6 +1,7 @@
 """A TrainingRun deployed with a real ``pulumi up`` onto the twin, at the real controller settings (upstream's
-Job backoff): worker 1 preempted again and again, in every termination mode, is replaced within a minute each
-time.
+Job backoff): worker 1 preempted again and again, in every termination mode, is replaced by a fresh Job each
+time, which has no failure backoff to wait out however often (how long one takes is the benchmark's to time,
+section 7's drill).
 
 The twin's simulated pods run no container: test_engine_local_training_run.py runs the workers as real
 processes (a torchrun-elastic stand-in) and proves, over preemptions in every mode, that every rank resumes
@@ -33,7 +34,6 @@ API_KEY = "tgp_v1_twin-training-key-0123456789abcdef"
 WORKERS = "app.kubernetes.io/name=pretrain,app.kubernetes.io/component=worker"
 # The Job controller's 5th replacement of one index waits 160 s at upstream settings (10 s doubling).
 PREEMPTIONS = 5
-REPLACEMENT_BOUND_S = 60
 
 PROGRAM = training_run(f'ContainerSpec(image="{IMAGE}", command=("torchrun", "-m", "train"), gpus=8)')
 
@@ -54,7 +54,7 @@ def running_worker(core: client.CoreV1Api, rank: int, not_uid: str | None = None
     )
 
 
-def test_at_real_settings_a_worker_preempted_again_and_again_is_replaced_within_a_minute(
+def test_at_real_settings_a_worker_preempted_again_and_again_is_replaced_by_a_fresh_job(
     tmp_path: Path,
 ) -> None:
     # No job_pod_failure_backoff: the Job controller's backoff is upstream's. A worker waiting on it stalls
@@ -66,17 +66,18 @@ def test_at_real_settings_a_worker_preempted_again_and_again_is_replaced_within_
         history = PodHistory(api, "default", WORKERS).start()
         try:
             wait_for(lambda: len(running_pods(core, WORKERS)) == 2, "both workers to run")
-            delays, _ = preempt_again_and_again(
+            replaced, _ = preempt_again_and_again(
                 api,
                 admin,
                 stack.emulator.base_url,
-                history,
                 lambda not_uid: running_worker(core, 1, not_uid),
                 "worker 1",
                 PREEMPTIONS,
             )
+            delays = history.delays(replaced)
             print(f"\nTrainingRun worker, every mode, upstream backoff: replacement delays (s) {delays}")
-            assert max(delays) < REPLACEMENT_BOUND_S, delays
+            # Each replacement came from a fresh Job, which no backoff holds back however often it happens.
+            assert history.not_in_fresh_jobs(replaced) == [], replaced
             assert len(running_pods(core, WORKERS)) == 2
         finally:
             history.stop()

@@ -3,7 +3,8 @@
 It resumes from the newest checkpoint, reading it once (the runtime reports ``resumed step=<n>``), takes a step every
 ``STEP_SECONDS``, saves every ``SAVE_EVERY`` steps and, on SIGTERM, saves the latest step through the
 runtime's :class:`PreemptionHandler` and exits 143. Every checkpoint records the pod that wrote it (its
-``HOSTNAME``), so a test can tell the preempted process's last save from its replacement's.
+``HOSTNAME``), so a test can tell the preempted process's last save from its replacement's. Each periodic save
+prints ``saved step=<n>``, so a test waits for a save instead of sleeping through one.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def main() -> None:
         latest = Snapshot(step, {"state": str(step).encode()}, {"pod": pod})
         if step % save_every == 0:
             checkpointer.save(step, latest.files, latest.metadata)
+            print(f"saved step={step}", flush=True)
     # Returning is safe: after SIGTERM the interpreter waits for the handler's save, which exits 143.
 
 
