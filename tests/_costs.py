@@ -1,7 +1,7 @@
 """What the proof costs: a table at the end of every run, and the same data as JSON.
 
 ``scripts/test`` (and so ``.ci/run``) records each set-up step (pip, the engine's Go builds, each twin binary),
-lint and type-check in ``.costs/steps.tsv`` (``scripts/costs-step``); this plugin adds the suite: wall time,
+lint and type-check in ``.costs/steps.tsv`` (``scripts/costs.sh``); this plugin adds the suite: wall time,
 items and summed test time per directory and per tier, the 15 slowest tests, and how many emulators, control
 planes and Pulumi stacks the tests brought up. It prints the table before pytest's closing line and writes
 ``.costs/latest.json`` (and appends it to ``.costs/history.jsonl``) so that two runs can be compared
@@ -33,7 +33,6 @@ from tests._ordering import file_seconds, reorder
 
 ROOT = Path(__file__).resolve().parents[1]
 COSTS_DIR = ROOT / ".costs"
-STEPS_FILE = COSTS_DIR / "steps.tsv"
 LATEST_FILE = COSTS_DIR / "latest.json"
 HISTORY_FILE = COSTS_DIR / "history.jsonl"
 SLOWEST = 15
@@ -181,9 +180,14 @@ class SuiteCosts:
         }
 
 
-def read_steps(path: Path = STEPS_FILE) -> list[dict[str, Any]]:
-    """The steps ``scripts/costs-step`` recorded for this run: name, seconds, and a note (``built``,
-    ``up to date``, ...)."""
+def read_steps(path: Path | None = None) -> list[dict[str, Any]]:
+    """The steps ``scripts/costs.sh`` recorded for this run (``$COSTS_STEPS``, set by ``scripts/test``): name,
+    seconds, and a note (``built``, ``up to date``, ...). A pytest run of its own has none."""
+    if path is None:
+        recorded = os.environ.get("COSTS_STEPS")
+        if not recorded:
+            return []
+        path = Path(recorded)
     if not path.exists():
         return []
     steps = []
