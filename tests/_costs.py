@@ -199,7 +199,11 @@ def read_steps(path: Path | None = None) -> list[dict[str, Any]]:
 
 
 def minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)}:{int(round(seconds % 60)):02d}" if seconds >= 60 else f"{seconds:.1f}s"
+    """``83.6`` -> ``1:24``; under a minute, ``12.3s``."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    return f"{whole // 60}:{whole % 60:02d}"
 
 
 def render(costs: dict[str, Any]) -> Iterator[str]:
