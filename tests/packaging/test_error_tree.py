@@ -12,6 +12,7 @@ import inspect
 import pkgutil
 from pathlib import Path
 
+from tests._parsing import parse
 from together_clusters import errors
 from together_clusters.errors import TogetherError
 
@@ -107,7 +108,7 @@ def test_no_public_exception_class_is_defined_outside_the_root():
     for tree in PRODUCT_TREES:
         for path in sorted((ROOT / tree).rglob("*.py")):
             where = str(path.relative_to(ROOT))
-            defined = _exception_classes(ast.parse(path.read_text(), filename=where))
+            defined = _exception_classes(parse(path.read_text(), filename=where))
             public = [name for name in defined if not name.startswith("_")]
             if public:
                 outside[where] = public
@@ -124,4 +125,4 @@ def test_the_scan_sees_exception_classes():
         "class Refused(PlacementRefused):\n    pass\n"
         "def f():\n    class Inner(ValueError):\n        pass\n"
     )
-    assert sorted(_exception_classes(ast.parse(source))) == ["Api", "Inner", "Later", "Refused", "_Stop"]
+    assert sorted(_exception_classes(parse(source))) == ["Api", "Inner", "Later", "Refused", "_Stop"]

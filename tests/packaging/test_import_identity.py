@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests import _engine
+from tests._parsing import parse
 
 from .conftest import checkout_names
 
@@ -123,7 +124,7 @@ def _python_in_strings(tree: ast.AST, exempt: set[str]) -> list[tuple[int, str]]
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
             try:
-                program = ast.parse(node.value)
+                program = parse(node.value)
             except SyntaxError:
                 continue
             found += [(node.lineno, module) for _, module in _imports_of(program)]
@@ -143,7 +144,7 @@ def test_nothing_in_the_repository_imports_or_runs_a_top_level_folder_as_a_packa
             for m in RUN_AS_MODULE.finditer(text)
         ]
         if path.suffix == ".py":
-            tree = ast.parse(text, filename=relative)
+            tree = parse(text, filename=relative)
             exempt = {name for file, name in USERS_OWN_MODULES if file == relative}
             offences += [
                 f"{relative}:{line}: {module}"

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests._parsing import parse
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # The product side, as (folder, the package its modules live in).
@@ -67,7 +69,7 @@ def test_no_product_module_imports_the_emulator() -> None:
     assert len(modules) > 50, "the product's modules were not found"
     offenders: dict[str, str] = {}  # one line per import statement
     for path, package in modules:
-        for line, name in _imported(ast.parse(path.read_text(), str(path)), package):
+        for line, name in _imported(parse(path.read_text(), str(path)), package):
             if name == EMULATOR or name.startswith(EMULATOR + "."):
                 offenders.setdefault(f"{path.relative_to(ROOT)}:{line}", f"imports {name}")
     assert not offenders, "product code imports the emulator:\n" + "\n".join(
@@ -76,7 +78,7 @@ def test_no_product_module_imports_the_emulator() -> None:
 
 
 def test_the_import_check_sees_relative_and_function_level_imports() -> None:
-    tree = ast.parse("def f():\n    from ..emulator.kubernetes import nodes\n")
+    tree = parse("def f():\n    from ..emulator.kubernetes import nodes\n")
     assert (2, "together_clusters.emulator.kubernetes") in _imported(tree, "together_clusters.drift")
 
 
