@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests._ordering import file_seconds, reorder
+from tests._ordering import file_seconds, path_of, reorder
 
 ROOT = Path(__file__).resolve().parents[1]
 COSTS_DIR = ROOT / ".costs"
@@ -60,7 +60,7 @@ def tier_of(item: pytest.Item) -> str:
 
 def directory_of(nodeid: str) -> str:
     """``tests/twin/test_x.py::test_y`` -> ``tests/twin``."""
-    path = nodeid.split("::", 1)[0]
+    path = path_of(nodeid)
     return path.rsplit("/", 1)[0] if "/" in path else path
 
 

@@ -30,8 +30,13 @@ def known_durations(path: Path = DURATIONS) -> dict[str, float]:
     return {str(name): float(seconds) for name, seconds in loaded.items()}
 
 
+def path_of(nodeid: str) -> str:
+    """``tests/twin/test_x.py::test_y[a]`` -> ``tests/twin/test_x.py``."""
+    return nodeid.split("::", 1)[0]
+
+
 def file_of(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
+    return path_of(item.nodeid)
 
 
 def longest_first(
@@ -61,6 +66,6 @@ def file_seconds(tests: Iterable[tuple[str, float]]) -> dict[str, float]:
     """(nodeid, seconds) of each test -> seconds per file, rounded, largest first."""
     totals: dict[str, float] = {}
     for nodeid, seconds in tests:
-        path = nodeid.split("::", 1)[0]
+        path = path_of(nodeid)
         totals[path] = totals.get(path, 0.0) + seconds
     return {path: round(seconds, 1) for path, seconds in sorted(totals.items(), key=lambda kv: -kv[1])}
