@@ -43,10 +43,6 @@ DRIVER = "nv-570-cu128-ubuntu2204"
 T = TypeVar("T")
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
 def wait_for(check: Callable[[], T | None], what: str, timeout: float = 120.0) -> T:
     """Poll ``check`` until it returns something truthy; fail naming ``what`` (and the last value) after
     ``timeout`` seconds. The timeout only bounds a hang, it asserts nothing about speed."""

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from tests._engine import in_ci
 from together_clusters.emulator.kubernetes import binaries
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
 
-from ._twin import GPU, REGION, TwinCluster, in_ci
+from ._twin import GPU, REGION, TwinCluster
 
 INSTALL = "scripts/install-kubernetes"
 ROOT = Path(__file__).resolve().parents[2]
