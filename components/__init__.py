@@ -1,15 +1,18 @@
 """Pulumi components for workloads on Together GPU clusters with preemptible capacity.
 
-Names are loaded on first use so that ``together_clusters.components.checkpoint`` (the in-container runtime) and the pure
+Names are loaded on first use so that ``together_clusters.components.checkpoint`` (the in-container runtime, a
+distribution of its own: ``runtime/``) and the pure
 modules (``platform``, ``placement``, ``manifests``, ``guard``, ``validation``) import without Pulumi installed.
 """
 
 from __future__ import annotations
 
-if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py
-    from together_clusters._identity import refuse
+# The checkpoint runtime (.checkpoint) is the distribution together-gpu-checkpoint, in runtime/: see
+# together_clusters/__init__.py.
+from pkgutil import extend_path
 
-    refuse(__name__)
+__path__ = extend_path(__path__, __name__)
+
 
 import importlib
 from typing import TYPE_CHECKING, Any
@@ -25,8 +28,8 @@ _EXPORTS = {
     "KueueSettings": ".controllers.releases",
     "WorkloadQueue": ".workload_queue",
     "WorkloadQueueArgs": ".args",
-    "provider_for": ".kube",
-    "provider_from_stack_config": ".kube",
+    "provider_for": ".providers",
+    "provider_from_stack_config": ".providers",
     "BatchJobArgs": ".args",
     "SweepArgs": ".args",
     "BatchInferenceArgs": ".args",
@@ -103,8 +106,8 @@ if TYPE_CHECKING:
     from .cluster_controllers import ClusterControllers, ClusterControllersArgs
     from .controllers.releases import KueueSettings
     from .guard import PlacementRefused
-    from .kube import provider_for, provider_from_stack_config
     from .platform import ComputeClass, Taint
+    from .providers import provider_for, provider_from_stack_config
     from .sweep import Sweep
     from .training_run import TrainingRun
     from .validation import ArgsError, validate

@@ -13,8 +13,7 @@ from . import guard, kube
 from .capacity import ClusterCapacity, gpu_needs, placement_verdict
 from .controller_needs import descheduler_asked, move_back_warning, wait_for_controllers
 from .inputs import Placeholders, without_placeholders
-
-TYPE_PREFIX = "together:components"
+from .resource_types import TYPE_PREFIX
 
 A = TypeVar("A")
 

@@ -11,18 +11,26 @@ by the pod.
 The settings several workloads share live in small groups, each defined once: :class:`NodePlacement`
 (which nodes), :class:`PodSettings` (namespace, grace period, service account, labels), :class:`Retries`
 (what counts as a failure and how often it is retried) and :class:`Checkpointing` (how many checkpoints
-are kept, under which run key). A workload's arguments hold those groups; the flat keywords of each
-group's values (``BatchJobArgs(compute_class=..., grace_period_seconds=...)``) are accepted too and folded
-into their group (a flat keyword wins over the same value in a group given alongside it), and read back
-as attributes (``args.compute_class`` is ``args.placement.compute_class``).
+are kept, under which run key). A workload's arguments hold those groups, as pulumi-kubernetes nests a
+pod's settings: ``BatchJobArgs(container, checkpoint, pod=PodSettings(grace_period_seconds=60))``.
+
+Deprecated, removed in the next minor release: the flat keywords of each group's values
+(``BatchJobArgs(compute_class=..., grace_period_seconds=...)``). They still work, folded into their group
+(a flat keyword wins over the same value in a group given alongside it), each with a ``DeprecationWarning``
+naming the nested path to use. The values read back as attributes (``args.compute_class`` is
+``args.placement.compute_class``).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import sys
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from enum import Enum
+from types import FrameType
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from together_clusters.platform import (
@@ -204,7 +212,9 @@ class Retries:
     """What counts as a real failure of a run and how often one is retried (preemptions never count).
 
     ``backoff_limit``: real failures tolerated (per Job for a BatchJob, per trial for a Sweep, where the
-    flat keyword is ``backoff_limit_per_index``, per worker for a TrainingRun). ``non_retriable_exit_codes``
+    deprecated flat keyword is ``backoff_limit_per_index``, per worker for a TrainingRun). A workload's own
+    default may differ from this class's (a Sweep's is ``Retries(backoff_limit=2)``): a ``Retries`` given
+    whole starts from this class's. ``non_retriable_exit_codes``
     end the run at once (a bug, not bad luck). ``fresh_job_per_attempt``: a JobSet whose Job is recreated
     fresh after each preemption (see :class:`BatchJobArgs`).
     """
@@ -245,14 +255,88 @@ class GroupedArgs:
 
     def __post_init__(self, *flat_values: Any) -> None:
         # The dataclass passes the InitVars in declaration order: the flat keywords, UNSET when not given.
-        flat_names = _flat_keyword_names(self)
+        given = {
+            name: value
+            for name, value in zip(_flat_keyword_names(self), flat_values, strict=True)
+            if value is not UNSET
+        }
+        if not given:
+            return
+        caller, stacklevel = _caller_of_init()
+        replaced = _instance_replaced_by(caller, type(self))
         changes: dict[str, dict[str, Any]] = {}
-        for name, value in zip(flat_names, flat_values, strict=True):
-            if value is not UNSET:
-                group, group_field = self.FLAT_KEYWORDS[name]
-                changes.setdefault(group, {})[group_field] = value
+        for name, value in given.items():
+            if replaced is not None and value is getattr(replaced, name):
+                # dataclasses.replace passes every flat keyword, read back from the groups it passes too:
+                # only the ones its caller changed are given.
+                continue
+            warnings.warn(
+                _deprecation(type(self), name, by_replace=replaced is not None),
+                DeprecationWarning,
+                stacklevel=stacklevel,
+            )
+            group, group_field = self.FLAT_KEYWORDS[name]
+            changes.setdefault(group, {})[group_field] = value
         for group, values in changes.items():
             object.__setattr__(self, group, dataclasses.replace(getattr(self, group), **values))
+
+
+# Frames between a GroupedArgs' __post_init__ and the code that asked for the arguments, beyond the
+# dataclass's generated __init__: dataclasses.replace, copy.replace (Python 3.13).
+_FORWARDING_FILES = frozenset({dataclasses.__file__, copy.__file__})
+
+
+def _caller_of_init() -> tuple[FrameType, int]:
+    """The frame that called the dataclass's ``__init__`` (beyond ``dataclasses.replace``), and the
+    ``stacklevel`` of a warning from ``__post_init__`` that names it (so Python shows it in ``__main__``)."""
+    # 0: this function, 1: __post_init__, 2: the generated __init__, 3: its caller.
+    frame, stacklevel = sys._getframe(3), 3
+    while frame.f_back is not None and frame.f_code.co_filename in _FORWARDING_FILES:
+        frame, stacklevel = frame.f_back, stacklevel + 1
+    return frame, stacklevel
+
+
+def _instance_replaced_by(caller: FrameType, cls: type) -> Any:
+    """The instance ``dataclasses.replace`` (or ``copy.replace``) is copying, or None when not called by it."""
+    init_frame = sys._getframe(3)
+    if init_frame is caller:
+        return None
+    for value in init_frame.f_locals.values():
+        if type(value) is cls:
+            return value
+    return None
+
+
+def _deprecation(cls: type[GroupedArgs], name: str, by_replace: bool) -> str:
+    """The DeprecationWarning of a flat keyword: the nested path to use instead."""
+    group, group_field = cls.FLAT_KEYWORDS[name]
+    if by_replace:
+        return (
+            f"dataclasses.replace({cls.__name__}, {name}=...) is deprecated: use dataclasses.replace(args, "
+            f"{group}=dataclasses.replace(args.{group}, {group_field}=...))"
+        )
+    # A group given whole starts from its own defaults: name the workload's own where they differ.
+    default = _default_group(cls, group)
+    kept = {
+        f.name: getattr(default, f.name)
+        for f in dataclasses.fields(default)
+        if f.name != group_field and getattr(default, f.name) != getattr(type(default)(), f.name)
+    }
+    kept_text = ", ".join(f"{key}={value!r}" for key, value in kept.items())
+    nested = ", ".join([f"{group_field}=...", *([kept_text] if kept else [])])
+    message = (
+        f"{cls.__name__}({name}=...) is deprecated: use "
+        f"{cls.__name__}({group}={type(default).__name__}({nested}))"
+    )
+    return f"{message} ({kept_text} keeps {cls.__name__}' default)" if kept else message
+
+
+def _default_group(cls: type, group: str) -> Any:
+    """A workload's default value of one of its groups."""
+    spec = cls.__dataclass_fields__[group]  # type: ignore[attr-defined]
+    if spec.default_factory is not dataclasses.MISSING:
+        return spec.default_factory()
+    return spec.default
 
 
 def flat_keywords(table: Mapping[str, tuple[str, str]]) -> Callable[[ArgsType], ArgsType]:
@@ -260,10 +344,10 @@ def flat_keywords(table: Mapping[str, tuple[str, str]]) -> Callable[[ArgsType], 
 
     ``table`` maps each flat keyword (an ``InitVar`` defaulting to :data:`UNSET`, declared where the
     field stood before the groups, so positional calls keep working) to its group field and the name
-    there. A given flat keyword replaces that value in its group, so ``dataclasses.replace(args,
-    compute_class=...)`` works as it always did; reading ``args.compute_class`` reads the group.
-    ``dataclasses.replace`` passes every flat keyword too (read back from the groups), so change values
-    with it by their flat keywords; to swap a whole group, build the arguments anew.
+    there. A given flat keyword replaces that value in its group, with a ``DeprecationWarning`` naming
+    the group (so does ``dataclasses.replace(args, compute_class=...)``); reading ``args.compute_class``
+    reads the group. ``dataclasses.replace`` passes every flat keyword, read back from the groups: those it
+    passes unchanged are not taken as given, so ``dataclasses.replace(args, pod=...)`` swaps a whole group.
     """
 
     def decorate(cls: ArgsType) -> ArgsType:
@@ -307,23 +391,24 @@ _CHECKPOINTING = {name: ("checkpointing", name) for name in ("keep_checkpoints",
 class BatchJobArgs(GroupedArgs):
     """Arguments of :class:`together_clusters.components.BatchJob`: one run (experiment, fine-tune, eval, distillation).
 
-    ``checkpoint`` is required on preemptible nodes. ``non_retriable_exit_codes`` fail the Job at
-    once (a bug, not bad luck). ``backoff_limit`` counts real failures only: preemptions are ignored.
+    ``checkpoint`` is required on preemptible nodes. ``retries=Retries(non_retriable_exit_codes=...)`` fail
+    the Job at once (a bug, not bad luck). ``Retries.backoff_limit`` counts real failures only: preemptions
+    are ignored.
     All pods of the Job share one checkpoint directory, so with ``parallelism`` above 1 only one of them
     should save; for per-pod checkpoints use a :class:`SweepArgs` (one trial per pod) instead.
     ``ttl_seconds_after_finished`` lets Kubernetes delete the finished Job behind Pulumi's back: after a
     ``pulumi refresh`` the next ``pulumi up`` creates it again, and the run starts over from its last
     checkpoint.
-    ``fresh_job_per_attempt`` (the default) renders a JobSet whose one Job fails on a preemption and is
+    ``Retries.fresh_job_per_attempt`` (the default) renders a JobSet whose one Job fails on a preemption and is
     recreated fresh, so the Job controller's pod-failure backoff (10 s doubling to 10 min, counting
     ignored failures too) never builds up: proven on the twin, the 10th replacement ran about 1 s after
     its predecessor ended. Real failures still end it (crashes count against ``backoff_limit`` within
     one attempt). It needs JobSet (v0.11, ``jobset.x-k8s.io/v1alpha2``) in the cluster:
     ``provider_for(cluster)`` installs it (:class:`~together_clusters.components.ClusterControllers`); on a
     provider of your own without one, a cluster without JobSet is refused at preview naming the fix. Or set
-    ``fresh_job_per_attempt=False`` for a plain Job, which replaces preempted pods itself after that growing
-    backoff.
-    Checkpoints live under a run key: ``run_id`` when given (keep it to resume across changes you know
+    ``retries=Retries(fresh_job_per_attempt=False)`` for a plain Job, which replaces preempted pods itself
+    after that growing backoff.
+    Checkpoints live under a run key: ``Checkpointing.run_id`` when given (keep it to resume across changes you know
     are compatible), else a digest of the image, command, arguments and env, so a changed run starts
     fresh instead of resuming another run's state.
     """
@@ -366,15 +451,15 @@ class SweepArgs(GroupedArgs):
     its own run key: a digest of the container and that trial's parameters (or ``run_id`` and the
     index), so a changed trial starts fresh and the unchanged ones resume.
 
-    ``fresh_job_per_attempt`` (the default): each trial is a JobSet of its own (``<sweep>-<index>``)
+    ``Retries.fresh_job_per_attempt`` (the default): each trial is a JobSet of its own (``<sweep>-<index>``)
     whose Job is recreated fresh on a preemption, so no trial ever waits on the Job controller's
     growing backoff (see :class:`BatchJobArgs`), and a changed trial replaces only its own JobSet. A
-    trial fails on its own after ``backoff_limit_per_index`` failures or a non-retriable exit code,
+    trial fails on its own after ``Retries.backoff_limit`` failures (2 by default) or a non-retriable exit code,
     and the others go on. Every trial starts at once (beyond the cluster's free GPUs they wait
     Pending): ``parallelism`` and ``max_failed_indexes`` below the number of trials are refused, as
     nothing can cap or count separate JobSets together. Needs JobSet in the cluster (``provider_for`` installs it).
 
-    ``fresh_job_per_attempt=False``: one Indexed Job, pod ``i`` runs trial ``i``, at most
+    ``retries=Retries(backoff_limit=2, fresh_job_per_attempt=False)``: one Indexed Job, pod ``i`` runs trial ``i``, at most
     ``parallelism`` at once; the sweep fails after ``max_failed_indexes`` failed trials (default:
     half, rounded up: past that, the sweep is more likely broken than unlucky). Its replacements wait
     on the Job controller's backoff, which counts preemptions too: about 10 minutes after 7 of them.
@@ -416,10 +501,11 @@ class BatchInferenceArgs(GroupedArgs):
     Queue workers (the default) pull their requests, so nothing routes to them and SIGTERM starts the
     drain at once. With ``service_port`` the component also creates a Service for the workers and a
     preStop pause of ``pre_stop_seconds`` (default 5) so endpoints stop routing before SIGTERM.
-    The rest of the grace period, less a margin, is the drain budget for the request in flight.
+    The rest of the grace period (``PodSettings.grace_period_seconds``, 120 by default here: give it when
+    you give ``pod=PodSettings(...)``), less a margin, is the drain budget for the request in flight.
     Preemptible workers get no PodDisruptionBudget: it cannot stop a node's deletion, and a refused
     eviction only means the pod dies undrained when the node goes. On standard nodes
-    (``compute_class=ComputeClass.STANDARD``, ``critical=True`` for production replicas) a budget of
+    (``placement=NodePlacement(ComputeClass.STANDARD, critical=True)`` for production replicas) a budget of
     ``max_unavailable`` protects against voluntary disruptions such as upgrades.
     """
 
@@ -459,11 +545,11 @@ class TrainingRunArgs(GroupedArgs):
     spec sets one, and stable DNS names (a headless Service ``<run>-workers`` and ``subdomain``).
     ``login``, when given, is a critical login pod on standard nodes.
 
-    ``fresh_job_per_attempt`` (the default): each worker is a JobSet of its own (``<run>-workers-<i>``,
+    ``Retries.fresh_job_per_attempt`` (the default): each worker is a JobSet of its own (``<run>-workers-<i>``,
     DNS name ``<run>-workers-<i>-attempt-0-0.<run>-workers``) whose Job is recreated fresh when its
     worker is preempted, so the replacement never waits on the Job controller's backoff (see
     :class:`BatchJobArgs`), however often that worker was preempted: while it waits, every rank waits.
-    A worker that fails for real (``backoff_limit`` crashes, a non-retriable exit code) ends its own
+    A worker that fails for real (``Retries.backoff_limit`` crashes, a non-retriable exit code) ends its own
     JobSet ``Failed``; the other agents then fail at the rendezvous once fewer than ``min_workers``
     remain. Needs JobSet in the cluster (``provider_for`` installs it). ``False``: one Indexed Job for all workers (DNS names
     ``<run>-workers-<i>.<run>-workers``), whose replacements wait on that growing backoff.

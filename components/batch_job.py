@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pulumi
 
+from together_clusters.platform import JOBSET_API
+
 from . import manifests
 from ._shell import ManifestComponent, metadata_field
 from .args import BatchJobArgs
@@ -35,7 +37,7 @@ class BatchJob(ManifestComponent):
             opts,
             args.placement.preemptible_taint,
         )
-        job = self.child("JobSet" if args.retries.fresh_job_per_attempt else "Job")
+        job = self.child(JOBSET_API.kind if args.retries.fresh_job_per_attempt else "Job")
         self.job_name = metadata_field(job, "name")
         self.namespace = metadata_field(job, "namespace")
         self.finish({"job_name": self.job_name, "namespace": self.namespace})

@@ -5,7 +5,8 @@ wait Pending. So that this is not silent, every component warns, once per ``up``
 cannot place, from two pieces of plain data:
 
 * what the workload needs at once, per compute class (:func:`gpu_needs`, read from its rendered objects:
-  each pod's GPU limits, for every pod that runs at once);
+  each pod's GPUs as the scheduler counts them, :func:`~together_clusters.platform.pod_gpu_request`, for
+  every pod that runs at once);
 * what the cluster has (:class:`ClusterCapacity`, the ``Cluster``'s outputs): its standard GPUs, and its
   preemptible GPUs allocated now against the target it fills toward.
 
@@ -23,10 +24,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from together_clusters.platform import CRITICAL_LABEL, GPUS_PER_NODE, PLACEMENT_LABEL, ComputeClass
+from together_clusters.platform import (
+    CRITICAL_LABEL,
+    GPUS_PER_NODE,
+    PLACEMENT_LABEL,
+    ComputeClass,
+    pod_gpu_request,
+)
 
 from .guard import may_run_on_preemptible, pod_templates
-from .manifests.common import GPU_RESOURCE
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,7 @@ def gpu_needs(manifests: Iterable[Mapping[str, Any]]) -> dict[ComputeClass, list
     needs: dict[ComputeClass, list[int]] = {}
     for manifest in manifests:
         for found in pod_templates(manifest):
-            gpus = _gpus_of_pod(found.template.get("spec") or {})
+            gpus = pod_gpu_request(found.template.get("spec") or {})
             pods = found.replicas * (_pods_of_job(found.job_spec) if found.job_spec is not None else 1)
             if gpus and pods:
                 needs.setdefault(_class_of_pod(found.template), []).extend([gpus] * pods)
@@ -73,14 +79,6 @@ def _pods_of_job(job_spec: Mapping[str, Any]) -> int:
     parallelism = int(job_spec.get("parallelism", 1))
     completions = job_spec.get("completions")
     return min(parallelism, int(completions)) if completions is not None else parallelism
-
-
-def _gpus_of_pod(pod_spec: Mapping[str, Any]) -> int:
-    """The GPUs a pod's main containers ask for (its init containers run before, on the same GPUs)."""
-    return sum(
-        int(((c.get("resources") or {}).get("limits") or {}).get(GPU_RESOURCE, 0))
-        for c in pod_spec.get("containers") or []
-    )
 
 
 def _class_of_pod(template: Mapping[str, Any]) -> ComputeClass:

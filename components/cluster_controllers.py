@@ -38,9 +38,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from together_clusters.platform.charts import ChartFacts
+
 from . import kube
-from ._shell import TYPE_PREFIX
-from .controllers.charts import ChartFacts
 from .controllers.detection import Finding, Presence, find, find_priority_class
 from .controllers.priorities import PRIORITY_CLASSES, PriorityClassFacts, priority_class_manifest
 from .controllers.releases import (
@@ -53,6 +53,7 @@ from .controllers.releases import (
     releases,
     with_default_chart_source,
 )
+from .resource_types import TYPE_PREFIX
 
 __all__ = ["ClusterControllers", "ClusterControllersArgs", "stack_identity"]
 

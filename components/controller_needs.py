@@ -18,9 +18,10 @@ import pulumi
 
 from together_clusters.errors import MissingControllerError
 from together_clusters.platform import PLACEMENT_LABEL, ComputeClass
+from together_clusters.platform.charts import KUEUE, NEEDED_BY_KIND, QUEUE_NAME_LABEL, ChartFacts
 
 from . import kube
-from .controllers.charts import KUEUE, NEEDED_BY_KIND, QUEUE_NAME_LABEL, ChartFacts
+from .cluster_controllers import ClusterControllers, stack_identity
 from .controllers.detection import Finding, Presence, find, find_priority_class
 from .controllers.priorities import PriorityClassFacts, needed_priority_classes
 from .guard import pod_templates
@@ -131,8 +132,6 @@ def wait_for_controllers(
     controllers = kube.controllers_of(opts)
     if controllers is not None:
         return [controllers]
-    from .cluster_controllers import ClusterControllers, stack_identity
-
     explicit = opts.depends_on if opts is not None else None
     if isinstance(explicit, Sequence) and any(isinstance(d, ClusterControllers) for d in explicit):
         return None  # the program waits for its own installer

@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from together_clusters.provider import Cluster, ClusterArgs
 
-from .kube import provider_from_stack_config
+from .providers import provider_from_stack_config
 
 DEFAULT_REGION = "us-central-8"
 DEFAULT_GPU_TYPE = "RTX_6000_PCI"

@@ -38,6 +38,7 @@ from together_clusters.platform import (
     DISRUPTION_CONDITION,
     FALLBACK_PRIORITY_CLASS,
     GRACE_PERIOD_LIMIT_SECONDS,
+    JOBSET_API,
     PLACEMENT_LABEL,
     PREEMPTIBLE,
     ComputeClass,
@@ -55,7 +56,6 @@ DURABLE_VOLUME_SOURCES = frozenset(
 )
 """Volume sources that outlive the node: an emptyDir or hostPath dies with a preempted node."""
 
-JOBSET_KIND = "JobSet"
 JOB_FAILURE_REASON_POD_FAILURE_POLICY = "PodFailurePolicy"
 """The reason a Job fails with when a pod failure policy FailJob rule matched."""
 RESTART_IGNORING_MAX = "RestartJobSetAndIgnoreMaxRestarts"
@@ -611,7 +611,7 @@ def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
                 _dig(job, ("template",)), "spec.jobTemplate.spec.template.", job, "spec.jobTemplate.spec."
             )
         ]
-    if kind == JOBSET_KIND:
+    if kind == JOBSET_API.kind:
         found = []
         for i, replicated in enumerate(spec.get("replicatedJobs") or []):
             job = _dig(replicated, ("template", "spec"))

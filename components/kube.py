@@ -1,11 +1,16 @@
-"""The Kubernetes side of the shells: which provider to use, and dicts to pulumi-kubernetes resources."""
+"""The Kubernetes side of the shells: which provider to use, and dicts to pulumi-kubernetes resources.
+
+The providers' registry lives here (the cluster of each provider, the ClusterControllers declared on it),
+below both the installer (:mod:`.cluster_controllers`), which registers itself, and the shells, which look it
+up; :func:`~together_clusters.components.provider_for`, which makes a provider with its installer, is above
+them (:mod:`.providers`).
+"""
 
 from __future__ import annotations
 
-import inspect
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import pulumi
@@ -13,9 +18,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from together_clusters.errors import KubernetesUnreachable
-
-if TYPE_CHECKING:
-    from .cluster_controllers import ClusterControllersArgs
+from together_clusters.platform import JOBSET_API
 
 NEVER_RESOLVES = ".invalid"
 """The top-level domain reserved never to resolve (RFC 6761); the emulator without its Kubernetes twin
@@ -29,65 +32,25 @@ class HasKubeConfig(Protocol):
     def kube_config(self) -> pulumi.Output[str]: ...
 
 
-def provider_for(
-    cluster_or_kubeconfig: HasKubeConfig | pulumi.Input[str],
-    render_dir: str | None = None,
-    name: str = "k8s",
-    opts: pulumi.ResourceOptions | None = None,
-    controllers: bool | ClusterControllersArgs = True,
-) -> k8s.Provider:
-    """The Kubernetes provider for a cluster, with the controllers the components need.
-
-    ``controllers``: by default the provider comes with a
-    :class:`~together_clusters.components.ClusterControllers` named ``<name>-controllers`` that installs
-    JobSet from its official chart (unless the cluster already has one: then it is used and left alone),
-    and every component on this provider whose objects need it waits for it, so a stack on a bare cluster
-    needs no line of its own. Pass ``ClusterControllersArgs(...)`` to choose the controllers or the chart
-    source (a mirror, a local folder), or ``False`` to install nothing (the cluster has them, or the stack
-    declares its own ``ClusterControllers``).
-
-    With ``render_dir`` the provider writes manifests there instead of talking to a cluster (used
-    against the emulator, whose kubeconfig points at no real API server); no controllers are declared then
-    (a chart would be fetched only to be written out, and there is no cluster to ask what it has).
-    """
-    if render_dir:
-        return k8s.Provider(name, render_yaml_to_directory=render_dir, opts=opts)
-    # Not isinstance(HasKubeConfig): an Output answers every attribute, kube_config included.
-    kubeconfig: pulumi.Input[str]
-    if isinstance(cluster_or_kubeconfig, str | pulumi.Output) or inspect.isawaitable(cluster_or_kubeconfig):
-        kubeconfig = cast(pulumi.Input[str], cluster_or_kubeconfig)
-        cluster = None
-    else:
-        kubeconfig = cast(HasKubeConfig, cluster_or_kubeconfig).kube_config
-        cluster = cluster_or_kubeconfig
-    provider = k8s.Provider(name, kubeconfig=pulumi.Output.from_input(kubeconfig).apply(reachable), opts=opts)
-    if isinstance(cluster, pulumi.Resource):
-        _CLUSTER_OF_PROVIDER[provider] = cluster
-    if controllers is not False:
-        from .cluster_controllers import ClusterControllers, ClusterControllersArgs
-
-        wanted = controllers if isinstance(controllers, ClusterControllersArgs) else ClusterControllersArgs()
-        parent = opts.parent if opts is not None else None
-        ClusterControllers(
-            f"{name}-controllers",
-            wanted,
-            pulumi.ResourceOptions(provider=provider, parent=parent),
-            kubeconfig=pulumi.Output.from_input(kubeconfig),
-        )
-    return provider
-
-
 _CLUSTER_OF_PROVIDER: weakref.WeakKeyDictionary[pulumi.ProviderResource, pulumi.Resource] = (
     weakref.WeakKeyDictionary()
 )
-"""The cluster each :func:`provider_for` provider talks to, so the components on it go with their cluster."""
+"""The cluster each :func:`~together_clusters.components.provider_for` provider talks to, so the components
+on it go with their cluster."""
+
+
+def register_cluster(provider: pulumi.ProviderResource, cluster: pulumi.Resource) -> None:
+    """Record ``cluster`` as the cluster ``provider`` talks to (by
+    :func:`~together_clusters.components.provider_for`)."""
+    _CLUSTER_OF_PROVIDER[provider] = cluster
 
 
 _CONTROLLERS_OF_PROVIDER: weakref.WeakKeyDictionary[pulumi.ProviderResource, pulumi.ComponentResource] = (
     weakref.WeakKeyDictionary()
 )
 """The :class:`~together_clusters.components.ClusterControllers` declared on each provider (by
-:func:`provider_for`, or by the program), so the components on that provider wait for it."""
+:func:`~together_clusters.components.provider_for`, or by the program), so the components on that provider
+wait for it."""
 
 
 def register_controllers(provider: pulumi.ProviderResource, controllers: pulumi.ComponentResource) -> None:
@@ -132,7 +95,8 @@ def kubeconfig_of(provider: pulumi.ProviderResource) -> pulumi.Output[str | None
 
 
 def cluster_of(opts: pulumi.ResourceOptions | None) -> pulumi.Resource | None:
-    """The cluster whose :func:`provider_for` provider these options name, else ``None``.
+    """The cluster whose :func:`~together_clusters.components.provider_for` provider these options name, else
+    ``None``.
 
     A component's objects on such a provider are ``deleted_with`` that cluster: when the cluster is
     replaced or destroyed the objects go with it, and the engine does not try to delete them one by one
@@ -173,11 +137,6 @@ def reachable(kubeconfig: str) -> str:
     return kubeconfig
 
 
-def provider_from_stack_config(cluster: HasKubeConfig, name: str = "k8s") -> k8s.Provider:
-    """:func:`provider_for` with the render directory taken from stack config ``renderYamlTo``."""
-    return provider_for(cluster, pulumi.Config().get("renderYamlTo"), name)
-
-
 _RESOURCE_CLASSES: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
@@ -188,7 +147,7 @@ _RESOURCE_CLASSES: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]
 }
 
 
-IMMUTABLE_SPEC_KINDS = frozenset({("jobset.x-k8s.io/v1alpha2", "JobSet")})
+IMMUTABLE_SPEC_KINDS = frozenset({(JOBSET_API.api_version, JOBSET_API.kind)})
 """Custom kinds whose spec the API server refuses to change (JobSet's webhook: "spec.replicatedJobs: field
 is immutable"). pulumi-kubernetes knows the immutable fields of built-in kinds (a Job's template) and
 replaces those; for a custom kind it only patches, so a changed spec has to be declared a replacement."""

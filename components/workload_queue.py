@@ -5,10 +5,10 @@ from __future__ import annotations
 import pulumi
 
 from . import kube
-from ._shell import TYPE_PREFIX
 from .args import WorkloadQueueArgs
 from .controller_needs import wait_for_controllers
 from .manifests import workload_queue as builder
+from .resource_types import TYPE_PREFIX
 
 
 class WorkloadQueue(pulumi.ComponentResource):

@@ -3,8 +3,8 @@
 A reference page holds a marker comment, ``<!-- generated: NAME -->``, which is replaced by the
 Markdown that ``GENERATORS[NAME]`` builds from the code itself: the ``Cluster`` inputs from
 ``together_clusters.provider.schema.FIELDS``, its outputs from ``OUTPUT_NAMES`` (their types from the
-``Cluster`` class's annotations), the command line from ``together_clusters.drift.cli.build_parser()``, and
-the components' args as mkdocstrings blocks, one per exported ``*Args`` dataclass and per type its fields
+``Cluster`` class's annotations), the command line from ``together_clusters.cli.main.build_parser()``, its
+exit codes from ``together_clusters.cli.exit_codes.ExitCode``, and the components' args as mkdocstrings blocks, one per exported ``*Args`` dataclass and per type its fields
 use (mkdocstrings then renders each from its source).
 Nothing generated is committed. A marker with no generator, or a generator whose marker is missing
 from the page that should hold it, fails the build.
@@ -117,7 +117,7 @@ def _options_table(parser: argparse.ArgumentParser) -> str:
 
 def cli() -> str:
     """The top-level usage, then one section per subcommand: its usage block and an options table."""
-    from together_clusters.drift.cli import build_parser
+    from together_clusters.cli.main import build_parser
 
     os.environ["COLUMNS"] = HELP_COLUMNS
     parser = build_parser()
@@ -129,6 +129,13 @@ def cli() -> str:
         parts.append(f"```text\n{sub.format_usage().rstrip()}\n```\n")
         parts.append(_options_table(sub))
     return "\n".join(parts)
+
+
+def exit_codes() -> str:
+    """The exit codes' table, one row per code: every command's, each code one meaning."""
+    from together_clusters.cli.exit_codes import markdown_table
+
+    return markdown_table()
 
 
 # The components in the order a reader meets them; a component added later comes after these.
@@ -201,10 +208,35 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "cluster-inputs": cluster_inputs,
     "cluster-outputs": cluster_outputs,
     "cli": cli,
+    "exit-codes": exit_codes,
 }
 
 
 _used: set[str] = set()
+
+
+PACKAGE_TREE = "build/docs-package"
+"""Where :func:`on_startup` lays the package out for mkdocstrings (``paths`` in mkdocs.yml names it)."""
+
+
+def on_startup(command: str, dirty: bool) -> None:
+    """Give mkdocstrings the package as a wheel lays it out (before any plugin reads its configuration:
+    mkdocstrings starts its handlers in its own ``on_config``). The repository's folders are mapped into
+    ``together_clusters`` by pyproject.toml's ``package-dir`` (and the checkpoint runtime comes from
+    ``runtime/``), so no folder of the checkout holds the whole package, and griffe follows the editable
+    install's links back to the folders. The tree is copied, from the one mapping, into PACKAGE_TREE."""
+    import shutil
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    tree = root / PACKAGE_TREE
+    shutil.rmtree(tree, ignore_errors=True)
+    mapping = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    runtime = {"together_clusters.components.checkpoint": "runtime/together_clusters/components/checkpoint"}
+    for package, folder in sorted({**mapping, **runtime}.items()):  # parents before their subpackages
+        target = tree.joinpath(*package.split("."))
+        shutil.copytree(root / folder, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def on_pre_build(config: Any) -> None:

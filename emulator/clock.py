@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Protocol
+
+
+class WallClock(Protocol):
+    """Reads the wall clock in Unix epoch seconds: ``time.time``, or a test's own."""
+
+    def __call__(self) -> float: ...
 
 
 class EmulatedClock:
@@ -18,9 +24,7 @@ class EmulatedClock:
     Not thread-safe on its own: the platform only touches it under its lock.
     """
 
-    def __init__(
-        self, start: float | None = None, speed: float = 1.0, real: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, start: float | None = None, speed: float = 1.0, real: WallClock = time.time) -> None:
         if speed < 0:
             raise ValueError(f"speed must be >= 0; got {speed}")
         self._real = real

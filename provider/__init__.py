@@ -9,10 +9,6 @@ The API client (``TogetherClient``) and the models are usable without Pulumi. Th
 on first use: a program declaring clusters loads neither httpx nor pydantic.
 """
 
-if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py
-    from together_clusters._identity import refuse
-
-    refuse(__name__)
 
 from typing import TYPE_CHECKING, Any
 

@@ -16,6 +16,9 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from .environment import API_KEY_ENV as API_KEY_ENV
+from .environment import BASE_URL_ENV as BASE_URL_ENV
+
 if TYPE_CHECKING:
     from .client import TogetherClient
 
@@ -24,8 +27,6 @@ _clients: dict[tuple[str, str], TogetherClient] = {}
 _lock = threading.Lock()
 
 RECONCILE_TIMEOUT_ENV = "TOGETHER_RECONCILE_TIMEOUT_S"
-API_KEY_ENV = "TOGETHER_API_KEY"
-BASE_URL_ENV = "TOGETHER_BASE_URL"
 API_KEY_CONFIG = "together:apiKey"
 BASE_URL_CONFIG = "together:baseUrl"
 # The stack config key the templates and examples read into a Cluster's ``adopt_cluster_id``: how a stack

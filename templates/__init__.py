@@ -15,11 +15,6 @@ depend on where, or under which Python version, the package is installed.
 
 from __future__ import annotations
 
-if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py
-    from together_clusters._identity import refuse
-
-    refuse(__name__)
-
 import os
 import shutil
 import stat
@@ -32,10 +27,9 @@ DIRECTORY = Path(__file__).resolve().parent
 BUILD_LITTER = ("__pycache__", "*.pyc", "*.pyo")
 """What a run or an install leaves in a template's folder and a new project must not get."""
 PLUGIN_FOLDER = "pulumi-plugin"
-"""The folder of a template's copy (and of the project made from it) holding the host's launcher. In the
-repository each template has one too, whose launcher is a symbolic link to ``provider/plugin/``'s (which
-``pulumi new`` copies as a file), so ``pulumi new templates/NAME`` works from a checkout; the wheel holds
-them as files, and a copy takes the installed ``provider/plugin/`` launcher all the same."""
+"""The folder of a template's copy (and of the project made from it) holding the host's launcher. Neither the
+repository nor the wheel holds one inside a template (the launcher's one home is ``provider/plugin/``): give
+``pulumi new`` the folder that ``python -m together_clusters.templates NAME`` prints, in a checkout too."""
 
 
 def names() -> list[str]:

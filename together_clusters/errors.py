@@ -22,12 +22,16 @@
     ├── InputError (ValueError)      a Cluster input breaks a platform rule; raised at preview
     ├── ArgsError (ValueError)       a workload component's arguments break a rule; every violation at once
     │   └── PlacementRefused         the preemptible placement guard refuses a pod spec
-    ├── CorruptCheckpoint            a checkpoint's manifest and files disagree (the in-container runtime)
     ├── DrillError                   a preemption drill could not be played
     ├── EngineError (RuntimeError)   a Pulumi operation the command line ran failed; the cause on one line
     └── TwinError (RuntimeError)     the emulator's Kubernetes twin cannot do what was asked
         ├── BinariesMissing          the twin's control plane programs are not built
         └── TwinTimeout (TimeoutError)  a control plane was not ready in time
+
+Beside the tree, the checkpoint runtime's own errors (it installs alone, in training images, without this
+module): ``CorruptCheckpoint`` (a checkpoint's manifest and files disagree) and ``S3ExtraMissing``
+(ImportError: S3 checkpoints without boto3), defined in ``together_clusters.components.checkpoint.errors``
+and re-exported here.
 
 The errors of a subpackage are importable from it too (``together_clusters.provider.NotFoundError`` is
 ``together_clusters.errors.NotFoundError``); this module is where they are defined and documented. A typed
@@ -36,13 +40,17 @@ error is never re-raised as a less specific one: context is added with ``raise .
 engine and the command line show; notes appear only in a traceback).
 
 No message, ``repr`` or ``str`` of these ever contains the API key: errors carry only what the
-server said and what we asked for, never request headers. This module imports only the standard library,
-so the in-container checkpoint runtime can use it.
+server said and what we asked for, never request headers. This module imports only the standard library
+and the checkpoint runtime's errors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+# The runtime's errors, re-exported beside the tree (the "as" marks the re-export for linters and mypy).
+from together_clusters.components.checkpoint.errors import CorruptCheckpoint as CorruptCheckpoint
+from together_clusters.components.checkpoint.errors import S3ExtraMissing as S3ExtraMissing
 
 
 class TogetherError(Exception):
@@ -253,10 +261,6 @@ class PlacementRefused(ArgsError):
 
     def __init__(self, owner: str, violations: Sequence[object]) -> None:
         super().__init__(owner, violations, headline=f"{owner} refused by the preemptible placement guard")
-
-
-class CorruptCheckpoint(TogetherError):
-    """A checkpoint's manifest or files do not agree."""
 
 
 # --- the command line ---------------------------------------------------------------------------

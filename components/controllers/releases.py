@@ -19,9 +19,10 @@ import yaml
 
 from together_clusters.components.placement import standard_placement
 from together_clusters.errors import ArgsError
+from together_clusters.platform import JOBSET_API
+from together_clusters.platform.charts import CHARTS, ChartFacts, Controller
 
 from ..violations import Violation, argument_violation
-from .charts import CHARTS, ChartFacts, Controller
 from .move_back import descheduler_values, interval_violations
 
 INSTALLED_BY_ANNOTATION = "together.ai/installed-by"
@@ -216,9 +217,10 @@ def chart_values(facts: ChartFacts) -> dict[str, Any]:
     return values
 
 
-KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
-"""The kinds Kueue manages: those the components submit. Its chart's default list also takes pods,
-Deployments and StatefulSets through webhooks on every pod; none of them is submitted to a queue here."""
+KUEUE_FRAMEWORKS = ("batch/job", f"{JOBSET_API.group}/{JOBSET_API.kind.lower()}")
+"""The kinds Kueue manages (its integrations' names: ``<group>/<kind>`` in lower case): those the components
+submit. Its chart's default list also takes pods, Deployments and StatefulSets through webhooks on every pod;
+none of them is submitted to a queue here."""
 
 KUEUE_UNCOUNTED_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 """Resources the queue's quotas leave out (Kueue's ``resources.excludeResourcePrefixes``): the queue counts

@@ -12,6 +12,8 @@ keeps working.
 
 from __future__ import annotations
 
+from together_clusters.platform import GPU_RESOURCE
+
 from ..placement import Placement, placement_for, standard_placement
 from .awaiting import DEPLOYMENT_ACCEPTED_ANNOTATIONS, JOB_READY_ANNOTATIONS, WAIT_FOR_ANNOTATION
 from .batch_inference import DEFAULT_PRE_STOP_SECONDS, batch_inference
@@ -21,7 +23,6 @@ from .checkpoints import CheckpointBinding, checkpoint_binding
 from .common import (
     CHECKPOINT_VOLUME,
     COMPLETION_INDEX_ANNOTATION,
-    GPU_RESOURCE,
     MAIN_CONTAINER,
     RESERVED_ENV,
     RUN_KEY_DIGEST_CHARS,
@@ -39,7 +40,6 @@ from .jobs import (
     DISRUPTION_RULE,
     DNS_LABEL,
     DNS_LABEL_MAX,
-    JOBSET_API_VERSION,
     JOBSET_FAILURE_POLICY,
     POD_NAME_SUFFIX,
     PREEMPTED_EXIT_RULE,
@@ -74,7 +74,6 @@ __all__ = [
     "DNS_LABEL_MAX",
     "GPU_RESOURCE",
     "INPUT_MARK",
-    "JOBSET_API_VERSION",
     "JOBSET_FAILURE_POLICY",
     "JOB_READY_ANNOTATIONS",
     "MAIN_CONTAINER",

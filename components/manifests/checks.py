@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from together_clusters.errors import ArgsError
+from together_clusters.platform import GPU_RESOURCE
 
 from ..args import Checkpointing, ContainerSpec, PodSettings, Retries
 from ..checkpoint import contract
 from ..violations import Violation, argument_violation
-from .common import GPU_RESOURCE, RESERVED_ENV
+from .common import RESERVED_ENV
 from .jobs import DNS_LABEL, DNS_LABEL_MAX, longest_pod_name
 from .pods import probe_action, taken_volume_names, volume_sources
 from .run_keys import run_id_names_a_directory
@@ -217,6 +218,6 @@ def job_set_name_violations(
             f"{field}={given!r}: its JobSet {job_set_name!r} would name pods like {longest!r} "
             f"({len(longest)} characters), which Kubernetes refuses (a DNS label: at most {DNS_LABEL_MAX} "
             "characters of lowercase letters, digits and '-', starting with a letter)",
-            f"use a name of at most {room} characters that starts with a letter, or set fresh_job_per_attempt=False",
+            f"use a name of at most {room} characters that starts with a letter, or set retries=Retries(fresh_job_per_attempt=False)",
         )
     ]

@@ -21,7 +21,6 @@ TRIALS_FILE = "trials.json"
 RUN_KEYS_FILE = "checkpoint-keys.json"
 RUN_KEY_DIGEST_CHARS = 12
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 RESERVED_ENV = frozenset(
     value for key, value in vars(contract).items() if key.startswith("ENV_") and isinstance(value, str)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from together_clusters.platform import DISRUPTION_CONDITION, FALLBACK_PRIORITY_CLASS
+from together_clusters.platform import DISRUPTION_CONDITION, FALLBACK_PRIORITY_CLASS, JOBSET_API
 
 from ..checkpoint import contract
 from .awaiting import JOB_READY_ANNOTATIONS
@@ -98,7 +98,6 @@ def plain_job(
     }
 
 
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 ATTEMPT_REPLICATED_JOB = "attempt"
 
 JOBSET_FAILURE_POLICY: Mapping[str, Any] = {
@@ -199,8 +198,8 @@ def attempt_job_set(
     if limits.ttl_seconds_after_finished is not None:
         spec["ttlSecondsAfterFinished"] = limits.ttl_seconds_after_finished
     return {
-        "apiVersion": JOBSET_API_VERSION,
-        "kind": "JobSet",
+        "apiVersion": JOBSET_API.api_version,
+        "kind": JOBSET_API.kind,
         "metadata": object_metadata(name, namespace, labels),
         "spec": spec,
     }

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from together_clusters.platform import GPU_RESOURCE
+
 from ..args import (
     ContainerSpec,
     DataVolume,
@@ -14,7 +16,6 @@ from ..args import (
 from ..placement import Placement
 from .common import (
     CHECKPOINT_VOLUME,
-    GPU_RESOURCE,
     MAIN_CONTAINER,
     TRIALS_VOLUME,
     Manifest,

@@ -67,7 +67,7 @@ NAME_FIELD = "sweep_name (or the component's name)"
 """The argument a Sweep's objects are named after, as errors name it."""
 
 QUEUED_FIX = (
-    "or set fresh_job_per_attempt=False for one Indexed Job that queues the trials and counts their "
+    "or set retries=Retries(fresh_job_per_attempt=False) for one Indexed Job that queues the trials and counts their "
     "failures (its replacements then wait on the Job controller's backoff, up to 10 minutes after "
     "repeated preemptions)"
 )
@@ -86,7 +86,7 @@ def argument_violations(name: str, args: SweepArgs) -> list[Violation]:
         )
     if args.parallelism is not None:
         found += at_least("parallelism", args.parallelism, 1)
-    found += at_least("backoff_limit_per_index", args.retries.backoff_limit, 0)
+    found += at_least("backoff_limit", args.retries.backoff_limit, 0)
     max_failed = _max_failed_indexes(args)
     found += within(
         "max-failed-indexes",
@@ -203,7 +203,7 @@ def _sweep_wide_limit_violations(args: SweepArgs) -> list[Violation]:
                 "max_failed_indexes",
                 args.max_failed_indexes,
                 f"max_failed_indexes={args.max_failed_indexes}: with fresh_job_per_attempt=True each trial "
-                "fails on its own (after backoff_limit_per_index failures or a non-retriable exit code) and "
+                "fails on its own (after Retries.backoff_limit failures or a non-retriable exit code) and "
                 "the others go on",
                 f"leave max_failed_indexes unset, {QUEUED_FIX}",
             )

@@ -32,14 +32,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE, ComputeClass
+from together_clusters.platform import COMPUTE_CLASS_LABEL, GPU_RESOURCE, PREEMPTIBLE, ComputeClass
+from together_clusters.platform.charts import KUEUE_API_VERSION, QUEUE_NAME_LABEL
 
 from ..args import WorkloadQueueArgs
-from ..controllers.charts import KUEUE_API_VERSION, QUEUE_NAME_LABEL
 from ..placement import toleration_for
 from ..violations import Violation
 from .checks import at_least, refuse_invalid
-from .common import GPU_RESOURCE, Manifest
+from .common import Manifest
 
 EVERY_NODE_LABEL = ("kubernetes.io/os", "linux")
 """A label the kubelet puts on every Linux node: the standard flavor's, which must name one."""

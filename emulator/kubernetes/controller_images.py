@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from together_clusters.components.controllers import charts
+from together_clusters.platform import charts
 
 Manifest = dict[str, Any]
 CONFIG_FLAG = "--config="

@@ -25,28 +25,32 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
+from together_clusters.platform import JOBSET_API
+
 Manifest = dict[str, Any]
 
 USER = "system:jobset-controller-manager"
 """The controller manager's user (a static token, not in ``system:masters``: RBAC applies)."""
 CLUSTER_ROLE = "jobset-manager-role"
-CRD_NAME = "jobsets.jobset.x-k8s.io"
+CRD_NAME = JOBSET_API.crd_name
 MUTATING = "jobset-mutating-webhook-configuration"
 VALIDATING = "jobset-validating-webhook-configuration"
 # From the release's config/components/webhook/manifests.yaml and its patches (the pod webhooks only see
-# pods of a JobSet). The paths are the ones controller-runtime registers for the types, stable across releases.
+# pods of a JobSet). The paths are the ones controller-runtime registers for the types, stable across releases:
+# /<mutate|validate>-<group, dots as dashes>-<version>-<kind in lower case> (the core group is empty).
 _TIMEOUT = 10
 _JOBSET_RULE = {
-    "apiGroups": ["jobset.x-k8s.io"],
-    "apiVersions": ["v1alpha2"],
-    "resources": ["jobsets"],
+    "apiGroups": [JOBSET_API.group],
+    "apiVersions": [JOBSET_API.version],
+    "resources": [JOBSET_API.plural],
 }
+_JOBSET_WEBHOOK = f"{JOBSET_API.group.replace('.', '-')}-{JOBSET_API.version}-{JOBSET_API.kind.lower()}"
 _POD_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
 _JOBSET_PODS = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
 _MUTATING_HOOKS = (
     (
         "mjobset.kb.io",
-        "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+        f"/mutate-{_JOBSET_WEBHOOK}",
         {**_JOBSET_RULE, "operations": ["CREATE"]},
         None,
     ),
@@ -55,7 +59,7 @@ _MUTATING_HOOKS = (
 _VALIDATING_HOOKS = (
     (
         "vjobset.kb.io",
-        "/validate-jobset-x-k8s-io-v1alpha2-jobset",
+        f"/validate-{_JOBSET_WEBHOOK}",
         {**_JOBSET_RULE, "operations": ["CREATE", "UPDATE"]},
         None,
     ),
@@ -68,7 +72,7 @@ def configuration(webhook_port: int, health_port: int, cert_dir: str) -> str:
     certificates we provide (no internal cert management), no leader election, no metrics server, health
     probes on loopback."""
     config = {
-        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "apiVersion": f"config.{JOBSET_API.group}/v1alpha1",
         "kind": "Configuration",
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},

@@ -1,6 +1,6 @@
 """SIGTERM to a simulated pod's containers without deleting the pod: the annotation kwok's stages act on
 (:data:`~together_clusters.emulator.kubernetes.kwok_config.SIGTERM`). The twin passes it to the preemption
-sequence (:class:`together_clusters.platform.preemption.PodSignal`) for ``TerminationMode.SIGNAL``."""
+sequence (:class:`together_clusters.sequences.preemption.PodSignal`) for ``TerminationMode.SIGNAL``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import time
 
 from kubernetes.client import CoreV1Api, V1Pod
 
-from together_clusters.platform.preemption import name_of, rfc3339
+from together_clusters.sequences.preemption import name_of, rfc3339
 
 from .kwok_config import SIGTERM
 
 
 class KwokSignal:
-    """The :class:`~together_clusters.platform.preemption.PodSignal` of kwok's nodes."""
+    """The :class:`~together_clusters.sequences.preemption.PodSignal` of kwok's nodes."""
 
     def sent(self, pod: V1Pod) -> bool:
         """Whether the SIGTERM annotation is on the pod already."""

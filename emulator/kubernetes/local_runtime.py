@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast
 
 from kubernetes.client import CoreV1Api, CustomObjectsApi, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
@@ -273,6 +273,16 @@ def _asked_to_stop(pod: Manifest) -> bool:
     return meta.get("deletionTimestamp") is not None or kwok_config.SIGTERM in (meta.get("annotations") or {})
 
 
+class RealSeconds(Protocol):
+    """Real seconds for a duration of the platform's clock (``EmulatedClock.duration``)."""
+
+    def __call__(self, nominal_seconds: float, /) -> float: ...
+
+
+def _same_seconds(nominal_seconds: float, /) -> float:
+    return nominal_seconds
+
+
 class LocalRuntime:
     """The kubelet of every opted-in pod of one cluster. Call :meth:`sync` and :meth:`stop` from the one
     thread that lives as long as the processes should (their parent-death signal follows it)."""
@@ -281,7 +291,7 @@ class LocalRuntime:
         self,
         core: CoreV1Api,
         root: Path,
-        duration: Callable[[float], float] = lambda seconds: seconds,
+        duration: RealSeconds = _same_seconds,
         python: str = sys.executable,
         controllers: Mapping[str, tuple[ControllerImage, Path]] | None = None,
     ) -> None:

@@ -2,13 +2,15 @@
 
 :class:`TwinnedPlatform` is the plain :class:`~together_clusters.emulator.state.Platform` (the compute API and
 its state machine are unchanged) plus three hooks: a new cluster gets credentials and an API address at once,
-so its ``kube_config`` is final from the first reply; the twin reads a view of every cluster each pass; a
-preemption may name how its pods are terminated.
+so its ``kube_config`` is final from the first reply; the twin reads a view of every cluster each pass (with
+the states its remediations entered since the last one, which the twin plays on the Nodes: :mod:`.repairs`);
+a preemption may name how its pods are terminated.
 """
 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +22,15 @@ from together_clusters.platform import TerminationMode
 from ..errors import not_found
 from ..lifecycle import failed_at
 from ..records import ClusterRecord
+from ..remediations import RemediationTransition
 from ..state import Platform
 from . import binaries as binaries_module
 from .binaries import Binaries
 from .kubeconfig import KubeApi
 from .nodes import ClusterView, cluster_view, node_name
 from .options import TwinOptions
-from .twin import Twin
+from .repairs import RELEVANT_STATES
+from .twin import Twin, TwinHooks
 
 
 def data_root_for(state_path: str | Path | None) -> Path | None:
@@ -56,19 +60,18 @@ class TwinnedPlatform(Platform):
         found = binaries or binaries_module.require(jobset=options.jobset)
         root = data_root or Path(tempfile.mkdtemp(prefix="together-twin-"))
         # The twin exists before the platform loads its state: a restored cluster gets its control plane back.
-        self.twin = Twin(
-            found,
-            root,
-            options,
+        # Remediation transitions not yet handed to the twin, by cluster (see twin_view).
+        self._repairs: dict[str, list[RemediationTransition]] = {}
+        hooks = TwinHooks(
             view=self.twin_view,
             volume_ids=self.twin_volume_ids,
             attach=self._attach_kube_api,
             serving=self._kube_serving,
             failed=self._kube_failed,
             exited=self._pods_exited,
-            keep_data=data_root is not None,
             duration=lambda seconds: self.clock.duration(seconds),
         )
+        self.twin = Twin(found, root, options, hooks, keep_data=data_root is not None)
         super().__init__(**platform_args)
         self.twin.start()
 
@@ -85,7 +88,21 @@ class TwinnedPlatform(Platform):
         with self._lock:
             now = self.clock.now()
             self._sim.advance_to(now)
-            return [cluster_view(c, now, self._volumes.of_cluster(c.cluster_id)) for c in self._sim.ordered()]
+            # Handed over with the view they are consistent with: a repair's node list and its transition.
+            transitions, self._repairs = self._repairs, {}
+            return [
+                replace(
+                    cluster_view(c, now, self._volumes.of_cluster(c.cluster_id)),
+                    remediations=tuple(transitions.get(c.cluster_id, ())),
+                )
+                for c in self._sim.ordered()
+            ]
+
+    def _remediation_entered(self, transition: RemediationTransition) -> None:
+        """Queue a state a remediation entered that changes a Node, for the twin's next view (called under
+        the lock; the twin acts on it outside, see :mod:`.repairs`)."""
+        if transition.state in RELEVANT_STATES:
+            self._repairs.setdefault(transition.cluster_id, []).append(transition)
 
     def twin_volume_ids(self) -> set[str]:
         """The id of every shared volume (the twin removes the folders of the others: their data is gone)."""

@@ -3,8 +3,9 @@
 Each pass (a few per second) takes a :class:`~together_clusters.emulator.kubernetes.nodes.ClusterView` of every
 cluster from the platform, then: starts the control plane of a new cluster (etcd and the API server first,
 the controllers and kwok once the API answers), stops and forgets the one of a cluster that is gone, and on a
-running one creates and deletes Nodes to match the view and plays the preemption drill on nodes the platform
-has just cordoned; then the cluster's local runtime runs the pods that opted in as real processes
+running one creates and deletes Nodes to match the view, plays the preemption drill on nodes the platform
+has just cordoned and the states its remediations entered (cordon, drain or kill, uncordon: :mod:`.repairs`);
+then the cluster's local runtime runs the pods that opted in as real processes
 (:mod:`together_clusters.emulator.kubernetes.local_runtime`). Reading the platform each pass also moves its timers along, so a preempted node is deleted
 on time even when nobody calls the API.
 
@@ -20,6 +21,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,9 +29,11 @@ from kubernetes.client import ApiClient, ApiextensionsV1Api, Configuration, Core
 from kubernetes.client.exceptions import ApiException
 
 from together_clusters.errors import TwinError, TwinTimeout
-from together_clusters.platform import TerminationMode, preemption
+from together_clusters.platform import TerminationMode
+from together_clusters.sequences import preemption
 
-from . import controller_images, jobset, kwok_config, service_proxy, shared_volumes
+from ..remediations import RemediationTransition
+from . import controller_images, jobset, kwok_config, repairs, service_proxy, shared_volumes
 from .binaries import Binaries
 from .controlplane import ControlPlane
 from .kubeconfig import KubeApi
@@ -55,6 +59,8 @@ class _Plane:
         self.runtime: LocalRuntime | None = None
         # Preempted nodes whose pods are not all terminated yet (evictions refused by a budget): node -> mode.
         self.draining: dict[str, TerminationMode] = {}
+        # Remediation transitions still to play on the Nodes, oldest first (see :mod:`.repairs`).
+        self.repairs: list[RemediationTransition] = []
         self.started = time.monotonic()
         self.ready_after_s: float | None = None
         # JobSet: None (nothing done yet), "off", "installed" (CRD, RBAC, webhooks), "starting", "running".
@@ -68,41 +74,52 @@ class _Plane:
         self.egress = service_proxy.EgressProxy(control_plane.egress_socket)
 
 
+def _nothing_to_reclaim(cluster_id: str, node_name: str) -> None:
+    return None
+
+
+def _same_seconds(seconds: float) -> float:
+    return seconds
+
+
+@dataclass(frozen=True)
+class TwinHooks:
+    """What the twin reads from its platform and tells it: the platform's side of the twin."""
+
+    view: Callable[[], list[ClusterView]]
+    """Every cluster as its twin should be now (read each pass; also moves the platform's timers along)."""
+    attach: Callable[[str, KubeApi], None]
+    """A cluster's control plane has a new address (a cluster from before the twin, or its port was taken)."""
+    serving: Callable[[str], None]
+    """A cluster's control plane serves (controllers, JobSet), each time it comes up."""
+    failed: Callable[[str], None]
+    """The twin gave up on a cluster's control plane (a process that keeps ending)."""
+    exited: Callable[[str, str], None] = _nothing_to_reclaim
+    """Every pod of a preempted Node (cluster id, Node name) has exited: the platform reclaims it."""
+    duration: Callable[[float], float] = _same_seconds
+    """Real seconds for a duration of the platform's clock (local processes' grace periods)."""
+    volume_ids: Callable[[], Collection[str]] | None = None
+    """The shared volumes the platform still has (``None``: their folders are never removed)."""
+
+
 class Twin:
-    """The control planes of every cluster of one platform. :meth:`start` it once, :meth:`stop` it once."""
+    """The control planes of every cluster of one platform. :meth:`start` it once, :meth:`stop` it once.
+
+    ``hooks``: how it reads the platform's clusters and tells it what became of them. ``keep_data``: the
+    control planes' data stays in ``root`` when the twin stops (else it is removed).
+    """
 
     def __init__(
-        self,
-        binaries: Binaries,
-        root: Path,
-        options: TwinOptions,
-        view: Callable[[], list[ClusterView]],
-        attach: Callable[[str, KubeApi], None],
-        serving: Callable[[str], None],
-        failed: Callable[[str], None],
-        keep_data: bool,
-        exited: Callable[[str, str], None] = lambda cluster_id, node_name: None,
-        duration: Callable[[float], float] = lambda seconds: seconds,
-        volume_ids: Callable[[], Collection[str]] | None = None,
+        self, binaries: Binaries, root: Path, options: TwinOptions, hooks: TwinHooks, keep_data: bool
     ) -> None:
         self.binaries = binaries
         self.root = root
         # The shared volumes' folders (see :mod:`.shared_volumes`): the volume's, not a cluster's, so they
         # outlive the clusters they are attached to; removed once the platform has deleted the volume.
         self.volumes_root = root / "volumes"
-        self._volume_ids = volume_ids
         self.options = options
-        self._view = view
-        self._attach = attach
-        # Told once a cluster's control plane serves (controllers, JobSet), each time it comes up.
-        self._serving = serving
-        # Told once the twin gives up on a cluster's control plane (a process that keeps ending).
-        self._failed = failed
-        # Told when every pod of a preempted Node (cluster id, Node name) has exited: the platform reclaims it.
-        self._exited = exited
+        self._hooks = hooks
         self._keep_data = keep_data
-        # Real seconds for a duration of the platform's clock (local processes' grace periods).
-        self._duration = duration
         self._planes: dict[str, _Plane] = {}
         self._modes: dict[tuple[str, str], TerminationMode] = {}
         self._lock = threading.Lock()
@@ -194,9 +211,9 @@ class Twin:
                 shutil.rmtree(self.root, ignore_errors=True)
 
     def _pass(self) -> None:
-        if self._volume_ids is not None:
-            self._forget_deleted_volumes(self._volume_ids())
-        views = {v.cluster_id: v for v in self._view()}
+        if self._hooks.volume_ids is not None:
+            self._forget_deleted_volumes(self._hooks.volume_ids())
+        views = {v.cluster_id: v for v in self._hooks.view()}
         for cluster_id in [c for c in self._planes if c not in views]:
             self._retire(cluster_id, remove_data=True)
         for cluster_id, view in views.items():
@@ -219,7 +236,7 @@ class Twin:
         control_plane.job_pod_failure_backoff = self.options.job_pod_failure_backoff
         api = control_plane.prepare()
         if api != view.kube_api:  # a cluster from before the twin, or its port was taken meanwhile
-            self._attach(view.cluster_id, api)
+            self._hooks.attach(view.cluster_id, api)
         control_plane.start_api()
         plane = _Plane(control_plane)
         with self._lock:
@@ -241,11 +258,12 @@ class Twin:
 
     def _step(self, plane: _Plane, view: ClusterView) -> None:
         control_plane = plane.control_plane
+        plane.repairs.extend(view.remediations)
         if plane.phase == "failed":
             return
         if not self._supervise(plane, view.cluster_id):
             plane.phase = "failed"
-            self._failed(view.cluster_id)
+            self._hooks.failed(view.cluster_id)
             return
         if plane.phase == "api-starting":
             if not control_plane.api_ready():
@@ -262,12 +280,16 @@ class Twin:
                 return
             plane.ready_after_s = time.monotonic() - plane.started
             plane.runtime = LocalRuntime(
-                plane.core, root_for(control_plane.directory), self._duration, controllers=self._controllers
+                plane.core,
+                root_for(control_plane.directory),
+                self._hooks.duration,
+                controllers=self._controllers,
             )
             plane.phase = "ready"
-            self._serving(view.cluster_id)
+            self._hooks.serving(view.cluster_id)
         assert plane.core is not None and plane.runtime is not None
         self._sync_nodes(view, plane, plane.core)
+        self._play_repairs(plane, plane.core)
         self._sync_volumes(view, plane, plane.core)
         plane.runtime.sync(
             {
@@ -422,12 +444,21 @@ class Twin:
                 and name not in plane.draining
                 and preemption.pods_exited(core, name)
             ):
-                self._exited(view.cluster_id, name)
+                self._hooks.exited(view.cluster_id, name)
+
+    @staticmethod
+    def _play_repairs(plane: _Plane, core: CoreV1Api) -> None:
+        """Play the remediations' transitions on the Nodes, in order, each once it went through (a failure
+        leaves it and those after it to the next pass). After the Nodes were synced: a repair's node list
+        (a replacement joined, the old Node gone) is the one its transition came with."""
+        while plane.repairs:
+            repairs.play(core, plane.repairs[0])
+            plane.repairs.pop(0)
 
     def _nominal(self, real_seconds: float) -> float:
         """The platform's whole seconds in a real duration. A pod's grace period is in the pod's (emulated)
         seconds, as the local runtime reads it: the node's real time to live would shorten it by the speed."""
-        return float(round(real_seconds / self._duration(1.0)))
+        return float(round(real_seconds / self._hooks.duration(1.0)))
 
     @staticmethod
     def _drain(core: CoreV1Api, node: NodeView, grace_seconds: float, mode: TerminationMode) -> bool:

@@ -11,7 +11,14 @@ Stack config: ``renderYamlTo``, ``clusterName``, ``region``, ``gpuType``, ``imag
 
 import pulumi
 
-from together_clusters.components import BatchInference, BatchInferenceArgs, ComputeClass, ContainerSpec
+from together_clusters.components import (
+    BatchInference,
+    BatchInferenceArgs,
+    ComputeClass,
+    ContainerSpec,
+    NodePlacement,
+    PodSettings,
+)
 from together_clusters.components.demo import demo_cluster
 
 gpu = demo_cluster("infer", num_preemptible_gpus=16)
@@ -22,7 +29,7 @@ workers = BatchInference(
     BatchInferenceArgs(
         container=ContainerSpec(image=image, command=("python", "-m", "worker", "--queue", "jobs"), gpus=1),
         replicas=16,
-        grace_period_seconds=120,
+        pod=PodSettings(grace_period_seconds=120),
     ),
     opts=gpu.opts(),
 )
@@ -34,9 +41,8 @@ production = BatchInference(
             image=image, command=("python", "-m", "worker", "--queue", "priority"), gpus=1
         ),
         replicas=2,
-        compute_class=ComputeClass.STANDARD,
-        critical=True,
         max_unavailable=1,
+        placement=NodePlacement(compute_class=ComputeClass.STANDARD, critical=True),
     ),
     opts=gpu.opts(),
 )

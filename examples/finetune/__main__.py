@@ -23,6 +23,7 @@ from together_clusters.components import (
     CheckpointStore,
     CheckpointStoreArgs,
     ContainerSpec,
+    Retries,
     SharedVolume,
 )
 from together_clusters.components.args import DataVolume, SecretEnv
@@ -53,9 +54,9 @@ finetune = BatchJob(
             shm_size="32Gi",  # data loader workers share batches through /dev/shm
         ),
         checkpoint=store.storage,
-        # Exit code 2 is a bad flag or dataset: retrying would fail the same way.
-        non_retriable_exit_codes=(2,),
         ttl_seconds_after_finished=24 * 3600,
+        # Exit code 2 is a bad flag or dataset: retrying would fail the same way.
+        retries=Retries(non_retriable_exit_codes=(2,)),
     ),
     opts=gpu.opts(store),
 )

@@ -17,6 +17,7 @@ from together_clusters.components import (
     CheckpointStore,
     CheckpointStoreArgs,
     ContainerSpec,
+    Retries,
     SharedVolume,
     Sweep,
     SweepArgs,
@@ -46,7 +47,7 @@ sweep = Sweep(
         ),
         trials=trials,
         checkpoint=store.storage,
-        backoff_limit_per_index=2,
+        retries=Retries(backoff_limit=2),
     ),
     opts=gpu.opts(store),
 )

@@ -24,6 +24,7 @@ from together_clusters.components import (
     CheckpointStore,
     CheckpointStoreArgs,
     ContainerSpec,
+    Retries,
     SharedVolume,
     provider_for,
 )
@@ -58,9 +59,9 @@ finetune = BatchJob(
             gpus=config.require_int("gpusPerPod"),
         ),
         checkpoint=store.storage,
-        # Exit code 2 is a bad flag or dataset: retrying would fail the same way.
-        non_retriable_exit_codes=(2,),
         ttl_seconds_after_finished=24 * 3600,
+        # Exit code 2 is a bad flag or dataset: retrying would fail the same way.
+        retries=Retries(non_retriable_exit_codes=(2,)),
     ),
     opts=pulumi.ResourceOptions(provider=kubernetes, depends_on=[store]),
 )

@@ -21,6 +21,7 @@ from together_clusters.components import (
     CheckpointStore,
     CheckpointStoreArgs,
     ContainerSpec,
+    Retries,
     SharedVolume,
     Sweep,
     SweepArgs,
@@ -61,7 +62,7 @@ sweep = Sweep(
         ),
         trials=TRIALS,
         checkpoint=store.storage,
-        backoff_limit_per_index=2,
+        retries=Retries(backoff_limit=2),
     ),
     opts=pulumi.ResourceOptions(provider=kubernetes, depends_on=[store]),
 )

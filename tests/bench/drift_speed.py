@@ -19,7 +19,7 @@ IN_SYNC_OR_DRIFT = (0, 2)  # drift's exit codes: 0 in sync, 2 drift found
 
 def drift_check(stack: Stack) -> float:
     """Wall time of ``together-clusters drift`` on ``stack``, run as users run it."""
-    command = [sys.executable, "-m", "together_clusters.drift", "drift", "--stack", stack.name]
+    command = [sys.executable, "-m", "together_clusters.cli", "drift", "--stack", stack.name]
     command += ["--cwd", str(stack.project), "--json"]
     started = time.perf_counter()
     proc = subprocess.run(

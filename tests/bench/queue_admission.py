@@ -20,7 +20,14 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tests import _engine
-from together_clusters.components import BatchJobArgs, ContainerSpec, NoCheckpoint, manifests
+from together_clusters.components import (
+    BatchJobArgs,
+    ContainerSpec,
+    NoCheckpoint,
+    PodSettings,
+    Retries,
+    manifests,
+)
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.provider.kubeconfig import kubeconfig_text
 
@@ -134,8 +141,8 @@ def _jobs(prefix: str, queue: str | None) -> list[dict[str, Any]]:
                 container=ContainerSpec(image="trainer:1", gpus=1),
                 checkpoint=NoCheckpoint(),
                 job_name=f"{prefix}-{i}",
-                namespace="default",
-                fresh_job_per_attempt=False,
+                pod=PodSettings(namespace="default"),
+                retries=Retries(fresh_job_per_attempt=False),
                 queue=queue,
             ),
         )

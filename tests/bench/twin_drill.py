@@ -18,9 +18,9 @@ import yaml
 from kubernetes import client, config
 
 from tests import _engine
+from together_clusters.cli.drill.runner import DrillArgs, run_drill
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
 from together_clusters.components.platform import GRACE_PERIOD_LIMIT_SECONDS
-from together_clusters.drift.drill import DrillArgs, run_drill
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import TERMINATION_DURATION
 from together_clusters.emulator.kubernetes.options import TerminationMode

@@ -1,8 +1,13 @@
-"""The shared settings of the workloads' arguments come in groups; the flat keywords of today fold into them."""
+"""The shared settings of the workloads' arguments come in groups; the deprecated flat keywords fold into them.
+
+The flat spellings here are deliberate (each warns: see test_args_deprecation.py); use the groups elsewhere.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+
+import pytest
 
 from together_clusters.components import (
     BatchInferenceArgs,
@@ -24,22 +29,23 @@ CONTAINER = ContainerSpec(image=IMAGE, gpus=8)
 
 
 def test_a_batch_job_from_groups_renders_the_same_objects_as_from_flat_keywords() -> None:
-    flat = BatchJobArgs(
-        container=CONTAINER,
-        checkpoint=SHARED,
-        namespace="ml",
-        compute_class=ComputeClass.STANDARD,
-        critical=True,
-        preemptible_taint=TAINT,
-        grace_period_seconds=200,
-        backoff_limit=5,
-        non_retriable_exit_codes=(42,),
-        keep_checkpoints=2,
-        service_account_name="trainer",
-        run_id="ft-1",
-        fresh_job_per_attempt=False,
-        labels={"team": "ml"},
-    )
+    with pytest.warns(DeprecationWarning):
+        flat = BatchJobArgs(
+            container=CONTAINER,
+            checkpoint=SHARED,
+            namespace="ml",
+            compute_class=ComputeClass.STANDARD,
+            critical=True,
+            preemptible_taint=TAINT,
+            grace_period_seconds=200,
+            backoff_limit=5,
+            non_retriable_exit_codes=(42,),
+            keep_checkpoints=2,
+            service_account_name="trainer",
+            run_id="ft-1",
+            fresh_job_per_attempt=False,
+            labels={"team": "ml"},
+        )
     grouped = BatchJobArgs(
         container=CONTAINER,
         checkpoint=SHARED,
@@ -63,9 +69,18 @@ def test_a_batch_job_from_groups_renders_the_same_objects_as_from_flat_keywords(
 
 def test_a_sweep_inference_and_training_run_from_groups_render_as_from_flat_keywords() -> None:
     trials = ({"lr": 1e-5}, {"lr": 3e-5})
-    assert manifests.sweep(
-        "s", SweepArgs(CONTAINER, trials, SHARED, backoff_limit_per_index=4, grace_period_seconds=100)
-    ) == manifests.sweep(
+    with pytest.warns(DeprecationWarning):
+        flat_sweep = SweepArgs(CONTAINER, trials, SHARED, backoff_limit_per_index=4, grace_period_seconds=100)
+        flat_inference = BatchInferenceArgs(CONTAINER, compute_class=ComputeClass.STANDARD, namespace="serve")
+        flat_run = TrainingRunArgs(
+            coordinator=CONTAINER,
+            worker=CONTAINER,
+            num_workers=2,
+            checkpoint=SHARED,
+            backoff_limit=1,
+            run_id="r",
+        )
+    assert manifests.sweep("s", flat_sweep) == manifests.sweep(
         "s",
         SweepArgs(
             CONTAINER,
@@ -75,18 +90,13 @@ def test_a_sweep_inference_and_training_run_from_groups_render_as_from_flat_keyw
             pod=PodSettings(grace_period_seconds=100),
         ),
     )
-    assert manifests.batch_inference(
-        "i", BatchInferenceArgs(CONTAINER, compute_class=ComputeClass.STANDARD, namespace="serve")
-    ) == manifests.batch_inference(
+    assert manifests.batch_inference("i", flat_inference) == manifests.batch_inference(
         "i",
         BatchInferenceArgs(
             CONTAINER,
             placement=NodePlacement(ComputeClass.STANDARD),
             pod=PodSettings(namespace="serve", grace_period_seconds=120),
         ),
-    )
-    flat_run = TrainingRunArgs(
-        coordinator=CONTAINER, worker=CONTAINER, num_workers=2, checkpoint=SHARED, backoff_limit=1, run_id="r"
     )
     grouped_run = TrainingRunArgs(
         coordinator=CONTAINER,
@@ -106,7 +116,8 @@ def test_each_workload_keeps_its_own_defaults_in_its_groups() -> None:
 
 
 def test_replace_by_a_flat_keyword_changes_that_value_only() -> None:
-    args = BatchJobArgs(CONTAINER, SHARED, namespace="ml", backoff_limit=5)
-    changed = dataclasses.replace(args, fresh_job_per_attempt=False)
+    args = BatchJobArgs(CONTAINER, SHARED, pod=PodSettings(namespace="ml"), retries=Retries(backoff_limit=5))
+    with pytest.warns(DeprecationWarning):
+        changed = dataclasses.replace(args, fresh_job_per_attempt=False)
     assert changed.retries == Retries(backoff_limit=5, fresh_job_per_attempt=False)
     assert changed.pod.namespace == "ml"

@@ -14,6 +14,8 @@ from together_clusters.components import (
     BatchJob,
     BatchJobArgs,
     ContainerSpec,
+    NodePlacement,
+    Retries,
     SharedVolume,
     SweepArgs,
     TrainingRunArgs,
@@ -48,7 +50,7 @@ STANDARD, PREEMPTIBLE, FIRST = ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, 
         ),
         (
             manifests.batch_inference(
-                "i", BatchInferenceArgs(container=EIGHT, replicas=2, compute_class=STANDARD)
+                "i", BatchInferenceArgs(container=EIGHT, replicas=2, placement=NodePlacement(STANDARD))
             ),
             {STANDARD: [8] * 2},
         ),
@@ -61,7 +63,7 @@ STANDARD, PREEMPTIBLE, FIRST = ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, 
                     checkpoint=SHARED,
                     parallelism=4,
                     completions=2,
-                    fresh_job_per_attempt=False,
+                    retries=Retries(fresh_job_per_attempt=False),
                 ),
             ),
             {PREEMPTIBLE: [8] * 2},
@@ -80,7 +82,7 @@ STANDARD, PREEMPTIBLE, FIRST = ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, 
                     trials=({"a": 1}, {"a": 2}, {"a": 3}),
                     checkpoint=SHARED,
                     parallelism=2,
-                    fresh_job_per_attempt=False,
+                    retries=Retries(backoff_limit=2, fresh_job_per_attempt=False),
                 ),
             ),
             {PREEMPTIBLE: [8] * 2},
@@ -118,7 +120,7 @@ def test_a_workload_needs_the_gpus_of_the_pods_that_run_at_once(
 
 def test_preemptible_first_pods_need_preemptible_first_gpus() -> None:
     inference = manifests.batch_inference(
-        "i", BatchInferenceArgs(container=EIGHT, replicas=2, compute_class=FIRST)
+        "i", BatchInferenceArgs(container=EIGHT, replicas=2, placement=NodePlacement(FIRST))
     )
     assert gpu_needs(inference) == {FIRST: [8] * 2}
     run = TrainingRunArgs(
@@ -133,6 +135,26 @@ def test_the_placement_label_decides_over_the_pod_spec() -> None:
     assert gpu_needs([deployment]) == {STANDARD: [8] * 2}
     del deployment["spec"]["template"]["metadata"]["labels"][PLACEMENT_LABEL]  # a placement made by hand
     assert gpu_needs([deployment]) == {PREEMPTIBLE: [8] * 2}
+
+
+def _gpus(limits: int | None = None, requests: int | None = None, **fields: Any) -> dict[str, Any]:
+    resources = {k: {"nvidia.com/gpu": str(v)} for k, v in (("limits", limits), ("requests", requests)) if v}
+    return {"name": "c", "image": "x", "resources": resources, **fields}
+
+
+@pytest.mark.parametrize(
+    ("spec", "gpus"),
+    [
+        ({"containers": [_gpus(requests=2)]}, 2),
+        ({"initContainers": [_gpus(limits=8)], "containers": [_gpus(limits=1)]}, 8),
+        ({"initContainers": [_gpus(limits=1, restartPolicy="Always")], "containers": [_gpus(limits=2)]}, 3),
+        ({"overhead": {"nvidia.com/gpu": "1"}, "containers": [_gpus(limits=2)]}, 3),
+    ],
+    ids=["requests-only", "init-container", "sidecar", "overhead"],
+)
+def test_a_pods_gpus_are_counted_as_the_scheduler_counts_them(spec: dict[str, Any], gpus: int) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+    assert gpu_needs([pod]) == {STANDARD: [gpus]}
 
 
 # --- the verdict ----------------------------------------------------------------------------------
@@ -268,7 +290,9 @@ def deploy_on(cluster_given: bool) -> None:
         provider = provider_for(cluster if cluster_given else "apiVersion: v1", controllers=False)
         opts = pulumi.ResourceOptions(provider=provider)
         BatchInference("infer", BatchInferenceArgs(container=EIGHT, replicas=1), opts)
-        BatchJob("fallback", BatchJobArgs(container=EIGHT, checkpoint=SHARED, compute_class=FIRST), opts)
+        BatchJob(
+            "fallback", BatchJobArgs(container=EIGHT, checkpoint=SHARED, placement=NodePlacement(FIRST)), opts
+        )
         return pulumi.Output.from_input(None)
 
     program()

@@ -24,13 +24,14 @@ from together_clusters.components import (
     ClusterControllers,
     ClusterControllersArgs,
     ContainerSpec,
+    NodePlacement,
+    Retries,
     SharedVolume,
     kube,
     provider_for,
 )
 from together_clusters.components.cluster_controllers import chart_transform
 from together_clusters.components.controllers import detection
-from together_clusters.components.controllers.charts import CHARTS, DESCHEDULER, JOBSET, ChartFacts
 from together_clusters.components.controllers.releases import (
     INSTALLED_BY_ANNOTATION,
     INSTALLED_BY_LABEL,
@@ -48,6 +49,7 @@ from together_clusters.platform import (
     PREEMPTIBLE,
     ComputeClass,
 )
+from together_clusters.platform.charts import CHARTS, DESCHEDULER, JOBSET, ChartFacts
 
 from .conftest import Program, normalise
 
@@ -388,7 +390,10 @@ def test_a_hand_made_stack_passes_when_the_cluster_serves_jobset_or_needs_none(
     served.clear()
     plain = Program()
     plain_job = BatchJobArgs(
-        container=JOB.container, checkpoint=JOB.checkpoint, job_name="train", fresh_job_per_attempt=False
+        container=JOB.container,
+        checkpoint=JOB.checkpoint,
+        job_name="train",
+        retries=Retries(fresh_job_per_attempt=False),
     )
     plain.run(lambda: hand_made_stack(plain_job))
     assert list(plain.kubernetes_objects()) == ["Job/train"]
@@ -409,8 +414,8 @@ FIRST_JOB = BatchJobArgs(
     container=JOB.container,
     checkpoint=JOB.checkpoint,
     job_name="train",
-    compute_class=ComputeClass.PREEMPTIBLE_FIRST,
-    fresh_job_per_attempt=False,  # a plain Job: the PriorityClass is its only need
+    placement=NodePlacement(ComputeClass.PREEMPTIBLE_FIRST),
+    retries=Retries(fresh_job_per_attempt=False),  # a plain Job: the PriorityClass is its only need
 )
 
 
@@ -460,7 +465,7 @@ def test_a_preemptible_first_job_waits_for_the_priority_class_it_names(
         BatchJob("ft", FIRST_JOB, opts=pulumi.ResourceOptions(provider=p))
         BatchJob(
             "plain",
-            dataclasses.replace(FIRST_JOB, compute_class=ComputeClass.PREEMPTIBLE, job_name="p"),
+            dataclasses.replace(FIRST_JOB, placement=NodePlacement(ComputeClass.PREEMPTIBLE), job_name="p"),
             opts=pulumi.ResourceOptions(provider=p),
         )
         return kube.controllers_of(pulumi.ResourceOptions(provider=p))

@@ -21,6 +21,9 @@ from together_clusters.components import (
     CheckpointStoreArgs,
     ComputeClass,
     ContainerSpec,
+    NodePlacement,
+    PodSettings,
+    Retries,
     S3Bucket,
     SharedVolume,
     Sweep,
@@ -115,11 +118,9 @@ def test_batch_job_renders_a_preemptible_job_with_checkpoints(program: Program) 
     args = BatchJobArgs(
         container=ContainerSpec(image=IMAGE, command=("python", "train.py"), env={"LR": "3e-4"}, gpus=8),
         checkpoint=SHARED,
-        namespace="ml",
-        backoff_limit=4,
-        non_retriable_exit_codes=(2, 42),
         ttl_seconds_after_finished=3600,
-        fresh_job_per_attempt=False,
+        pod=PodSettings(namespace="ml"),
+        retries=Retries(backoff_limit=4, non_retriable_exit_codes=(2, 42), fresh_job_per_attempt=False),
     )
     job_component = program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
@@ -164,8 +165,8 @@ def test_batch_job_with_a_custom_taint_and_a_shorter_grace_period(program: Progr
         container=ContainerSpec(image=IMAGE),
         checkpoint=SHARED,
         job_name="eval-7",
-        preemptible_taint=Taint(key="spot", value="true", effect="NoExecute"),
-        grace_period_seconds=120,
+        placement=NodePlacement(preemptible_taint=Taint(key="spot", value="true", effect="NoExecute")),
+        pod=PodSettings(grace_period_seconds=120),
     )
     program.run(lambda: BatchJob("eval", args, opts=opts_with(provider())))
     job = attempt_job(program.kubernetes_objects(), "eval-7")
@@ -178,7 +179,11 @@ def test_batch_job_with_a_custom_taint_and_a_shorter_grace_period(program: Progr
 
 
 def test_batch_job_on_untainted_preemptible_nodes_needs_no_toleration(program: Program) -> None:
-    args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, preemptible_taint=None)
+    args = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE),
+        checkpoint=SHARED,
+        placement=NodePlacement(preemptible_taint=None),
+    )
     program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
     job = attempt_job(program.kubernetes_objects(), "ft")
     assert "tolerations" not in pod_spec(job)
@@ -205,8 +210,7 @@ def test_batch_job_on_standard_nodes(program: Program) -> None:
     args = BatchJobArgs(
         container=ContainerSpec(image=IMAGE),
         checkpoint=None,
-        compute_class=ComputeClass.STANDARD,
-        critical=True,
+        placement=NodePlacement(ComputeClass.STANDARD, critical=True),
     )
     program.run(lambda: BatchJob("prod-eval", args, opts=opts_with(provider())))
     job = attempt_job(program.kubernetes_objects(), "prod-eval")
@@ -228,14 +232,15 @@ def test_container_env_may_not_override_the_contract() -> None:
 TRIALS = ({"lr": 1e-4, "warmup": 100}, {"lr": 3e-4, "warmup": 100}, {"lr": 1e-3, "warmup": 0})
 
 
-def gpu_sweep(**args: Any) -> SweepArgs:
+def gpu_sweep(fresh_job_per_attempt: bool = True, **args: Any) -> SweepArgs:
     """The sweep both layouts render: a GPU a trial, a trial retried up to 3 times, never on exit code 3."""
     return SweepArgs(
         container=ContainerSpec(image=IMAGE, gpus=1),
         trials=TRIALS,
         checkpoint=SHARED,
-        backoff_limit_per_index=3,
-        non_retriable_exit_codes=(3,),
+        retries=Retries(
+            backoff_limit=3, non_retriable_exit_codes=(3,), fresh_job_per_attempt=fresh_job_per_attempt
+        ),
         **args,
     )
 
@@ -280,7 +285,12 @@ def test_sweep_renders_trials_and_an_indexed_job(program: Program) -> None:
 
 def test_sweep_config_map_name_follows_the_trials() -> None:
     def name(trials: tuple[dict, ...]) -> str:
-        args = SweepArgs(ContainerSpec(IMAGE), trials, SHARED, fresh_job_per_attempt=False)
+        args = SweepArgs(
+            ContainerSpec(IMAGE),
+            trials,
+            SHARED,
+            retries=Retries(backoff_limit=2, fresh_job_per_attempt=False),
+        )
         (config_map, _) = manifests.sweep("s", args)
         return str(config_map["metadata"]["name"])
 
@@ -357,7 +367,9 @@ def test_sweep_wide_limits_that_trial_job_sets_cannot_keep_are_refused_with_the_
     assert "fresh_job_per_attempt=False" in str(refused.value)
     # Limits that cap nothing are accepted, and the Indexed Job keeps them.
     manifests.sweep("s", SweepArgs(ContainerSpec(IMAGE), TRIALS, SHARED, parallelism=3, max_failed_indexes=3))
-    manifests.sweep("s", dataclasses.replace(args, fresh_job_per_attempt=False))
+    manifests.sweep(
+        "s", dataclasses.replace(args, retries=Retries(backoff_limit=2, fresh_job_per_attempt=False))
+    )
 
 
 # --- BatchInference --------------------------------------------------------------------------
@@ -367,7 +379,7 @@ def test_queue_workers_drain_at_sigterm_with_no_pre_stop_and_no_budget_to_block_
     program: Program,
 ) -> None:
     args = BatchInferenceArgs(
-        container=ContainerSpec(image=IMAGE, gpus=1), replicas=6, grace_period_seconds=180
+        container=ContainerSpec(image=IMAGE, gpus=1), replicas=6, pod=PodSettings(grace_period_seconds=180)
     )
     program.run(lambda: BatchInference("infer", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
@@ -387,9 +399,9 @@ def test_queue_workers_drain_at_sigterm_with_no_pre_stop_and_no_budget_to_block_
 def test_workers_behind_a_service_pause_before_sigterm_so_routing_stops(program: Program) -> None:
     args = BatchInferenceArgs(
         container=ContainerSpec(image=IMAGE, gpus=1),
-        grace_period_seconds=180,
         service_port=8000,
         pre_stop_seconds=10,
+        pod=PodSettings(grace_period_seconds=180),
     )
     program.run(lambda: BatchInference("infer", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
@@ -410,9 +422,8 @@ def test_workers_behind_a_service_pause_before_sigterm_so_routing_stops(program:
 def test_production_replicas_are_critical_standard_and_budgeted(program: Program) -> None:
     args = BatchInferenceArgs(
         container=ContainerSpec(image=IMAGE),
-        compute_class=ComputeClass.STANDARD,
-        critical=True,
         max_unavailable="25%",
+        placement=NodePlacement(ComputeClass.STANDARD, critical=True),
     )
     program.run(lambda: BatchInference("prod", args, opts=opts_with(provider())))
     deployment, pdb = (
@@ -431,7 +442,7 @@ def test_production_replicas_are_critical_standard_and_budgeted(program: Program
     ("fields", "message"),
     [
         (
-            {"service_port": 8000, "grace_period_seconds": 30, "pre_stop_seconds": 30},
+            {"service_port": 8000, "pod": PodSettings(grace_period_seconds=30), "pre_stop_seconds": 30},
             "must be >= 0 and below",
         ),
         ({"pre_stop_seconds": 5}, "without service_port: nothing routes to queue workers"),
@@ -453,9 +464,9 @@ def test_training_run_renders_coordinator_service_and_workers(program: Program, 
         worker=ContainerSpec(image=IMAGE, command=("worker",), gpus=8),
         num_workers=4,
         checkpoint=SHARED,
-        namespace="ml",
         login=ContainerSpec(image="ghcr.io/example/login:1", command=("sleep", "infinity")),
-        fresh_job_per_attempt=fresh,
+        pod=PodSettings(namespace="ml"),
+        retries=Retries(fresh_job_per_attempt=fresh),
     )
     run = program.run(lambda: TrainingRun("llm", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()
@@ -619,11 +630,19 @@ def test_pulumi_waits_for_jobs_to_start_not_to_finish() -> None:
         m
         for m in (
             *manifests.batch_job(
-                "ft", BatchJobArgs(container=container, checkpoint=SHARED, fresh_job_per_attempt=False)
+                "ft",
+                BatchJobArgs(
+                    container=container, checkpoint=SHARED, retries=Retries(fresh_job_per_attempt=False)
+                ),
             ),
             *manifests.sweep(
                 "s",
-                SweepArgs(container=container, trials=TRIALS, checkpoint=SHARED, fresh_job_per_attempt=False),
+                SweepArgs(
+                    container=container,
+                    trials=TRIALS,
+                    checkpoint=SHARED,
+                    retries=Retries(backoff_limit=2, fresh_job_per_attempt=False),
+                ),
             ),
             *manifests.training_run(
                 "r",
@@ -632,7 +651,7 @@ def test_pulumi_waits_for_jobs_to_start_not_to_finish() -> None:
                     worker=container,
                     num_workers=2,
                     checkpoint=SHARED,
-                    fresh_job_per_attempt=False,
+                    retries=Retries(fresh_job_per_attempt=False),
                 ),
             ),
         )
@@ -681,14 +700,21 @@ def test_pulumi_waits_for_deployments_to_be_accepted_not_for_their_pods() -> Non
     [
         (
             lambda: BatchJob(
-                "ft", BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, backoff_limit=-1)
+                "ft",
+                BatchJobArgs(
+                    container=ContainerSpec(image=IMAGE), checkpoint=SHARED, retries=Retries(backoff_limit=-1)
+                ),
             ),
             "backoff_limit must be >= 0, got -1",
         ),
         (
             lambda: BatchJob(
                 "ft",
-                BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, grace_period_seconds=0),
+                BatchJobArgs(
+                    container=ContainerSpec(image=IMAGE),
+                    checkpoint=SHARED,
+                    pod=PodSettings(grace_period_seconds=0),
+                ),
             ),
             "grace_period_seconds must be >= 1, got 0",
         ),
@@ -708,10 +734,10 @@ def test_pulumi_waits_for_deployments_to_be_accepted_not_for_their_pods() -> Non
                     container=ContainerSpec(image=IMAGE),
                     trials=TRIALS,
                     checkpoint=SHARED,
-                    backoff_limit_per_index=-1,
+                    retries=Retries(backoff_limit=-1),
                 ),
             ),
-            "backoff_limit_per_index must be >= 0, got -1",
+            "backoff_limit must be >= 0, got -1",
         ),
     ],
 )
@@ -728,9 +754,7 @@ def test_batch_job_with_a_fresh_job_per_attempt_is_a_job_set_that_restarts_on_pr
     args = BatchJobArgs(
         container=ContainerSpec(image=IMAGE, gpus=8),
         checkpoint=SHARED,
-        backoff_limit=2,
-        non_retriable_exit_codes=(42,),
-        fresh_job_per_attempt=True,
+        retries=Retries(backoff_limit=2, non_retriable_exit_codes=(42,), fresh_job_per_attempt=True),
     )
     program.run(lambda: BatchJob("ft", args, opts=opts_with(provider())))
     objects = program.kubernetes_objects()

@@ -35,8 +35,8 @@ import pulumi
 
 from together_clusters.components import (
     BatchInference, BatchInferenceArgs, BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs,
-    ComputeClass, ContainerSpec, SharedVolume, Sweep, SweepArgs, TrainingRun, TrainingRunArgs,
-    provider_from_stack_config,
+    ComputeClass, ContainerSpec, NodePlacement, PodSettings, SharedVolume, Sweep, SweepArgs, TrainingRun,
+    TrainingRunArgs, provider_from_stack_config,
 )
 from together_clusters.provider import Cluster, ClusterArgs
 
@@ -48,17 +48,19 @@ image = "ghcr.io/example/trainer:1"
 store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_name="e2e-ckpt"), namespace="ml"),
                         opts=kubernetes)
 after_store = pulumi.ResourceOptions.merge(kubernetes, pulumi.ResourceOptions(depends_on=[store]))
-job = BatchJob("ft", BatchJobArgs(container=ContainerSpec(image=image, gpus=8), checkpoint=store.storage,
-                                  namespace="ml"), opts=after_store)
+ml = PodSettings(namespace="ml")
+serving = PodSettings(namespace="ml", grace_period_seconds=120)  # BatchInference's default grace period
+job = BatchJob("ft", BatchJobArgs(container=ContainerSpec(image=image, gpus=8), checkpoint=store.storage, pod=ml),
+               opts=after_store)
 sweep = Sweep("sweep", SweepArgs(container=ContainerSpec(image=image, gpus=1), trials=({"lr": 1e-4}, {"lr": 3e-4}),
-                                 checkpoint=store.storage, namespace="ml"), opts=after_store)
-infer = BatchInference("infer", BatchInferenceArgs(container=ContainerSpec(image=image, gpus=1), namespace="ml"),
+                                 checkpoint=store.storage, pod=ml), opts=after_store)
+infer = BatchInference("infer", BatchInferenceArgs(container=ContainerSpec(image=image, gpus=1), pod=serving),
                        opts=kubernetes)
-prod = BatchInference("prod", BatchInferenceArgs(container=ContainerSpec(image=image), namespace="ml",
-                                                 compute_class=ComputeClass.STANDARD, critical=True),
+prod = BatchInference("prod", BatchInferenceArgs(container=ContainerSpec(image=image), pod=serving,
+                                                 placement=NodePlacement(ComputeClass.STANDARD, critical=True)),
                       opts=kubernetes)
 run = TrainingRun("run", TrainingRunArgs(coordinator=ContainerSpec(image=image), worker=ContainerSpec(image=image),
-                                         num_workers=2, checkpoint=store.storage, namespace="ml",
+                                         num_workers=2, checkpoint=store.storage, pod=ml,
                                          login=ContainerSpec(image=image)), opts=after_store)
 
 pulumi.export("cluster_id", cluster.cluster_id)
@@ -160,8 +162,8 @@ def test_up_renders_exactly_the_component_manifests(tmp_path: Path, emulator_url
 
 def test_a_refused_layout_fails_the_preview_with_the_guard_message(tmp_path: Path, emulator_url: str) -> None:
     program = PROGRAM.replace(
-        'namespace="ml"), opts=after_store)\nsweep',
-        'namespace="ml", grace_period_seconds=600), opts=after_store)\nsweep',
+        "checkpoint=store.storage, pod=ml),",
+        'checkpoint=store.storage, pod=PodSettings(namespace="ml", grace_period_seconds=600)),',
     )
     assert program != PROGRAM
     project = _engine.write_project(tmp_path / "program", "components-e2e-refused", program)

@@ -14,7 +14,10 @@ from together_clusters.components import (
     BatchJobArgs,
     ComputeClass,
     ContainerSpec,
+    NodePlacement,
     PlacementRefused,
+    PodSettings,
+    Retries,
     Sweep,
     SweepArgs,
     Taint,
@@ -41,7 +44,9 @@ def rules_violated(obj: dict[str, Any], **kwargs: Any) -> list[str]:
 
 
 def test_grace_period_over_the_limit_is_refused(program: Program) -> None:
-    args = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=SHARED, grace_period_seconds=600)
+    args = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE), checkpoint=SHARED, pod=PodSettings(grace_period_seconds=600)
+    )
     with pytest.raises(PlacementRefused) as refused:
         program.run(lambda: BatchJob("ft", args))
     message = str(refused.value)
@@ -77,7 +82,7 @@ def test_sweep_without_checkpoint_storage_is_refused() -> None:
 
 
 def test_critical_workload_on_preemptible_nodes_is_refused() -> None:
-    args = BatchInferenceArgs(container=ContainerSpec(image=IMAGE), critical=True)
+    args = BatchInferenceArgs(container=ContainerSpec(image=IMAGE), placement=NodePlacement(critical=True))
     with pytest.raises(PlacementRefused) as refused:
         BatchInference("prod", args)
     (violation,) = refused.value.violations
@@ -94,7 +99,7 @@ def test_critical_workload_on_preemptible_nodes_is_refused() -> None:
 
 
 def test_inference_grace_period_over_the_limit_is_refused() -> None:
-    args = BatchInferenceArgs(container=ContainerSpec(image=IMAGE), grace_period_seconds=301)
+    args = BatchInferenceArgs(container=ContainerSpec(image=IMAGE), pod=PodSettings(grace_period_seconds=301))
     with pytest.raises(PlacementRefused, match=r"terminationGracePeriodSeconds=301"):
         BatchInference("infer", args)
 
@@ -346,9 +351,7 @@ def test_a_prefer_no_schedule_taint_does_not_keep_critical_pods_off() -> None:
     assert rules_violated(unplaced, taint=soft) == ["critical-on-preemptible"]
     standard = BatchInferenceArgs(
         container=ContainerSpec(image=IMAGE),
-        critical=True,
-        compute_class=ComputeClass.STANDARD,
-        preemptible_taint=soft,
+        placement=NodePlacement(ComputeClass.STANDARD, critical=True, preemptible_taint=soft),
     )
     assert guard.check_manifests(manifests.batch_inference("prod", standard), soft) == []
 
@@ -375,7 +378,10 @@ def test_every_component_layout_passes_the_guard() -> None:
     layouts = [
         *manifests.batch_job("ft", BatchJobArgs(container=container, checkpoint=SHARED)),
         *manifests.batch_job(
-            "plain", BatchJobArgs(container=container, checkpoint=SHARED, fresh_job_per_attempt=False)
+            "plain",
+            BatchJobArgs(
+                container=container, checkpoint=SHARED, retries=Retries(fresh_job_per_attempt=False)
+            ),
         ),
         *manifests.sweep("s", SweepArgs(container=container, trials=({"lr": 1},), checkpoint=SHARED)),
         *manifests.batch_inference("i", BatchInferenceArgs(container=container)),
@@ -545,7 +551,9 @@ def test_an_eval_says_it_needs_no_checkpoint_through_the_component(program: Prog
 
     for declared, expected in ((NoCheckpoint(), "none"), (NoCheckpoint(user_managed=True), "user-managed")):
         args = BatchJobArgs(
-            container=ContainerSpec(image=IMAGE), checkpoint=declared, fresh_job_per_attempt=False
+            container=ContainerSpec(image=IMAGE),
+            checkpoint=declared,
+            retries=Retries(fresh_job_per_attempt=False),
         )
         (job,) = manifests.batch_job("eval", args)
         assert job["spec"]["template"]["metadata"]["annotations"] == {"together.ai/checkpoint": expected}

@@ -11,6 +11,7 @@ from together_clusters.components.args import (
     BatchJobArgs,
     ContainerSpec,
     NoCheckpoint,
+    Retries,
     SharedVolume,
     SweepArgs,
     TrainingRunArgs,
@@ -39,7 +40,8 @@ def test_every_component_puts_them_on_the_pods_of_that_container() -> None:
     batch = templates(manifests.batch_job("train", BatchJobArgs(container=OPTED_IN, checkpoint=STORE)))
     fresh = templates(
         manifests.batch_job(
-            "train", BatchJobArgs(container=OPTED_IN, checkpoint=STORE, fresh_job_per_attempt=True)
+            "train",
+            BatchJobArgs(container=OPTED_IN, checkpoint=STORE, retries=Retries(fresh_job_per_attempt=True)),
         )
     )
     sweep = templates(

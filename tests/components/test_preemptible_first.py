@@ -11,6 +11,7 @@ from together_clusters.components import (
     BatchInferenceArgs,
     BatchJobArgs,
     ContainerSpec,
+    NodePlacement,
     SharedVolume,
     SweepArgs,
     TrainingRunArgs,
@@ -42,7 +43,9 @@ def templates(objects: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]
 RENDERED = {
     "BatchJob": lambda: manifests.batch_job(
         "ft",
-        BatchJobArgs(container=ContainerSpec(image=IMAGE, gpus=8), checkpoint=SHARED, compute_class=FIRST),
+        BatchJobArgs(
+            container=ContainerSpec(image=IMAGE, gpus=8), checkpoint=SHARED, placement=NodePlacement(FIRST)
+        ),
     ),
     "Sweep": lambda: manifests.sweep(
         "lr",
@@ -50,11 +53,12 @@ RENDERED = {
             container=ContainerSpec(image=IMAGE, gpus=8),
             trials=({"lr": 0.1}, {"lr": 0.2}),
             checkpoint=SHARED,
-            compute_class=FIRST,
+            placement=NodePlacement(FIRST),
         ),
     ),
     "BatchInference": lambda: manifests.batch_inference(
-        "score", BatchInferenceArgs(container=ContainerSpec(image=IMAGE, gpus=1), compute_class=FIRST)
+        "score",
+        BatchInferenceArgs(container=ContainerSpec(image=IMAGE, gpus=1), placement=NodePlacement(FIRST)),
     ),
 }
 
@@ -100,7 +104,7 @@ def test_a_training_runs_workers_fall_back_while_its_coordinator_and_login_stay_
 def test_plain_preemptible_and_standard_pods_keep_the_default_priority() -> None:
     for compute_class in (ComputeClass.PREEMPTIBLE, ComputeClass.STANDARD):
         args = BatchJobArgs(
-            container=ContainerSpec(image=IMAGE), checkpoint=SHARED, compute_class=compute_class
+            container=ContainerSpec(image=IMAGE), checkpoint=SHARED, placement=NodePlacement(compute_class)
         )
         for _, template in templates(manifests.batch_job("ft", args)):
             assert "priorityClassName" not in template["spec"]
@@ -108,7 +112,9 @@ def test_plain_preemptible_and_standard_pods_keep_the_default_priority() -> None
 
 
 def test_a_critical_preemptible_first_workload_is_refused_at_plan_time() -> None:
-    args = BatchInferenceArgs(container=ContainerSpec(image=IMAGE), compute_class=FIRST, critical=True)
+    args = BatchInferenceArgs(
+        container=ContainerSpec(image=IMAGE), placement=NodePlacement(FIRST, critical=True)
+    )
     with pytest.raises(PlacementRefused) as refused:
         guard.enforce("BatchInference 'serve'", manifests.batch_inference("serve", args))
     message = str(refused.value)

@@ -12,6 +12,8 @@ from together_clusters.components import (
     BatchJob,
     BatchJobArgs,
     ContainerSpec,
+    PodSettings,
+    Retries,
     SharedVolume,
     TrainingRun,
     TrainingRunArgs,
@@ -44,7 +46,7 @@ def test_outputs_as_namespace_and_image_are_resolved_not_stringified(program: Pr
                 worker=ContainerSpec(image=image, env={"DATA_NS": namespace}),  # type: ignore[dict-item]
                 num_workers=2,
                 checkpoint=SHARED,
-                namespace=namespace,  # type: ignore[arg-type]
+                pod=PodSettings(namespace=namespace),  # type: ignore[arg-type]
             ),
         )
 
@@ -181,7 +183,12 @@ def test_a_sweep_with_an_image_known_only_at_apply_time_gets_real_per_trial_keys
     from together_clusters.components import Sweep, SweepArgs
 
     image = pulumi.Output.from_input("trainer@sha256:feed")
-    args = SweepArgs(ContainerSpec(image=image), ({"lr": 1}, {"lr": 2}), SHARED, fresh_job_per_attempt=fresh)  # type: ignore[arg-type]
+    args = SweepArgs(
+        ContainerSpec(image=image),  # type: ignore[arg-type]
+        ({"lr": 1}, {"lr": 2}),
+        SHARED,
+        retries=Retries(backoff_limit=2, fresh_job_per_attempt=fresh),
+    )
     program.run(lambda: Sweep("s", args))
     objects = program.kubernetes_objects()
     if fresh:

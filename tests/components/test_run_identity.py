@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from together_clusters.components import BatchJobArgs, ContainerSpec, SharedVolume, SweepArgs, manifests
+from together_clusters.components import (
+    BatchJobArgs,
+    Checkpointing,
+    ContainerSpec,
+    Retries,
+    SharedVolume,
+    SweepArgs,
+    manifests,
+)
 from together_clusters.components.checkpoint import Checkpointer, trial_parameters
 
 from .helpers import main_container, pod_spec
@@ -84,7 +92,11 @@ def test_an_explicit_run_id_resumes_across_changes(tmp_path: Path) -> None:
     kubelet = Kubelet(tmp_path, {})
 
     def env(image: str) -> dict[str, str]:
-        args = BatchJobArgs(container=ContainerSpec(image=image), checkpoint=SHARED, run_id="llama-ft-1")
+        args = BatchJobArgs(
+            container=ContainerSpec(image=image),
+            checkpoint=SHARED,
+            checkpointing=Checkpointing(run_id="llama-ft-1"),
+        )
         return kubelet.environment(manifests.batch_job("ft", args)[0])
 
     Checkpointer.from_env(env(IMAGE)).save(7, {"state": b"seven"})
@@ -95,7 +107,13 @@ def test_an_explicit_run_id_resumes_across_changes(tmp_path: Path) -> None:
 def sweep_envs(tmp_path: Path, trials: tuple[dict[str, Any], ...], fresh: bool) -> list[dict[str, str]]:
     """Each trial pod's environment: of its own JobSet, or of the Indexed Job at its completion index."""
     rendered = manifests.sweep(
-        "lr", SweepArgs(ContainerSpec(IMAGE), trials, SHARED, fresh_job_per_attempt=fresh)
+        "lr",
+        SweepArgs(
+            ContainerSpec(IMAGE),
+            trials,
+            SHARED,
+            retries=Retries(backoff_limit=2, fresh_job_per_attempt=fresh),
+        ),
     )
     if fresh:
         return [Kubelet(tmp_path, {}).environment(job_set) for job_set in rendered]

@@ -8,7 +8,10 @@ from together_clusters.components import (
     BatchInferenceArgs,
     BatchJob,
     BatchJobArgs,
+    Checkpointing,
     ContainerSpec,
+    NodePlacement,
+    Retries,
     SharedVolume,
     Sweep,
     SweepArgs,
@@ -25,7 +28,9 @@ SHARED = SharedVolume(claim_name="ckpt")
 
 
 def test_two_independent_problems_of_a_batch_job_are_reported_in_one_error() -> None:
-    args = BatchJobArgs(container=ContainerSpec(IMAGE), checkpoint=SHARED, backoff_limit=-1, completions=0)
+    args = BatchJobArgs(
+        container=ContainerSpec(IMAGE), checkpoint=SHARED, completions=0, retries=Retries(backoff_limit=-1)
+    )
     with pytest.raises(ArgsError) as refused:
         manifests.batch_job("ft", args)
     message = str(refused.value)
@@ -43,7 +48,12 @@ def test_every_problem_of_a_container_and_of_the_run_comes_at_once_from_the_comp
         readiness_probe=Probe(http_path="/h"),
         resources={"nvidia.com/gpu": "8"},
     )
-    args = BatchJobArgs(container=container, checkpoint=SHARED, non_retriable_exit_codes=(0,), run_id="a/b")
+    args = BatchJobArgs(
+        container=container,
+        checkpoint=SHARED,
+        retries=Retries(non_retriable_exit_codes=(0,)),
+        checkpointing=Checkpointing(run_id="a/b"),
+    )
     with pytest.raises(ArgsError) as refused:
         Program().run(lambda: BatchJob("ft", args))
     message = str(refused.value)
@@ -88,13 +98,17 @@ def test_validate_lists_argument_problems_else_the_guards_refusals() -> None:
 
     inference = BatchInferenceArgs(ContainerSpec(IMAGE), replicas=0, pre_stop_seconds=5)
     assert {v.field for v in validate("i", inference)} == {"replicas", "pre_stop_seconds"}
-    critical = BatchJobArgs(container=ContainerSpec(IMAGE), checkpoint=SHARED, critical=True)
+    critical = BatchJobArgs(
+        container=ContainerSpec(IMAGE), checkpoint=SHARED, placement=NodePlacement(critical=True)
+    )
     assert [v.rule for v in validate("ft", critical)] == ["critical-on-preemptible"]
     assert validate("ft", BatchJobArgs(container=ContainerSpec(IMAGE), checkpoint=SHARED)) == []
 
 
 def test_a_guard_refusal_is_still_placement_refused_an_args_error() -> None:
-    args = BatchJobArgs(container=ContainerSpec(IMAGE), checkpoint=SHARED, critical=True)
+    args = BatchJobArgs(
+        container=ContainerSpec(IMAGE), checkpoint=SHARED, placement=NodePlacement(critical=True)
+    )
     with pytest.raises(PlacementRefused) as refused:
         Program().run(lambda: BatchJob("ft", args))
     assert isinstance(refused.value, ArgsError)

@@ -17,6 +17,7 @@ from together_clusters.components import (
     ClusterControllersArgs,
     ContainerSpec,
     KueueSettings,
+    Retries,
     SharedVolume,
     SweepArgs,
     TrainingRunArgs,
@@ -27,11 +28,11 @@ from together_clusters.components import (
     provider_for,
 )
 from together_clusters.components.controller_needs import needed_charts
-from together_clusters.components.controllers.charts import KUEUE, QUEUE_NAME_LABEL
 from together_clusters.components.controllers.releases import kueue_manager_config, releases
 from together_clusters.components.manifests.workload_queue import workload_queue
 from together_clusters.errors import ArgsError
 from together_clusters.platform import COMPUTE_CLASS_LABEL, DEFAULT_PREEMPTIBLE_TAINT, PREEMPTIBLE
+from together_clusters.platform.charts import KUEUE, QUEUE_NAME_LABEL
 
 from .conftest import Program
 
@@ -129,7 +130,7 @@ def test_a_batch_job_given_a_queue_is_labelled_with_it_and_needs_kueue() -> None
     assert job_set["metadata"]["labels"][QUEUE_NAME_LABEL] == "team"
     assert KUEUE in needed_charts([job_set])
     (plain,) = manifests.batch_job(
-        "ft", BatchJobArgs(container=TRAINER, checkpoint=CKPT, fresh_job_per_attempt=False)
+        "ft", BatchJobArgs(container=TRAINER, checkpoint=CKPT, retries=Retries(fresh_job_per_attempt=False))
     )
     assert QUEUE_NAME_LABEL not in plain["metadata"]["labels"]
     assert KUEUE not in needed_charts([plain])
@@ -137,7 +138,10 @@ def test_a_batch_job_given_a_queue_is_labelled_with_it_and_needs_kueue() -> None
 
 def test_a_queued_plain_job_is_ready_for_pulumi_once_it_exists_not_once_it_starts() -> None:
     (job,) = manifests.batch_job(
-        "ft", BatchJobArgs(container=TRAINER, checkpoint=CKPT, fresh_job_per_attempt=False, queue="team")
+        "ft",
+        BatchJobArgs(
+            container=TRAINER, checkpoint=CKPT, retries=Retries(fresh_job_per_attempt=False), queue="team"
+        ),
     )
     assert job["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.metadata.uid}"
 

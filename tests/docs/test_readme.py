@@ -6,7 +6,7 @@ checked here without side effects:
 
 - ``python -m together_clusters.templates [NAME]`` runs for real (it only prints);
 - ``together-clusters SUBCOMMAND --flags`` is parsed by the command's own parser
-  (``together_clusters.drift.cli.build_parser()``), so a subcommand or flag that does not exist fails;
+  (``together_clusters.cli.main.build_parser()``), so a subcommand or flag that does not exist fails;
 - ``python -m together_clusters.emulator --flags``: every flag is one its ``--help`` lists;
 - ``python -m MODULE``: the module is importable (``build``, ``pip``);
 - ``pulumi SUBCOMMAND --flags``: the engine's ``pulumi SUBCOMMAND --help`` accepts them (when the
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from together_clusters.drift.cli import build_parser
+from together_clusters.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -144,7 +144,7 @@ def check_python(args: list[str]) -> None:
             flag for flag in flags if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", listed.stdout)
         ]
         assert not missing, f"python -m {name}: no such flags {missing}"
-    elif name == "together_clusters.drift":
+    elif name == "together_clusters.cli":
         check_together_clusters(rest)
     else:
         assert importlib.util.find_spec(name) is not None, f"python -m {name}: no such module"

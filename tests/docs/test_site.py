@@ -1,8 +1,8 @@
 """The documentation site builds with ``mkdocs build --strict`` (a broken link, a missing snippet, an
 object mkdocstrings cannot find, or a reference page that lost its generated part fail it), and its
 reference is generated from the code: every input of ``schema.FIELDS`` and every output of
-``OUTPUT_NAMES`` is on the built ``Cluster`` page, every subcommand and flag of the parser on the
-command-line page, every field of the components' args dataclasses on theirs.
+``OUTPUT_NAMES`` is on the built ``Cluster`` page, every subcommand and flag of the parser and every exit
+code on the command-line page, every field of the components' args dataclasses on theirs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from together_clusters import components
-from together_clusters.drift.cli import build_parser
+from together_clusters.cli.exit_codes import ExitCode
+from together_clusters.cli.main import build_parser
 from together_clusters.provider.schema import FIELDS, OUTPUT_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,6 +98,14 @@ def test_every_subcommand_and_flag_is_in_the_command_line_reference(site: Path) 
         assert flags, name
         missing = [flag for flag in flags if f"<code>{flag}</code>" not in section]
         assert not missing, (name, missing)
+
+
+def test_every_exit_code_is_in_the_command_line_reference(site: Path) -> None:
+    document = (site / "reference" / "cli" / "index.html").read_text()
+    text = " ".join(page_text(site, "reference/cli").split())
+    for code in ExitCode:
+        assert f'id="exit-{int(code)}"' in document, code
+        assert " ".join(code.meaning.split()) in text, code
 
 
 def _dataclasses_used_by(root: type) -> list[type]:

@@ -19,10 +19,12 @@ def _twin(root: Path) -> twin_module.Twin:
         Binaries(kubernetes=root / "absent", kwok=root / "absent"),
         root,
         TwinOptions(),
-        view=list,
-        attach=lambda cluster_id, api: None,
-        serving=lambda cluster_id: None,
-        failed=lambda cluster_id: None,
+        twin_module.TwinHooks(
+            view=list,
+            attach=lambda cluster_id, api: None,
+            serving=lambda cluster_id: None,
+            failed=lambda cluster_id: None,
+        ),
         keep_data=False,
     )
 

@@ -24,10 +24,12 @@ ROOT = _engine.ROOT
 
 @dataclass(frozen=True)
 class Distributions:
-    """The sdist and the wheel built from it."""
+    """The sdist and the wheel built from it, and the wheels of this repository's other distributions that
+    it depends on (the main one needs the checkpoint runtime's, which no index serves: it is ours)."""
 
     sdist: Path
     wheel: Path
+    companions: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,18 +90,15 @@ def checkout_names() -> list[str]:
 
 
 def _source_tree(into: Path) -> Path:
-    """The checkout's files as a clone would have them (tracked, or new and not ignored), links kept as
-    links: a build from the working tree itself would also pack what a stale ``*.egg-info/SOURCES.txt``
-    of an earlier layout still lists."""
+    """The checkout's files as a clone would have them (tracked, or new and not ignored): a build from the
+    working tree itself would also pack what a stale ``*.egg-info/SOURCES.txt`` of an earlier layout still
+    lists."""
     for name in checkout_names():
         origin, copy = ROOT / name, into / name
         if not os.path.lexists(origin):
             continue  # deleted in the working tree, not yet in the index
         copy.parent.mkdir(parents=True, exist_ok=True)
-        if origin.is_symlink():
-            copy.symlink_to(os.readlink(origin))
-        else:
-            shutil.copy2(origin, copy)
+        shutil.copy2(origin, copy, follow_symlinks=False)
     return into
 
 
@@ -128,9 +127,13 @@ def source_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def distributions(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Distributions:
-    """``python -m build``: the sdist from the checkout, then the wheel from the sdist (the front end's default)."""
-    return _build(source_tree, tmp_path_factory.mktemp("dist"))
+def distributions(
+    source_tree: Path, runtime_distributions: Distributions, tmp_path_factory: pytest.TempPathFactory
+) -> Distributions:
+    """``python -m build``: the sdist from the checkout, then the wheel from the sdist (the front end's default),
+    with the runtime's wheel it depends on."""
+    built = _build(source_tree, tmp_path_factory.mktemp("dist"))
+    return Distributions(built.sdist, built.wheel, companions=(runtime_distributions.wheel,))
 
 
 @pytest.fixture(scope="session")
@@ -157,7 +160,8 @@ def user_venv(distributions: Distributions, home: Path, *extras: str) -> Install
     env = InstalledVenv(home / "venv")
     venv.EnvBuilder(with_pip=True).create(env.path)
     wheel = f"{distributions.wheel}[{','.join(extras)}]"
-    _check(env.run(env.python, "-m", "pip", "install", "--quiet", wheel, *engine_pins(), cwd=home))
+    install = ["install", "--quiet", wheel, *map(str, distributions.companions), *engine_pins()]
+    _check(env.run(env.python, "-m", "pip", *install, cwd=home))
     return env
 
 

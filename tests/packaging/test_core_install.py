@@ -59,7 +59,7 @@ def core(
         assert core_requirement("pulumi-kubernetes").specifier.contains(NEWEST_PULUMI_KUBERNETES)
         pins = [f"pulumi-kubernetes=={NEWEST_PULUMI_KUBERNETES}"]
     home = tmp_path_factory.mktemp(f"core-{request.param}")
-    return request.param, fresh_venv(home / "venv", distributions.wheel, *pins)
+    return request.param, fresh_venv(home / "venv", distributions.wheel, *distributions.companions, *pins)
 
 
 def test_the_core_install_renders_a_batch_job_without_the_extras_libraries(
@@ -99,7 +99,7 @@ def test_each_feature_of_an_extra_names_the_pip_install_on_one_line(
     )
 
     uses = {
-        "plot": "from together_clusters.drift.plot import write_png; write_png('t.png', 'dev', [])",
+        "plot": "from together_clusters.cli.status.plot import write_png; write_png('t.png', 'dev', [])",
         "s3": "from together_clusters.components.checkpoint import S3Backend; S3Backend('bucket')",
     }
     for extra, use in uses.items():

@@ -1,6 +1,7 @@
 """What ``python -m build`` makes: an sdist and a wheel that hold every file of the package once, as a real
-file (``together_clusters/`` links to the repository's top-level folders), the ``py.typed`` marker, the
-``pulumi new`` templates, the ``together-clusters`` command, and a semantic version the changelog documents.
+file (pyproject.toml's ``package-dir`` maps the repository's top-level folders into ``together_clusters``), the
+``py.typed`` marker, the ``pulumi new`` templates, the ``together-clusters`` command, and a semantic version
+the changelog documents.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import re
 import stat
 import tarfile
+import tomllib
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -22,19 +24,26 @@ from tests import _engine
 from .conftest import Distributions
 
 ROOT = _engine.ROOT
-PACKAGE = ROOT / "together_clusters"
 # https://semver.org/#is-there-a-suggested-regular-expression-regex-to-check-a-semver-string, without build metadata
 # (a Python version cannot carry it).
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-?((?:a|b|rc)(?:0|[1-9]\d*)))?$")
 TEMPLATES = ("cluster", "finetune", "sweep")
 
 
+def package_dirs(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, Path]:
+    """pyproject.toml's ``package-dir``: each mapped package and the folder that holds it."""
+    mapping = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-dir"]
+    return {package: pyproject.parent / folder for package, folder in mapping.items()}
+
+
 def source_files() -> set[str]:
-    """Every file of the package in the checkout, as ``together_clusters/...`` paths (through the links)."""
+    """Every file of the package in the checkout, as the ``together_clusters/...`` paths the wheel holds them at."""
     files = set()
-    for folder, subfolders, names in os.walk(PACKAGE, followlinks=True):
-        subfolders[:] = [s for s in subfolders if s != "__pycache__"]
-        files |= {f"together_clusters/{Path(folder, n).relative_to(PACKAGE)}" for n in names}
+    for package, top in package_dirs().items():
+        prefix = package.replace(".", "/")
+        for folder, subfolders, names in os.walk(top):
+            subfolders[:] = [s for s in subfolders if s != "__pycache__"]
+            files |= {f"{prefix}/{Path(folder, n).relative_to(top)}" for n in names}
     return files
 
 
@@ -74,10 +83,15 @@ def test_sdist_holds_every_package_file_once_as_a_real_file(distributions: Distr
     assert [m.name for m in members if not (m.isfile() or m.isdir())] == []
     (top,) = {n.split("/")[0] for n in names}
     files = {n.removeprefix(f"{top}/") for m, n in zip(members, names, strict=True) if m.isfile()}
-    assert {f for f in files if f.startswith("together_clusters/")} == source_files()
-    # The top-level folders the package links to are not shipped a second time.
-    assert {f.split("/")[0] for f in files} == {
-        "together_clusters",
+    mapped = {f"{p.replace('.', '/')}/": f"{d.relative_to(ROOT)}/" for p, d in package_dirs().items()}
+    shipped = set()
+    for name in source_files():
+        package = max((p for p in mapped if name.startswith(p)), key=len)
+        shipped.add(mapped[package] + name.removeprefix(package))
+    assert {f for f in files if f.split("/")[0] in {m.rstrip("/") for m in mapped.values()}} == shipped
+    # The sdist keeps the repository's folders (package-dir maps them again when the wheel is built from it).
+    folders = {str(d.relative_to(ROOT)) for d in package_dirs().values()}
+    assert {f.split("/")[0] for f in files} == folders | {
         "together_gpu_clusters.egg-info",
         "PKG-INFO",
         "README.md",
@@ -101,7 +115,7 @@ def test_command_and_typing_are_declared(distributions: Distributions) -> None:
     with zipfile.ZipFile(distributions.wheel) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
         entry_points = archive.read(name).decode()
-    assert re.search(r"(?m)^together-clusters = together_clusters\.drift\.cli:main$", entry_points)
+    assert re.search(r"(?m)^together-clusters = together_clusters\.cli\.main:main$", entry_points)
     assert "Typing :: Typed" in wheel_metadata(distributions.wheel).get_all("Classifier", [])
 
 

@@ -1,5 +1,5 @@
 """``together_clusters.errors`` is the one home of the distribution's errors: every public error class is a
-``TogetherError`` defined there, and no other module of the product (provider, components, drift) defines an
+``TogetherError`` defined there, and no other module of the product (provider, components, cli) defines an
 exception class of its own unless it is private. So ``except TogetherError`` catches whatever the package
 raises on purpose, and the tree documented in ``errors.py`` is the whole tree."""
 
@@ -21,17 +21,27 @@ PUBLIC_MODULES = (
     "together_clusters.provider",
     "together_clusters.components",
     "together_clusters.components.checkpoint",
-    "together_clusters.drift",
+    "together_clusters.cli",
 )
 # The product's trees: an exception class defined there is private (a leading underscore: caught where it
 # is raised, it never reaches a user) or it belongs in errors.py.
-PRODUCT_TREES = ("provider", "components", "drift")
+PRODUCT_TREES = ("provider", "components", "cli")
 
 ROOT_CLASSES = {
     name: obj
     for name, obj in vars(errors).items()
     if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == errors.__name__
 }
+
+
+RUNTIME_ERRORS = "together_clusters.components.checkpoint.errors"
+"""The checkpoint runtime's own errors: a distribution of its own that installs without this tree, so its two
+errors are drawn in its module and re-exported by ``together_clusters.errors`` beside the tree."""
+
+
+def _runtime_error(obj: type[BaseException]) -> bool:
+    """One of the runtime's errors, re-exported by ``together_clusters.errors`` under its own name."""
+    return obj.__module__ == RUNTIME_ERRORS and getattr(errors, obj.__name__, None) is obj
 
 
 def _public_modules() -> list[str]:
@@ -75,10 +85,19 @@ def test_every_exported_error_is_a_together_error_of_the_root():
     not_roots = {
         where: f"{o.__module__}.{o.__qualname__}"
         for where, o in exported.items()
-        if ROOT_CLASSES.get(o.__name__) is not o
+        if ROOT_CLASSES.get(o.__name__) is not o and not _runtime_error(o)
     }
     assert not_roots == {}, "exported errors that are not together_clusters.errors' own"
-    assert [where for where, o in exported.items() if not issubclass(o, TogetherError)] == []
+    assert [w for w, o in exported.items() if not issubclass(o, TogetherError) and not _runtime_error(o)] == []
+
+
+def test_the_runtime_s_errors_are_re_exported_and_named_beside_the_tree():
+    runtime = importlib.import_module(RUNTIME_ERRORS)
+    defined = {n for n, o in vars(runtime).items() if inspect.isclass(o) and issubclass(o, BaseException)}
+    defined = {n for n in defined if getattr(runtime, n).__module__ == RUNTIME_ERRORS}
+    assert defined == {"CorruptCheckpoint", "S3ExtraMissing"}
+    assert all(getattr(errors, n) is getattr(runtime, n) for n in defined)
+    assert all(f"``{n}``" in (errors.__doc__ or "") for n in defined), "errors.py names them beside its tree"
 
 
 def _exception_classes(tree: ast.Module) -> list[str]:

@@ -5,6 +5,7 @@ line, a kubeconfig whose API server cannot exist (the emulator without its Kuber
 from __future__ import annotations
 
 import json
+import os
 import py_compile
 import shutil
 import subprocess
@@ -59,16 +60,22 @@ def test_the_printed_folder_has_no_build_litter(
 
 
 @pytest.mark.parametrize("name", templates.names())
-def test_a_template_of_the_checkout_names_the_launcher_of_the_package_host(name: str) -> None:
-    """``pulumi new templates/NAME`` from a checkout finds the folder Pulumi.yaml names (the engine refuses a
-    missing one: "no folder at path"), whose launcher is provider/plugin/'s, not a copy that could drift."""
+def test_the_copy_of_a_template_carries_the_launcher_its_pulumi_yaml_names(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine refuses a Pulumi.yaml naming a missing plugin folder ("no folder at path"). No template
+    holds one (the launcher's one home is provider/plugin/, and the repository holds no link to it): the copy
+    that ``python -m together_clusters.templates NAME`` prints carries it, the same bytes, executable."""
     from together_clusters.provider.host import PLUGIN_DIR
 
-    folder = templates.path(name)
-    [plugin] = yaml.safe_load((folder / "Pulumi.yaml").read_text())["plugins"]["providers"]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert not (templates.path(name) / templates.PLUGIN_FOLDER).exists()
+    copy = templates.clean_copy(name)
+    [plugin] = yaml.safe_load((copy / "Pulumi.yaml").read_text())["plugins"]["providers"]
     assert plugin["name"] == "pulumi-python" and plugin["path"] == templates.PLUGIN_FOLDER
-    launcher = folder / plugin["path"] / "pulumi-resource-pulumi-python"
-    assert launcher.resolve() == (PLUGIN_DIR / "pulumi-resource-pulumi-python").resolve()
+    launcher = copy / plugin["path"] / "pulumi-resource-pulumi-python"
+    assert launcher.read_bytes() == (PLUGIN_DIR / "pulumi-resource-pulumi-python").read_bytes()
+    assert os.access(launcher, os.X_OK) and not launcher.is_symlink()
 
 
 def test_an_unknown_template_is_one_line_naming_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,7 +160,7 @@ def test_drift_of_a_finetune_rendered_to_yaml_checks_the_selected_stack_and_is_i
         _engine.run_pulumi(["up", *_engine.UP_FLAGS], project, env, check=True)
         pulumi = _engine.ROOT / ".engine" / "bin" / "pulumi"
         drift = subprocess.run(
-            [sys.executable, "-m", "together_clusters.drift", "drift", "-C", str(project), "--json"]
+            [sys.executable, "-m", "together_clusters.cli", "drift", "-C", str(project), "--json"]
             + ["--pulumi", str(pulumi)],
             env=env,
             capture_output=True,

@@ -32,9 +32,9 @@ from kubernetes import client
 from tests import _engine
 from tests.twin._twin import GPU, REGION, kube_clients, wait_for
 from tests.twin.conftest import require_twin
-from together_clusters.components.controllers.charts import JOBSET
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
+from together_clusters.platform.charts import JOBSET
 from together_clusters.provider.kubeconfig import kubeconfig_text
 
 from .conftest import Distributions, InstalledVenv, user_venv

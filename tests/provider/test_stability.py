@@ -52,7 +52,7 @@ def test_a_users_own_provider_and_components_do_not_shadow_ours(tmp_path):
     program = (
         "import base64, sys, dill\n"
         "provider = dill.loads(base64.b64decode(sys.argv[1]))\n"
-        "import together_clusters.components, together_clusters.drift.cli\n"
+        "import together_clusters.components, together_clusters.cli.main\n"
         "print(type(provider).__module__, type(provider).__name__)\n"
     )
     done = subprocess.run(

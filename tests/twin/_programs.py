@@ -42,6 +42,7 @@ import pulumi
 
 from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ContainerSpec
 from together_clusters.components import SharedVolume, Sweep, SweepArgs, TrainingRun, TrainingRunArgs
+from together_clusters.components import Checkpointing, NodePlacement, PodSettings, Retries
 from together_clusters.components.demo import demo_cluster
 
 config = pulumi.Config()
@@ -58,7 +59,7 @@ pulumi.export("kube_config", gpu.cluster.kube_config)
 
 def batch_job(cluster_prefix: str, container: str, *settings: str) -> str:
     """A program of one BatchJob in ``default`` on 16 preemptible GPUs, running ``container`` (a ContainerSpec
-    expression) with ``settings`` (more BatchJobArgs keywords, such as ``"fresh_job_per_attempt=False"``).
+    expression) with ``settings`` (more BatchJobArgs keywords, such as ``"retries=Retries(fresh_job_per_attempt=False)"``).
 
     The Job is named by stack config ``jobName``: a test deploys a new one per case by setting it.
     """
@@ -75,7 +76,7 @@ BatchJob(
         container={container},
         checkpoint=store.storage,
         job_name=job_name,
-        namespace="default",
+        pod=PodSettings(namespace="default"),
 {more}    ),
     opts=gpu.opts(store),
 )""",
@@ -99,8 +100,8 @@ TrainingRun(
         worker={worker},
         num_workers=2,
         checkpoint=store.storage,
-        namespace="default",
         run_name="pretrain",
+        pod=PodSettings(namespace="default"),
 {more}    ),
     opts=gpu.opts(store),
 )""",

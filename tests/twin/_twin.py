@@ -24,9 +24,9 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests import _engine
+from together_clusters.cli.drill.report import DrillReport
+from together_clusters.cli.drill.runner import DrillArgs, run_drill
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
-from together_clusters.drift.drill import DrillArgs, run_drill
-from together_clusters.drift.drill_report import DrillReport
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.local_pods import rewrite
 from together_clusters.emulator.kubernetes.local_runtime import root_for
@@ -438,7 +438,7 @@ def together_clusters_status(
     command = [
         sys.executable,
         "-m",
-        "together_clusters.drift",
+        "together_clusters.cli",
         "status",
         "--stack",
         "test",

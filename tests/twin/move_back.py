@@ -55,7 +55,7 @@ import pulumi
 
 from together_clusters.components import BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs
 from together_clusters.components import ClusterControllersArgs, ContainerSpec, SharedVolume, Sweep, SweepArgs
-from together_clusters.components import provider_for
+from together_clusters.components import NodePlacement, PodSettings, provider_for
 from together_clusters.platform import ComputeClass
 from together_clusters.provider import Cluster, ClusterArgs
 
@@ -89,8 +89,8 @@ BatchJob(
         container={local_process(TRAIN_LOOP)},
         checkpoint=store.storage,
         job_name={JOB!r},
-        namespace="default",
-        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+        placement=NodePlacement(ComputeClass.PREEMPTIBLE_FIRST),
+        pod=PodSettings(namespace="default"),
     ),
     opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]),
 )""",

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from together_clusters.drift import cli
+from together_clusters.cli import main as cli
+from together_clusters.cli.exit_codes import ExitCode
 
 from ._twin import TwinCluster, wait_for
 from .test_twin import job_manifest
@@ -126,7 +127,7 @@ def test_twin_mode_exits_non_zero_when_a_sigterm_exit_burns_the_backoff_limit(
         capsys, "--kubeconfig", kubeconfig, "--twin", url, "--termination", "signal", "--timeout", "120"
     )
 
-    assert code == 3, out
+    assert code == ExitCode.NOT_SURVIVED, out
     assert "Job/fragile" in out and "failed" in out and "BackoffLimitExceeded" in out
     assert "a workload did not survive" in out
     status = cluster.batch.read_namespaced_job_status("fragile", namespace).status

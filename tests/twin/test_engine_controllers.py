@@ -20,10 +20,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests import _engine
-from together_clusters.components.controllers.charts import JOBSET
 from together_clusters.components.controllers.releases import INSTALLED_BY_ANNOTATION, INSTALLED_BY_LABEL
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import FALLBACK_PRIORITY_CLASS
+from together_clusters.platform.charts import JOBSET
 
 from ._twin import DRIVER, GPU, REGION, kept_off_preemptible, kube_clients, twin_stack, up
 

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-critical-key-0123456789abcdef"
 
 PROGRAM = """\
-from together_clusters.components import BatchInference, BatchInferenceArgs, ContainerSpec
+from together_clusters.components import BatchInference, BatchInferenceArgs, ContainerSpec, NodePlacement, PodSettings
 from together_clusters.components.demo import demo_cluster
 from together_clusters.components.platform import ComputeClass
 import pulumi
@@ -31,10 +31,9 @@ BatchInference(
     BatchInferenceArgs(
         container=ContainerSpec(image="registry.invalid/serve:1", cpu="100m"),
         replicas=4,  # the scheduler spreads replicas over nodes unless told where they may not go
-        namespace="default",
         deployment_name="serve",
-        compute_class=ComputeClass.STANDARD,
-        critical=True,
+        placement=NodePlacement(ComputeClass.STANDARD, critical=True),
+        pod=PodSettings(namespace="default", grace_period_seconds=120),  # BatchInference's default grace period
     ),
     opts=gpu.opts(),
 )

@@ -53,7 +53,8 @@ PROGRAM = f"""\
 import pulumi
 
 from together_clusters.components import (
-    BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ClusterControllers, ContainerSpec, SharedVolume,
+    BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ClusterControllers, ContainerSpec, PodSettings,
+    SharedVolume,
 )
 from together_clusters.provider import Cluster, ClusterArgs, Volume, VolumeArgs
 import pulumi_kubernetes as k8s
@@ -70,7 +71,7 @@ store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_n
 BatchJob("train", BatchJobArgs(
     container=ContainerSpec(image="registry.invalid/train:1", command=("python", "-c", {TRAINER!r}), gpus=8,
                             pod_annotations={{"twin.together.ai/run": "local"}}),
-    checkpoint=store.storage, job_name="train", namespace="default"),
+    checkpoint=store.storage, job_name="train", pod=PodSettings(namespace="default")),
     opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[store])))
 pulumi.export("kube_config", cluster.kube_config)
 """

@@ -27,7 +27,9 @@ PREEMPTIONS = 5
 NON_RETRIABLE = 2
 
 PROGRAM = batch_job(
-    "drills", TRAINER, f"non_retriable_exit_codes=({NON_RETRIABLE},)", "fresh_job_per_attempt=False"
+    "drills",
+    TRAINER,
+    f"retries=Retries(non_retriable_exit_codes=({NON_RETRIABLE},), fresh_job_per_attempt=False)",
 )
 
 

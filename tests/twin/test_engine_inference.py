@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from together_clusters.cli.drill.report import Outcome
 from together_clusters.components.checkpoint import RequestDrain
 from together_clusters.components.checkpoint.contract import drain_budget_seconds
-from together_clusters.drift.drill_report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 from together_clusters.emulator.server import RunningEmulator
@@ -59,7 +59,7 @@ GROUP = (OVERRUNS, FITS, QUICK, FITS)
 PROGRAM = f"""\
 import pulumi
 
-from together_clusters.components import BatchInference, BatchInferenceArgs, ContainerSpec
+from together_clusters.components import BatchInference, BatchInferenceArgs, ContainerSpec, PodSettings
 from together_clusters.components.demo import demo_cluster
 from together_clusters.emulator.kubernetes.kwok_config import RUN, RUN_LOCAL
 
@@ -76,9 +76,8 @@ BatchInference(
             pod_annotations={{RUN: RUN_LOCAL}},  # the twin runs the worker as a real local process
         ),
         replicas={REPLICAS},
-        namespace="default",
         deployment_name="{NAME}",
-        grace_period_seconds={GRACE},
+        pod=PodSettings(namespace="default", grace_period_seconds={GRACE}),
     ),
     opts=gpu.opts(),
 )

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from together_clusters.drift.drill_report import Outcome
+from together_clusters.cli.drill.report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
@@ -48,8 +48,7 @@ NON_RETRIABLE = 2
 PROGRAM = batch_job(
     "jobset",
     f'ContainerSpec(image=config.get("image") or "{IMAGE}", command=("python", "-m", "train"), gpus=8)',
-    f"non_retriable_exit_codes=({NON_RETRIABLE},)",
-    "fresh_job_per_attempt=True",
+    f"retries=Retries(non_retriable_exit_codes=({NON_RETRIABLE},), fresh_job_per_attempt=True)",
 )
 
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from together_clusters.cli.drill.report import Outcome
+from together_clusters.cli.drill.runner import DrillArgs, run_drill
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
-from together_clusters.drift.drill import DrillArgs, run_drill
-from together_clusters.drift.drill_report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
@@ -35,7 +35,7 @@ PROGRAM = batch_job(
     "local-drills",
     local_process(TRAIN_LOOP),
     # The oracle reads every save; pruning would hide the preempted pod's last.
-    "keep_checkpoints=1000",
+    "checkpointing=Checkpointing(keep_checkpoints=1000)",
 )
 
 

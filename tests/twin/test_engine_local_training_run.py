@@ -19,9 +19,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from together_clusters.cli.drill.report import Outcome, parse_resumed
+from together_clusters.cli.drill.runner import DrillArgs, run_drill
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
-from together_clusters.drift.drill import DrillArgs, run_drill
-from together_clusters.drift.drill_report import Outcome, parse_resumed
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
@@ -33,7 +33,9 @@ API_KEY = "tgp_v1_twin-local-training-0123456789abcdef"
 WORKER = Path(__file__).resolve().parent / "workloads" / "elastic_worker.py"
 ROUND = re.compile(r"^round=(\d+) rank=(\d+) start=(\d+)$", re.M)
 
-PROGRAM = training_run(local_process(WORKER), "processes_per_worker=1", "keep_checkpoints=1000")
+PROGRAM = training_run(
+    local_process(WORKER), "processes_per_worker=1", "checkpointing=Checkpointing(keep_checkpoints=1000)"
+)
 
 
 def workers(core: client.CoreV1Api) -> list[Any]:

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from together_clusters.cli.drill.report import parse_resumed
 from together_clusters.components.controllers.move_back import NO_EVICTION_ANNOTATION
-from together_clusters.drift.drill_report import parse_resumed
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import FALLBACK_PRIORITY_CLASS, PLACEMENT_LABEL, ComputeClass
 
@@ -63,9 +63,9 @@ Sweep(
         container={local_process(TRAIN_LOOP)},
         trials=({{"lr": 0.1}}, {{"lr": 0.2}}),
         checkpoint=store.storage,
-        namespace="default",
         sweep_name={SWEEP!r},
-        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+        placement=NodePlacement(ComputeClass.PREEMPTIBLE_FIRST),
+        pod=PodSettings(namespace="default"),
     ),
     opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]),
 )""",

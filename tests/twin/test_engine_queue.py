@@ -21,10 +21,10 @@ import pytest
 from kubernetes import client
 
 from tests import _engine
-from together_clusters.components.controllers.charts import KUEUE, QUEUE_NAME_LABEL
-from together_clusters.drift.drill import DrillArgs, run_drill
+from together_clusters.cli.drill.runner import DrillArgs, run_drill
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
+from together_clusters.platform.charts import KUEUE, QUEUE_NAME_LABEL
 
 from ._programs import TRAINER
 from ._twin import (
@@ -53,8 +53,8 @@ import pulumi
 
 from together_clusters.components import (
     BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ClusterControllersArgs, ComputeClass,
-    ContainerSpec, KueueSettings, SharedVolume, TrainingRun, TrainingRunArgs, WorkloadQueue, WorkloadQueueArgs,
-    provider_for,
+    ContainerSpec, KueueSettings, NodePlacement, PodSettings, SharedVolume, TrainingRun, TrainingRunArgs,
+    WorkloadQueue, WorkloadQueueArgs, provider_for,
 )
 from together_clusters.provider import Cluster, ClusterArgs
 
@@ -73,12 +73,13 @@ opts = pulumi.ResourceOptions(provider=provider, depends_on=[store])
 trainer = {TRAINER}
 for job_name, compute_class in json.loads(config.get("batchJobs") or "{{}}").items():
     BatchJob(job_name, BatchJobArgs(container=trainer, checkpoint=store.storage, job_name=job_name,
-                                    namespace="default", compute_class=ComputeClass(compute_class), queue=queue),
+                                    pod=PodSettings(namespace="default"),
+                                    placement=NodePlacement(ComputeClass(compute_class)), queue=queue),
              opts=opts)
 for run in json.loads(config.get("trainingRuns") or "[]"):
     TrainingRun(run, TrainingRunArgs(coordinator=ContainerSpec(image=trainer.image, command=("coordinator",)),
-                                     worker=trainer, num_workers=2, checkpoint=store.storage, namespace="default",
-                                     run_name=run, queue=queue),
+                                     worker=trainer, num_workers=2, checkpoint=store.storage,
+                                     pod=PodSettings(namespace="default"), run_name=run, queue=queue),
                 opts=opts)
 pulumi.export("kube_config", cluster.kube_config)
 """

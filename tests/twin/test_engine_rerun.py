@@ -27,7 +27,7 @@ API_KEY = "tgp_v1_twin-rerun-key-0123456789abcdef"
 PROGRAM = """\
 import pulumi
 
-from together_clusters.components import kube
+from together_clusters.components import kube, provider_for
 from together_clusters.provider import Cluster, ClusterArgs
 
 config = pulumi.Config()
@@ -52,7 +52,7 @@ deployment = {
         },
     },
 }
-kube.create("worker", deployment, pulumi.ResourceOptions(provider=kube.provider_for(cluster)))
+kube.create("worker", deployment, pulumi.ResourceOptions(provider=provider_for(cluster)))
 pulumi.export("kube_config", cluster.kube_config)
 """
 

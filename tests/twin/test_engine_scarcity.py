@@ -29,7 +29,7 @@ PROGRAM = """\
 import pulumi
 
 from together_clusters.components import BatchInference, BatchInferenceArgs, BatchJob, BatchJobArgs
-from together_clusters.components import ContainerSpec, NoCheckpoint
+from together_clusters.components import ContainerSpec, NoCheckpoint, NodePlacement, PodSettings, Retries
 from together_clusters.components.demo import demo_cluster
 from together_clusters.platform import ComputeClass
 
@@ -39,8 +39,8 @@ BatchInference(
     BatchInferenceArgs(
         container=ContainerSpec(image="registry.invalid/serve:1", gpus=8),
         replicas=1,
-        namespace="default",
         deployment_name="infer",
+        pod=PodSettings(namespace="default", grace_period_seconds=120),  # BatchInference's default grace period
     ),
     opts=gpu.opts(),
 )
@@ -51,10 +51,10 @@ for name, compute_class in (("job", ComputeClass.PREEMPTIBLE), ("fallback", Comp
         BatchJobArgs(
             container=ContainerSpec(image="registry.invalid/train:1", gpus=8),
             checkpoint=NoCheckpoint(),
-            namespace="default",
             job_name=name,
-            fresh_job_per_attempt=False,
-            compute_class=compute_class,
+            placement=NodePlacement(compute_class),
+            pod=PodSettings(namespace="default"),
+            retries=Retries(fresh_job_per_attempt=False),
         ),
         opts=gpu.opts(),
     )

@@ -41,8 +41,7 @@ PROGRAM = f"""\
 import pulumi
 import pulumi_kubernetes as k8s
 
-from together_clusters.components import CheckpointStore, CheckpointStoreArgs, SharedVolume
-from together_clusters.components.kube import provider_for
+from together_clusters.components import CheckpointStore, CheckpointStoreArgs, SharedVolume, provider_for
 from together_clusters.provider import Cluster, ClusterArgs, Volume, VolumeArgs
 
 {CLUSTER_ON_VOLUME}on_cluster = pulumi.ResourceOptions(provider=provider_for(cluster))

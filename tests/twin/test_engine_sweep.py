@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from together_clusters.drift.drill_report import Outcome
+from together_clusters.cli.drill.report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TwinOptions
@@ -53,8 +53,8 @@ sweep = Sweep(
         container={TRAINER},
         trials=tuple({{"learning_rate": r}} for r in rates),
         checkpoint=store.storage,
-        namespace="default",
         sweep_name="lr",
+        pod=PodSettings(namespace="default"),
     ),
     opts=gpu.opts(store),
 )

@@ -26,7 +26,7 @@ PROGRAM = """\
 import pulumi
 import pulumi_kubernetes as k8s
 
-from together_clusters.components.kube import provider_for
+from together_clusters.components import provider_for
 from together_clusters.provider import Cluster, ClusterArgs
 
 cluster = Cluster("gpu", ClusterArgs(cluster_name="engine-twin", region="us-central-8", gpu_type="H100_SXM",

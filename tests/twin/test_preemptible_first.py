@@ -25,6 +25,7 @@ from together_clusters.components import (
     BatchJobArgs,
     ContainerSpec,
     NoCheckpoint,
+    NodePlacement,
     SweepArgs,
     manifests,
 )
@@ -103,7 +104,7 @@ def two_trials(name: str) -> list[dict[str, Any]]:
         trials=({"lr": 0.1}, {"lr": 0.2}),
         checkpoint=NONE,
         sweep_name=name,
-        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+        placement=NodePlacement(ComputeClass.PREEMPTIBLE_FIRST),
     )
     return manifests.sweep(name, sweep)
 
@@ -126,7 +127,7 @@ def test_a_critical_pod_takes_the_standard_node_back_from_a_fallback_pod_which_i
         container=ContainerSpec(image=IMAGE, gpus=8),
         checkpoint=NONE,
         job_name="fb",
-        compute_class=ComputeClass.PREEMPTIBLE_FIRST,
+        placement=NodePlacement(ComputeClass.PREEMPTIBLE_FIRST),
     )
     create_all(scarce, manifests.batch_job("fb", job))
     (first,) = wait_for(lambda: running_on(scarce, FALLBACK_JOB) or None, "the fallback pod running")
@@ -136,8 +137,7 @@ def test_a_critical_pod_takes_the_standard_node_back_from_a_fallback_pod_which_i
         container=ContainerSpec(image=IMAGE, gpus=8),
         replicas=1,
         deployment_name="serve",
-        compute_class=ComputeClass.STANDARD,
-        critical=True,
+        placement=NodePlacement(ComputeClass.STANDARD, critical=True),
     )
     create_all(scarce, [m for m in manifests.batch_inference("serve", serving) if m["kind"] == "Deployment"])
     wait_for(lambda: running_on(scarce, SERVE) or None, "the critical replica running on the standard node")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests import _engine
-from together_clusters.drift.classify import EXIT_STALLED
+from together_clusters.cli.exit_codes import ExitCode
 from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE, ComputeClass
 
 from ._twin import TwinCluster, together_clusters_status, wait_for
@@ -117,7 +117,7 @@ def test_status_reports_the_stalled_workload_fails_on_it_on_request_and_splits_g
     )
     shown = together_clusters_status(project, env)
 
-    assert failing.returncode == EXIT_STALLED, _engine.output(failing)
+    assert failing.returncode == ExitCode.STALLED, _engine.output(failing)
     [twin] = json.loads(failing.stdout)["clusters"]
     report = twin["workloads"]
     assert report["unread"] is None

@@ -1,18 +1,22 @@
 """The platform's vocabulary: the facts about Together GPU clusters that the product relies on, defined once.
 
-The labels, taint and annotations a cluster's Kubernetes objects carry, the node size, the grace-period
-limit, the node lifecycle event reasons, the node-name patterns and the ways a preempted node's pods are
-terminated. Every product module (provider, components, drift, templates, examples) imports them from here;
-the emulator may too. This module imports nothing beyond the standard library, so the in-container checkpoint
-runtime can use it; :mod:`together_clusters.platform.preemption`, the preemption sequence on a cluster's
-Kubernetes API, needs the ``kubernetes`` client and is imported on its own.
+The labels, taint and annotations a cluster's Kubernetes objects carry, the node size, the GPU resource and
+how a pod's GPUs are counted, the grace-period limit, the node lifecycle event reasons, the node-name
+patterns, the ways a preempted node's pods are terminated and JobSet's identity in the Kubernetes API. Every
+product module (provider, components, the command line, templates, examples) imports them from here; the
+emulator may too. This package imports nothing beyond the standard library and the checkpoint
+runtime's contract (the grace limit's home, since training images install the runtime alone); the preemption
+sequence played on a cluster's Kubernetes API lives in :mod:`together_clusters.sequences.preemption`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
+from typing import Any
 
 # --- compute classes, labels, taints --------------------------------------------------------------
 
@@ -87,9 +91,71 @@ CHECKPOINT_OPT_OUTS = frozenset({CHECKPOINT_NONE, CHECKPOINT_USER_MANAGED})
 GPUS_PER_NODE = 8
 """GPUs of one worker node: GPU counts come in whole nodes."""
 
-GRACE_PERIOD_LIMIT_SECONDS = 300
-"""A preempted node is deleted at the latest this many seconds after it is cordoned (sooner once its pods have
-exited): the most a pod gets after SIGTERM."""
+GPU_RESOURCE = "nvidia.com/gpu"
+"""The extended resource a node's GPUs are (NVIDIA's device plugin): a worker node has :data:`GPUS_PER_NODE`
+of it allocatable, a pod asks for them in its containers' ``resources`` (see :func:`pod_gpu_request`)."""
+
+
+def pod_gpu_request(pod_spec: Mapping[str, Any]) -> int:
+    """The GPUs a pod takes from its node, counted as kube-scheduler counts them against the node's allocatable
+    :data:`GPU_RESOURCE`: so a count here fits a node exactly when the scheduler would place the pod there.
+    Every place the package counts a pod's GPUs (the capacity warning of ``up``, the GPU-hours of ``status``)
+    uses this one function, and tests/twin holds it to the real scheduler.
+
+    The scheduler's rule (``PodRequests`` of k8s.io/component-helpers/resource), over a pod spec as plain data
+    (the API's camelCase names; quantities as strings or numbers; absent and null fields alike):
+
+    * a container counts its requests, else its limits. The API server defaults unset requests to the
+      limits, and for an extended resource the two must be equal (requests without limits are refused), so
+      a spec not defaulted yet (a rendered manifest) counts as the pod it becomes;
+    * the app containers add up, and so do the restartable init containers (sidecars, ``restartPolicy:
+      Always``), which keep running beside them;
+    * every other init container runs alone before the app containers, beside the sidecars declared before
+      it: the pod needs the largest of those moments when it is above that sum;
+    * the pod's ``overhead`` (its RuntimeClass's) adds on. Pod-level ``resources`` cover CPU, memory and
+      hugepages only, not GPUs.
+
+    A count that is not a whole number raises ``ValueError`` (the API server refuses it too).
+    """
+    running = sum(_gpus_of_container(c) for c in pod_spec.get("containers") or [])
+    sidecars = 0  # the restartable init containers declared so far
+    init_peak = 0
+    for container in pod_spec.get("initContainers") or []:
+        gpus = _gpus_of_container(container)
+        if container.get("restartPolicy") == "Always":
+            sidecars += gpus
+            running += gpus
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, sidecars + gpus)
+    return max(running, init_peak) + _gpu_count((pod_spec.get("overhead") or {}).get(GPU_RESOURCE))
+
+
+def _gpus_of_container(container: Mapping[str, Any]) -> int:
+    """A container's GPUs: its requests, else its limits (what the API server defaults the requests to)."""
+    resources = container.get("resources") or {}
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    return _gpu_count(requests[GPU_RESOURCE] if GPU_RESOURCE in requests else limits.get(GPU_RESOURCE))
+
+
+def _gpu_count(quantity: object) -> int:
+    """A quantity of GPUs (``2``, ``"2"``, ``"2000m"``) as a whole number; ``None`` is none."""
+    if quantity is None:
+        return 0
+    text = str(quantity).strip()
+    try:
+        count = Decimal(text[:-1]) / 1000 if text.endswith("m") else Decimal(text)
+    except InvalidOperation:
+        count = Decimal("NaN")
+    if not count.is_finite() or count < 0 or count != count.to_integral_value():
+        raise ValueError(f"{GPU_RESOURCE} must be a whole number of GPUs, not {quantity!r}")
+    return int(count)
+
+
+# The grace limit's one home is the checkpoint runtime's contract (training images install it alone).
+from together_clusters.components.checkpoint.contract import (  # noqa: E402
+    GRACE_PERIOD_LIMIT_SECONDS as GRACE_PERIOD_LIMIT_SECONDS,
+)
 
 DISRUPTION_CONDITION = "DisruptionTarget"
 """Pod condition Kubernetes sets on pods being removed by a disruption (eviction, node deletion)."""
@@ -166,3 +232,71 @@ class TerminationMode(StrEnum):
     """A plain pod delete with the pod's grace period (no disruption condition)."""
     SIGNAL = "signal"
     """SIGTERM to the containers, no API call: they exit 143, the pod fails without a disruption condition."""
+
+
+# --- node remediations -----------------------------------------------------------------------------
+
+REMEDIATION_ANNOTATION = "together.ai/remediation"
+"""Set on a Node the platform cordoned for a remediation (a repair: replaced, evicted, rebooted or its host
+power-cycled): the remediation's id. It says who cordoned the node, so the cordon is lifted when that
+remediation ends leaving the node in place (a reboot or power cycle that succeeded, a repair that failed or
+was cancelled), never a cordon someone else set; and a twin restarted mid-repair does not play it twice."""
+
+
+class RemediationReason(StrEnum):
+    """The reasons of the Kubernetes Events recorded on a Node for a remediation. Neither the official SDK
+    (``together`` 3.1.1) nor the platform's documentation names any: these are the emulator's, in the style
+    of the lifecycle reasons (:class:`LifecycleReason`), and whoever reads them matches the prefix
+    :data:`REMEDIATION_REASON_PREFIX`."""
+
+    CORDONED = "TogetherRemediationCordoned"
+    """The node is cordoned for a repair: its host quarantined (``QUARANTINING``, the modes that cordon the
+    host first) or the repair starting."""
+    STARTED = "TogetherRemediationStarted"
+    """The repair runs (``RUNNING``): the node's pods are terminated as its mode implies (the message says
+    how)."""
+    SUCCEEDED = "TogetherRemediationSucceeded"
+    """The repair succeeded: recorded on the node there afterwards (the replacement, or the same node back),
+    or under the evicted node's name."""
+    FAILED = "TogetherRemediationFailed"
+    """The repair failed: the node stays, uncordoned."""
+    CANCELLED = "TogetherRemediationCancelled"
+    """The repair was cancelled (by a user, or because the node left the cluster): the node, if there, is
+    uncordoned."""
+
+
+REMEDIATION_REASON_PREFIX = "TogetherRemediation"
+"""What every :class:`RemediationReason` begins with."""
+
+
+# --- JobSet ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CustomKind:
+    """A kind the Kubernetes API serves through a CustomResourceDefinition, as its clients name it."""
+
+    group: str
+    """The API group (an object's ``apiVersion`` before the slash)."""
+    version: str
+    """The version the package writes and reads."""
+    kind: str
+    """An object's ``kind``."""
+    plural: str
+    """The resource's name in API paths and RBAC rules (lower case, plural)."""
+
+    @property
+    def api_version(self) -> str:
+        """An object's ``apiVersion``: ``<group>/<version>``."""
+        return f"{self.group}/{self.version}"
+
+    @property
+    def crd_name(self) -> str:
+        """The name of its CustomResourceDefinition: ``<plural>.<group>``."""
+        return f"{self.plural}.{self.group}"
+
+
+JOBSET_API = CustomKind(group="jobset.x-k8s.io", version="v1alpha2", kind="JobSet", plural="jobsets")
+"""JobSet (sigs.k8s.io/jobset; the version ``ClusterControllers`` installs serves ``v1alpha2``): the kind
+``BatchJob`` and ``TrainingRun`` render, that the guard, Kueue's integration, the drill and the emulator's
+twin know. Its one spelling in the package: tests/platform/test_jobset_identity.py finds any other."""

@@ -1,0 +1,168 @@
+"""The capacity status for people (tables) and for machines (JSON). Pure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..capacity import PREEMPTIBLE_DISCOUNT, ClusterStatus, parse_time
+from ..table import table
+from ..workloads import WorkloadsReport, describe_stall
+
+HOURS_NOTE = "the pods the cluster still knows; a deleted pod's hours are gone with it"
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.2f}"
+
+
+def total_saving(statuses: Sequence[ClusterStatus]) -> float | None:
+    savings = [s.hourly_saving for s in statuses if s.hourly_saving is not None]
+    return sum(savings) if savings else None
+
+
+@dataclass(frozen=True)
+class StackStatus:
+    """Everything ``status`` shows of one stack: its clusters over a window, and their workloads."""
+
+    stack: str
+    clusters: Sequence[ClusterStatus]
+    start: datetime
+    end: datetime
+    price_per_gpu_hour: float | None = None
+    workloads: Mapping[str, WorkloadsReport] = field(default_factory=dict)
+    """Each cluster's workloads report, by cluster id."""
+
+
+def status_json(status: StackStatus, exit_code: int = 0) -> str:
+    """The status as JSON; each cluster with its ``workloads`` (stalled ones, GPU-hours)."""
+    return json.dumps(
+        {
+            "stack": status.stack,
+            "exit_code": exit_code,
+            "window": {"start": status.start.isoformat(), "end": status.end.isoformat()},
+            "price_per_gpu_hour": status.price_per_gpu_hour,
+            "preemptible_discount": PREEMPTIBLE_DISCOUNT,
+            "clusters": [
+                {**s.to_dict(), "workloads": _report_dict(status.workloads.get(s.cluster_id))}
+                for s in status.clusters
+            ],
+            "total_hourly_saving": total_saving(status.clusters),
+        },
+        indent=2,
+    )
+
+
+def _report_dict(report: WorkloadsReport | None) -> dict[str, object] | None:
+    return None if report is None else report.to_dict()
+
+
+def status_text(status: StackStatus, max_events: int = 20) -> str:
+    """A summary table of every cluster, then each cluster's workloads (stalled ones, GPU-hours) and
+    recent lifecycle events."""
+    stack, statuses, start, end = status.stack, status.clusters, status.start, status.end
+    price = status.price_per_gpu_hour
+    if not statuses:
+        return f"Stack {stack}: no Together clusters in the state.\n"
+    parts = [f"Stack {stack}: {len(statuses)} cluster{'s' if len(statuses) != 1 else ''}"]
+    rows = []
+    for s in statuses:
+        if not s.found:
+            rows.append([s.resource, s.cluster_id, "MISSING (not found by the API)", "-", "-", "-", "-"])
+            continue
+        rows.append(
+            [
+                s.resource,
+                s.cluster_id,
+                s.status or "-",
+                str(s.num_gpus),
+                f"{s.allocated_preemptible_gpus}/{s.desired_preemptible_gpus}",
+                f"{s.standard_nodes}/{s.preemptible_nodes}",
+                _money(s.hourly_saving),
+            ]
+        )
+    parts.append(
+        table(
+            [
+                "RESOURCE",
+                "CLUSTER ID",
+                "STATUS",
+                "STANDARD GPUS",
+                "PREEMPTIBLE GPUS (ALLOC/DESIRED)",
+                "NODES (STD/PRE)",
+                "SAVING/HOUR",
+            ],
+            rows,
+        )
+    )
+    if price is not None:
+        parts.append(
+            f"Estimated saving: {_money(total_saving(statuses))}/hour "
+            f"(allocated preemptible GPUs x ${price:g}/GPU-hour x {PREEMPTIBLE_DISCOUNT:.0%} discount)"
+        )
+    else:
+        parts.append("Estimated saving: give --price-per-gpu-hour to estimate it.")
+    span = f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
+    for s in statuses:
+        if not s.found:
+            continue
+        report = status.workloads.get(s.cluster_id)
+        if report is not None:
+            parts.extend(workload_parts(s.resource, report))
+        shown = s.events[-max_events:]
+        title = f"{s.resource}: node lifecycle events, {span}"
+        if not shown:
+            parts.append(f"{title}: none")
+            continue
+        if len(s.events) > len(shown):
+            title += f" (last {len(shown)} of {len(s.events)})"
+        parts.append(
+            f"{title}\n"
+            + table(
+                ["TIME (UTC)", "EVENT", "NODE"],
+                [[_short_time(e.timestamp), e.reason, e.node_id] for e in shown],
+            )
+        )
+    return "\n\n".join(parts) + "\n"
+
+
+def workload_parts(resource: str, report: WorkloadsReport) -> list[str]:
+    """A cluster's stalled workloads (one line each) and its GPU-hours table."""
+    if report.unread:
+        return [f"{resource}: workloads not read: {report.unread}"]
+    parts = []
+    if report.stalled:
+        parts.append("\n".join(describe_stall(stall) for stall in report.stalled))
+    if report.hours:
+        rows = [
+            [
+                h.workload,
+                h.placement or "-",
+                f"{h.standard_gpu_hours:.2f}",
+                f"{h.preemptible_gpu_hours:.2f}",
+                _money(h.fallback_cost),
+                _money(h.moving_back_saved),
+            ]
+            for h in report.hours
+        ]
+        parts.append(
+            f"{resource}: GPU-hours by workload ({HOURS_NOTE}):\n"
+            + table(
+                [
+                    "WORKLOAD",
+                    "PLACEMENT",
+                    "STANDARD GPU-H",
+                    "PREEMPTIBLE GPU-H",
+                    "FALLBACK COST",
+                    "MOVING BACK SAVED",
+                ],
+                rows,
+            )
+        )
+    return parts
+
+
+def _short_time(stamp: str) -> str:
+    return f"{parse_time(stamp):%Y-%m-%d %H:%M:%S}"
