@@ -7,13 +7,9 @@ in-process with :func:`together_clusters.emulator.server.start_emulator`. Tests 
 Modules: ``shapes`` (the API's requests and replies, from the official SDK's types), ``catalog`` (regions,
 GPU types, drivers), ``lifecycle`` (emulated durations and schedules), ``records`` (stored state),
 ``validation`` (the service's request rules), ``intake`` (requests into records), ``simulation`` (nodes,
-pools and timed actions), ``faults`` (injected faults), ``state`` (the platform's atomic operations),
-``render`` (records as the API's JSON), ``store`` (SQLite), ``auth`` (API keys, ``/v3/whoami``),
-``app``/``admin`` (HTTP), ``injector`` (request ids and HTTP faults in front of the app), ``server``
-(background thread), ``__main__`` (CLI).
+pools and timed actions), ``remediations`` (the node remediations' state machine), ``faults`` (injected
+faults), ``state`` (the platform's atomic operations), ``render`` (records as the API's JSON), ``store``
+(SQLite), ``auth`` (API keys, ``/v3/whoami``), ``app``/``admin`` (HTTP), ``injector`` (request ids and
+HTTP faults in front of the app), ``server`` (background thread), ``__main__`` (CLI).
 """
 
-if not __name__.startswith("together_clusters."):  # a second copy: see together_clusters/_identity.py
-    from together_clusters._identity import refuse
-
-    refuse(__name__)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from .faults import FailedOutcome, FaultSpec
+from .remediations import Outcome
+from .shapes import RemediationMode
 from .state import Platform
 
 
@@ -41,6 +43,31 @@ class SettingsBody(_Body):
     grace_seconds: float | None = None
     list_lag_s: float | None = None
     unique_names: bool | None = None
+    remediation_timings: dict[str, Any] | None = None
+
+
+class RaiseRemediationBody(_Body):
+    """An automated remediation, as the platform's passive health checks raise one."""
+
+    cluster_id: str
+    instance_id: str
+    mode: RemediationMode | None = None
+    alert: Literal["xid", "slurm_node_unavailable"] = "xid"
+    xid_code: str = "79"
+    xid_count: int = 1
+    reason: str | None = None
+    outcome: Literal["succeed", "fail"] = "succeed"
+
+
+class OutcomeBody(_Body):
+    outcome: Outcome
+    error_message: str | None = None
+
+
+class AutoRemediationBody(_Body):
+    cluster_id: str
+    enabled: bool
+    instance_ids: list[str] | None = None
 
 
 def router(platform: Platform) -> APIRouter:
@@ -93,7 +120,34 @@ def router(platform: Platform) -> APIRouter:
 
     @r.post("/settings")
     def set_settings(body: SettingsBody) -> dict[str, Any]:
-        return platform.settings(body.grace_seconds, body.list_lag_s, body.unique_names)
+        return platform.settings(
+            body.grace_seconds, body.list_lag_s, body.unique_names, body.remediation_timings
+        )
+
+    @r.post("/remediations")
+    def raise_remediation(body: RaiseRemediationBody) -> dict[str, Any]:
+        return platform.raise_remediation(
+            body.cluster_id,
+            body.instance_id,
+            body.mode,
+            body.alert,
+            body.xid_code,
+            body.xid_count,
+            body.reason,
+            body.outcome,
+        )
+
+    @r.get("/remediations")
+    def remediations() -> dict[str, Any]:
+        return {"remediations": platform.all_remediations()}
+
+    @r.post("/remediations/{remediation_id}/outcome")
+    def remediation_outcome(remediation_id: str, body: OutcomeBody) -> dict[str, Any]:
+        return platform.set_remediation_outcome(remediation_id, body.outcome, body.error_message)
+
+    @r.post("/auto-remediation")
+    def auto_remediation(body: AutoRemediationBody) -> dict[str, Any]:
+        return platform.set_auto_remediation(body.cluster_id, body.enabled, body.instance_ids)
 
     @r.post("/reset")
     def reset() -> dict[str, Any]:

@@ -13,6 +13,10 @@ The faults a fault campaign needs, each one call:
 - :meth:`settings` ``list_lag_s=``: new clusters stay out of listings for a while (emulated seconds).
 - :meth:`settings` ``unique_names=``: duplicate names refused with 409 (the default) or allowed.
 - provisioning that ends badly: :meth:`add_provisioning_fault`; preemption: :meth:`preempt`.
+- node remediations: :meth:`raise_remediation` (an automated one with a linked Xid alert, as the health checks
+  raise it), :meth:`remediation_outcome` (make one fail, or auto-resolve), :meth:`set_auto_remediation`,
+  :meth:`remediations` (every one with the states it went through), :meth:`settings`
+  ``remediation_timings=``.
 
 Faults match requests by ``method`` and ``path`` prefix (default: every ``/v1/`` request) and apply to the
 next ``count`` of them; the admin API itself and ``/healthz`` are never faulted.
@@ -131,10 +135,53 @@ class AdminClient:
         ``grace_seconds``: a preempted node's life after being cordoned. ``list_lag_s``: emulated seconds a
         new cluster stays out of ``GET /v1/compute/clusters`` (reading it by id works at once).
         ``unique_names``: ``True`` refuses a duplicate live name with 409, ``False`` allows duplicates.
+        ``remediation_timings``: nominal seconds a remediation spends in ``pending_s``, ``quarantining_s``,
+        ``quarantined_s`` and ``running_s`` (by mode, e.g. ``{"REMEDIATION_MODE_VM_ONLY": 60}``).
         """
         if not changes:
             return self._call("GET", "/settings")
         return self._call("POST", "/settings", changes)
+
+    def raise_remediation(
+        self, cluster_id: str, instance_id: str, mode: str | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Raise an automated remediation of an instance, as the platform's passive health checks do: trigger
+        ``REMEDIATION_TRIGGER_AUTOMATED``, a linked alert, ``PENDING_APPROVAL`` (``PENDING`` on an instance with
+        auto-remediation enabled). Returns the remediation as the API shows it.
+
+        ``mode``: the full enum name (default ``REMEDIATION_MODE_HOST_AWARE``). Options: ``alert`` (``"xid"``,
+        the default, or ``"slurm_node_unavailable"``), ``xid_code`` (default ``"79"``), ``xid_count``,
+        ``reason``, ``outcome`` (``"fail"``: the repair fails once it runs).
+        """
+        body: dict[str, Any] = {"cluster_id": cluster_id, "instance_id": instance_id, **options}
+        if mode is not None:
+            body["mode"] = mode
+        return self._call("POST", "/remediations", body)
+
+    def remediation_outcome(
+        self, remediation_id: str, outcome: str, error_message: str | None = None
+    ) -> dict[str, Any]:
+        """How a remediation ends: ``"auto_resolve"`` now (one in PENDING_APPROVAL or PENDING), or ``"fail"``
+        (with ``error_message``) / ``"succeed"`` once it has run."""
+        body: dict[str, Any] = {"outcome": outcome}
+        if error_message is not None:
+            body["error_message"] = error_message
+        return self._call("POST", f"/remediations/{remediation_id}/outcome", body)
+
+    def set_auto_remediation(
+        self, cluster_id: str, enabled: bool, instance_ids: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Turn auto-remediation on or off for some (default: all) instances of a cluster: with it on, the
+        health checks' remediations start without waiting for approval."""
+        body: dict[str, Any] = {"cluster_id": cluster_id, "enabled": enabled}
+        if instance_ids is not None:
+            body["instance_ids"] = instance_ids
+        return self._call("POST", "/auto-remediation", body)
+
+    def remediations(self) -> list[dict[str, Any]]:
+        """Every remediation of every cluster, oldest first: the API's view plus ``node_id``,
+        ``compute_class``, ``history`` (each state entered, with when) and the replacement instance."""
+        return list(self._call("GET", "/remediations")["remediations"])
 
     def reset(self) -> None:
         """Forget every cluster, fault, pool change and setting; the clock keeps running."""

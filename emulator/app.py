@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
@@ -31,6 +31,11 @@ from .shapes import (
     ClusterStorage,
     ClusterUpdateRequest,
     RegionList,
+    Remediation,
+    RemediationApproveRequest,
+    RemediationCreateRequest,
+    RemediationList,
+    RemediationRejectRequest,
     StorageCreateRequest,
     StorageDeleteResponse,
     StorageList,
@@ -74,6 +79,11 @@ CallerDep = Annotated[
         )
     ),
 ]
+
+
+# A list filter of the remediations listing: the SDK sends it comma-separated (``state=A,B``); repeated
+# (``state=A&state=B``) works too.
+_Filter = Annotated[list[str] | None, Query(description="Any of these values; comma-separated or repeated.")]
 
 
 def asgi_app(platform: Platform) -> ASGIApp:
@@ -144,6 +154,7 @@ def create_app(platform: Platform) -> FastAPI:
         return _json(platform.delete_cluster(caller.owner, cluster_id))
 
     _storage_routes(app, platform)
+    _remediation_routes(app, platform)
 
     # After the API's routes, which every request is matched against in order (admin ones are not in OpenAPI).
     app.include_router(admin.router(platform))
@@ -184,6 +195,99 @@ def _storage_routes(app: FastAPI, platform: Platform) -> None:
     )
     async def delete_volume(caller: CallerDep, volume_id: str) -> JSONResponse:
         return _json(platform.delete_volume(caller.owner, volume_id))
+
+
+def _remediation_routes(app: FastAPI, platform: Platform) -> None:
+    """``/v1/compute/clusters/{cluster_id}/instances/{instance_id}/remediations``: node remediations (the SDK's
+    ``client.clusters.remediations``); the state machine is :mod:`together_clusters.emulator.remediations`."""
+    remediations = "/v1/compute/clusters/{cluster_id}/instances/{instance_id}/remediations"
+    one = f"{remediations}/{{remediation_id}}"
+
+    @app.post(remediations, response_model=Remediation, responses=_ERRORS, tags=["remediations"])
+    async def create_remediation(
+        caller: CallerDep, cluster_id: str, instance_id: str, body: RemediationCreateRequest
+    ) -> JSONResponse:
+        return _json(
+            platform.create_remediation(caller.owner, caller.api_key_id, cluster_id, instance_id, body)
+        )
+
+    @app.get(remediations, response_model=RemediationList, responses=_ERRORS, tags=["remediations"])
+    async def list_remediations(
+        caller: CallerDep,
+        cluster_id: str,
+        instance_id: Annotated[
+            str, Path(description="An instance id, or `-` for every instance of the cluster.")
+        ],
+        state: _Filter = None,
+        mode: _Filter = None,
+        trigger: _Filter = None,
+        order_by: str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+    ) -> JSONResponse:
+        return _json(
+            platform.list_remediations(
+                caller.owner,
+                cluster_id,
+                instance_id,
+                state=state,
+                mode=mode,
+                trigger=trigger,
+                order_by=order_by,
+                page_size=page_size,
+                page_token=page_token,
+            )
+        )
+
+    @app.get(one, response_model=Remediation, responses=_ERRORS, tags=["remediations"])
+    async def get_remediation(
+        caller: CallerDep, cluster_id: str, instance_id: str, remediation_id: str
+    ) -> JSONResponse:
+        return _json(platform.get_remediation(caller.owner, cluster_id, instance_id, remediation_id))
+
+    @app.post(f"{one}/approve", response_model=Remediation, responses=_ERRORS, tags=["remediations"])
+    async def approve_remediation(
+        caller: CallerDep,
+        cluster_id: str,
+        instance_id: str,
+        remediation_id: str,
+        body: RemediationApproveRequest | None = None,
+    ) -> JSONResponse:
+        return _json(
+            platform.approve_remediation(
+                caller.owner,
+                caller.api_key_id,
+                cluster_id,
+                instance_id,
+                remediation_id,
+                body or RemediationApproveRequest(),
+            )
+        )
+
+    @app.post(f"{one}/reject", response_model=Remediation, responses=_ERRORS, tags=["remediations"])
+    async def reject_remediation(
+        caller: CallerDep,
+        cluster_id: str,
+        instance_id: str,
+        remediation_id: str,
+        body: RemediationRejectRequest | None = None,
+    ) -> JSONResponse:
+        return _json(
+            platform.reject_remediation(
+                caller.owner,
+                caller.api_key_id,
+                cluster_id,
+                instance_id,
+                remediation_id,
+                body or RemediationRejectRequest(),
+            )
+        )
+
+    @app.post(f"{one}/cancel", response_model=Remediation, responses=_ERRORS, tags=["remediations"])
+    async def cancel_remediation(
+        caller: CallerDep, cluster_id: str, instance_id: str, remediation_id: str
+    ) -> JSONResponse:
+        return _json(platform.cancel_remediation(caller.owner, cluster_id, instance_id, remediation_id))
 
 
 def _document_400_not_422(app: FastAPI) -> None:

@@ -6,7 +6,7 @@ a record is rendered as of a given time, so what is visible follows the clock wi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -15,7 +15,7 @@ from together_clusters.platform import ComputeClass
 from .catalog import GPUS_PER_NODE
 from .faults import ProvisioningOutcome
 from .kubernetes.kubeconfig import KubeApi
-from .shapes import BillingType, ClusterType, GpuType
+from .shapes import BillingType, ClusterType, GpuType, RemediationMode, RemediationState, RemediationTrigger
 
 
 class Timed(BaseModel):
@@ -35,6 +35,9 @@ class NodeRecord(BaseModel):
     cordoned_at: float | None = None
     remove_at: float | None = None
     deleted_at: float | None = None
+    # Whether the platform remediates this instance without asking: its health checks' automated
+    # remediations start PENDING instead of PENDING_APPROVAL (see emulator/remediations.py).
+    auto_remediation_enabled: bool = False
 
     @property
     def appears_at(self) -> float:
@@ -49,6 +52,47 @@ class EventRecord(BaseModel):
     reason: str
     message: str
     at: float
+
+
+class RemediationRecord(BaseModel):
+    """A node remediation of one instance (see :mod:`together_clusters.emulator.remediations`).
+
+    ``history`` is every state entered, with when: the record a Kubernetes twin (or a test) reads to learn
+    that remediation X of instance Y entered RUNNING or finished. ``next_at`` is when the platform moves it
+    on by itself (None: it waits for a user, or it is over).
+    """
+
+    remediation_id: str
+    seq: int
+    cluster_id: str
+    instance_id: str
+    node_id: str
+    compute_class: ComputeClass
+    mode: RemediationMode
+    trigger: RemediationTrigger
+    state: RemediationState
+    created_at: float
+    updated_at: float
+    history: list[Timed]
+    next_at: float | None = None
+    # How it ends once it runs: "fail" is set from the admin API (a repair that does not work), perhaps with
+    # the error_message it will then report.
+    outcome: Literal["succeed", "fail"] = "succeed"
+    failure: str | None = None
+    reason: str | None = None
+    requested_by: str | None = None
+    reviewed_by: str | None = None
+    review_comment: str | None = None
+    review_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    error_message: str | None = None
+    passive_health_check_event_id: str | None = None
+    # Linked passive health check alerts, as the API shows them but with times as epoch seconds.
+    linked_alerts: list[dict[str, Any]] = Field(default_factory=list)
+    # The instance that took this one's place (VM_ONLY and HOST_AWARE, once SUCCEEDED).
+    replacement_instance_id: str | None = None
+    replacement_node_id: str | None = None
 
 
 class VolumeRecord(BaseModel):
@@ -105,6 +149,9 @@ class ClusterRecord(BaseModel):
     kube_api: KubeApi | None = None
     # False until the twin's control plane serves (controllers, JobSet): the cluster is not shown Ready before.
     kube_serving: bool = True
+    # Every remediation of the cluster's instances, oldest first; ``remediation_seq`` numbers them.
+    remediations: list[RemediationRecord] = Field(default_factory=list)
+    remediation_seq: int = 0
 
     @property
     def deleting(self) -> bool:

@@ -13,10 +13,11 @@ from typing import Any
 
 from together_clusters.platform import COMPUTE_CLASS_LABEL, LIFECYCLE_EVENT_RETENTION_SECONDS
 
+from . import remediations
 from .catalog import GPUS_PER_NODE
 from .clock import to_datetime
 from .lifecycle import NODE_STATUS_BY_PHASE, READY, STATUS_BY_PHASE, visible
-from .records import ClusterRecord, EventRecord, NodeRecord, Timed
+from .records import ClusterRecord, EventRecord, NodeRecord, RemediationRecord, Timed
 
 
 @lru_cache(maxsize=1 << 16)
@@ -74,8 +75,68 @@ def _node_status(node: NodeRecord, seen: list[Timed]) -> str:
     return NODE_STATUS_BY_PHASE.get(seen[-1].phase, "Pending") if seen else "Pending"
 
 
-def _gpu_worker_node(node: NodeRecord, now: float, extra_fields: bool) -> dict[str, Any]:
+def remediation(rem: RemediationRecord) -> dict[str, Any]:
+    """A remediation as ``GET .../instances/{instance_id}/remediations/{id}`` shows it (fields never set are
+    left out, as the SDK's optional fields allow)."""
+    body: dict[str, Any] = {
+        "id": rem.remediation_id,
+        "cluster_id": rem.cluster_id,
+        "instance_id": rem.instance_id,
+        "mode": rem.mode,
+        "state": rem.state,
+        "trigger": rem.trigger,
+        "create_time": _iso(rem.created_at),
+        "update_time": _iso(rem.updated_at),
+        "instance_name": rem.node_id,
+    }
+    for field, value in (
+        ("reason", rem.reason),
+        ("requested_by", rem.requested_by),
+        ("reviewed_by", rem.reviewed_by),
+        ("review_comment", rem.review_comment),
+        ("error_message", rem.error_message),
+        ("passive_health_check_event_id", rem.passive_health_check_event_id),
+    ):
+        if value is not None:
+            body[field] = value
+    for field, at in (
+        ("review_time", rem.review_time),
+        ("start_time", rem.start_time),
+        ("end_time", rem.end_time),
+    ):
+        if at is not None:
+            body[field] = _iso(at)
+    if rem.linked_alerts:
+        body["linked_alerts"] = [_alert(a) for a in rem.linked_alerts]
+    return body
+
+
+def _alert(alert: dict[str, Any]) -> dict[str, Any]:
+    shown = dict(alert)
+    for field in ("started_at", "resolved_at"):
+        if shown.get(field) is not None:
+            shown[field] = _iso(shown[field])
+    return shown
+
+
+def remediation_record(rem: RemediationRecord) -> dict[str, Any]:
+    """A remediation as the admin API shows it: the API's view plus the node, every state entered with when
+    (``history``), and the instance that replaced the node (a successful VM_ONLY or HOST_AWARE repair)."""
+    return remediation(rem) | {
+        "node_id": rem.node_id,
+        "compute_class": rem.compute_class,
+        "history": [{"state": t.phase, "at": _iso(t.at)} for t in rem.history],
+        "replacement_instance_id": rem.replacement_instance_id,
+        "replacement_node_id": rem.replacement_node_id,
+    }
+
+
+def _gpu_worker_node(
+    node: NodeRecord, now: float, extra_fields: bool, latest: RemediationRecord | None = None
+) -> dict[str, Any]:
     seen = visible(node.schedule, now)
+    # A repair that deletes the VM marks it for deletion while it runs, as a preemption does.
+    going = latest is not None and latest.state == "RUNNING" and latest.mode in remediations.REMOVING_MODES
     body: dict[str, Any] = {
         "host_name": node.node_id,
         "memory_gib": 2048.0,
@@ -85,17 +146,19 @@ def _gpu_worker_node(node: NodeRecord, now: float, extra_fields: bool) -> dict[s
         "num_gpus": GPUS_PER_NODE,
         "phase_transitions": _transitions(seen),
         "status": _node_status(node, seen),
-        "auto_remediation_enabled": False,
+        "auto_remediation_enabled": node.auto_remediation_enabled,
         "ephemeral_storage": "1Ti",
         "ib_hca_count": 8,
         "ib_hca_type": "ConnectX-7",
         "instance_id": node.instance_id,
-        "marked_for_deletion": node.cordoned_at is not None,
+        "marked_for_deletion": node.cordoned_at is not None or going,
         "nvswitch_count": 4,
         "nvswitch_type": "NVSwitch-4",
     }
     if node.deleted_at is not None:
         body["deleted_at"] = _iso(node.deleted_at)
+    if latest is not None:
+        body["latest_remediation"] = remediation(latest)
     if extra_fields:
         body["compute_class"] = node.compute_class
         body["labels"] = {COMPUTE_CLASS_LABEL: node.compute_class}
@@ -156,6 +219,7 @@ def cluster(
     # The control plane is up once provisioning has moved on to the data plane.
     data_plane_reached = any(t.phase == "CLUSTER_PHASE_WAITING_FOR_DATA_PLANE_NODES" for t in phases)
     add_ons = [a for a in record.add_ons if _enabled(a.get("config"))]
+    latest = remediations.latest_by_instance(record)
     body: dict[str, Any] = {
         "add_ons": add_ons,
         "allocated_preemptible_gpus": record.allocated_preemptible_gpus,
@@ -168,7 +232,9 @@ def cluster(
         "desired_preemptible_gpus": record.desired_preemptible_gpus,
         "gpu_type": record.gpu_type,
         "gpu_worker_nodes": [
-            _gpu_worker_node(n, now, extra_fields) for n in record.nodes if n.appears_at <= now
+            _gpu_worker_node(n, now, extra_fields, latest.get(n.instance_id))
+            for n in record.nodes
+            if n.appears_at <= now
         ],
         "kube_config": _kubeconfig(record),
         "num_capacity_pool_gpus": record.num_capacity_pool_gpus,
@@ -183,7 +249,9 @@ def cluster(
         "volumes": record.volumes if volumes is None else volumes,
         "control_plane_ready": data_plane_reached and not record.deleting,
         "created_at": _iso(record.created_at),
-        "deleted_gpu_worker_nodes": [_gpu_worker_node(n, now, extra_fields) for n in record.deleted_nodes],
+        "deleted_gpu_worker_nodes": [
+            _gpu_worker_node(n, now, extra_fields, latest.get(n.instance_id)) for n in record.deleted_nodes
+        ],
         "node_lifecycle_events": lifecycle_events(record.events, now),
         "nvidia_driver_version_id": record.driver["id"],
         "os_image": record.driver["os"],

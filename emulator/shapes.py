@@ -71,6 +71,28 @@ NodePhase = Literal[
     "NODE_PHASE_PAUSED",
 ]
 
+# The remediation API's enums (together.types.clusters.remediation).
+RemediationMode = Literal[
+    "REMEDIATION_MODE_VM_ONLY",
+    "REMEDIATION_MODE_HOST_AWARE",
+    "REMEDIATION_MODE_EVICT_WITHOUT_REPLACEMENT",
+    "REMEDIATION_MODE_REBOOT_VM",
+    "REMEDIATION_MODE_HOST_POWER_CYCLE",
+]
+RemediationState = Literal[
+    "PENDING_APPROVAL",
+    "PENDING",
+    "RUNNING",
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELLED",
+    "AUTO_RESOLVED",
+    "QUARANTINING",
+    "QUARANTINED",
+]
+RemediationTrigger = Literal["REMEDIATION_TRIGGER_MANUAL", "REMEDIATION_TRIGGER_AUTOMATED"]
+PhcSeverity = Literal["PHC_SEVERITY_INFO", "PHC_SEVERITY_WARNING", "PHC_SEVERITY_CRITICAL"]
+
 
 class _Response(BaseModel):
     """Base of what the emulator serves: exactly the SDK's fields (extras are an explicit option)."""
@@ -172,6 +194,80 @@ class ControlPlaneNode(_Response):
     public_ipv4: str | None = None
 
 
+# --- remediations (together.types.clusters.remediation) -------------------------------------------
+
+
+class LinkedAlertAnnotationSlurmNodeUnavailable(_Response):
+    reason: str
+
+
+class LinkedAlertAnnotationXidEvent(_Response):
+    count: int
+    mnemonic: str
+    xid_code: str
+
+
+class LinkedAlertAnnotationXid(_Response):
+    events: list[LinkedAlertAnnotationXidEvent]
+
+
+class LinkedAlertAnnotation(_Response):
+    description: str
+    summary_line: str
+    title: str
+    slurm_node_unavailable: LinkedAlertAnnotationSlurmNodeUnavailable | None = None
+    xid: LinkedAlertAnnotationXid | None = None
+
+
+class LinkedAlert(_Response):
+    """A passive health check alert linked to a remediation."""
+
+    alert_name: str
+    annotation: LinkedAlertAnnotation
+    annotations: dict[str, str]
+    cluster_id: str
+    passive_health_check_alert_id: str
+    severity: PhcSeverity
+    started_at: datetime
+    target_vm: str
+    instance_id: str | None = None
+    node_remediation_intent_id: str | None = None
+    resolved_at: datetime | None = None
+
+
+class Remediation(_Response):
+    """A node remediation request for an instance (``.../instances/{id}/remediations/{id}``)."""
+
+    id: str
+    cluster_id: str
+    instance_id: str
+    mode: RemediationMode
+    state: RemediationState
+    trigger: RemediationTrigger
+    active_health_check_run_id: str | None = None
+    create_time: datetime | None = None
+    end_time: datetime | None = None
+    error_message: str | None = None
+    instance_name: str | None = None
+    linked_alerts: list[LinkedAlert] | None = None
+    passive_health_check_event_id: str | None = None
+    reason: str | None = None
+    requested_by: str | None = None
+    review_comment: str | None = None
+    review_time: datetime | None = None
+    reviewed_by: str | None = None
+    start_time: datetime | None = None
+    update_time: datetime | None = None
+
+
+class RemediationList(_Response):
+    """``GET .../instances/{id}/remediations``: a page, and the token of the next (``""``: none)."""
+
+    has_next: bool
+    next_page_token: str
+    remediations: list[Remediation]
+
+
 class GPUWorkerNode(_Response):
     """A GPU worker node. The same shape is used for ``deleted_gpu_worker_nodes``."""
 
@@ -189,8 +285,7 @@ class GPUWorkerNode(_Response):
     ib_hca_count: int | None = None
     ib_hca_type: str | None = None
     instance_id: str | None = None
-    # A Remediation; the emulator never reports one.
-    latest_remediation: dict[str, Any] | None = None
+    latest_remediation: Remediation | None = None
     marked_for_deletion: bool | None = None
     nvswitch_count: int | None = None
     nvswitch_type: str | None = None
@@ -413,3 +508,23 @@ class StorageUpdateRequest(_Request):
 
     volume_id: str
     size_tib: int | None = None
+
+
+class RemediationCreateRequest(_Request):
+    """Body of ``POST .../instances/{instance_id}/remediations`` (``RemediationCreateParams``)."""
+
+    mode: RemediationMode
+    reason: str | None = None
+
+
+class RemediationApproveRequest(_Request):
+    """Body of ``POST .../remediations/{id}/approve``: a comment, and a mode replacing the proposed one."""
+
+    comment: str | None = None
+    mode: RemediationMode | None = None
+
+
+class RemediationRejectRequest(_Request):
+    """Body of ``POST .../remediations/{id}/reject``."""
+
+    comment: str | None = None

@@ -1,7 +1,9 @@
 """Clusters, their nodes and the preemptible pools, moved along by timed actions.
 
-Three kinds of action are due at a given emulated time: removing a preempted node once its grace period is
-over, finishing a deletion, and handing free preemptible capacity to a cluster short of its target.
+Four kinds of action are due at a given emulated time: removing a preempted node once its grace period is
+over, finishing a deletion, moving a node remediation to its next state (see
+:mod:`together_clusters.emulator.remediations`), and handing free preemptible capacity to a cluster short of
+its target.
 :meth:`Simulation.advance_to` applies every due action in time order, so whether the clock is read often or
 rarely, the outcome is the same. Nothing here locks, stores or speaks HTTP; the platform does that.
 """
@@ -10,29 +12,36 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from together_clusters.platform import NODE_NAME_PREFIXES, ComputeClass, LifecycleReason
 
-from . import catalog
+from . import catalog, remediations
 from .catalog import DEFAULT_PREEMPTIBLE_POOL_GPUS, GPUS_PER_NODE
 from .clock import nominal
 from .errors import conflict
 from .lifecycle import (
     DATA_PLANE_START_S,
     DELETE_DURATION_S,
+    NODE_BOOTING_AFTER_S,
+    NODE_RUNNING_AFTER_S,
     PREEMPTIBLE_FILL_DELAY_S,
     Duration,
     deleting_phase,
     node_schedule,
     visible,
 )
-from .records import ClusterRecord, EventRecord, NodeRecord
+from .records import ClusterRecord, EventRecord, NodeRecord, RemediationRecord, Timed
+from .remediations import RemediationTimings, RemediationTransition
+from .shapes import RemediationState
 
-ActionKind = Literal["remove", "delete", "fill"]
-# When actions fall due at the same moment: removals free nodes before deletions and fills look at them.
-_ACTION_ORDER: dict[ActionKind, int] = {"remove": 0, "delete": 1, "fill": 2}
+ActionKind = Literal["remove", "delete", "remediate", "fill"]
+# When actions fall due at the same moment: removals free nodes before deletions and fills look at them;
+# a remediation moves on after its node's removal (and is cancelled by it), before a fill counts nodes.
+_ACTION_ORDER: dict[ActionKind, int] = {"remove": 0, "delete": 1, "remediate": 2, "fill": 3}
+Subject = NodeRecord | RemediationRecord | None
+RemediationHook = Callable[[RemediationTransition], None]
 
 
 def pool_key(region: str, gpu_type: str) -> str:
@@ -48,9 +57,17 @@ def default_pools() -> dict[str, int]:
 class Simulation:
     """Every cluster (of every owner) and the free GPUs of every preemptible pool."""
 
-    def __init__(self, duration: Duration = nominal) -> None:
+    def __init__(
+        self,
+        duration: Duration = nominal,
+        on_remediation: RemediationHook | None = None,
+        remediation_timings: RemediationTimings | None = None,
+    ) -> None:
         # Nominal durations -> time on the platform's clock (shortened by its speed).
         self.duration = duration
+        # Told of every state a remediation enters (the platform passes it on to a Kubernetes twin).
+        self.on_remediation = on_remediation
+        self.remediation_timings = remediation_timings or RemediationTimings()
         self.clusters: dict[str, ClusterRecord] = {}
         self.pools: dict[str, int] = default_pools()
         self.seq = 0
@@ -74,9 +91,11 @@ class Simulation:
         """Apply every timed action due by ``now``, earliest first."""
         self._earliest_due = None
         while (due := self._next_action(now)) is not None:
-            at, kind, record, node = due
-            if kind == "remove" and node is not None:
-                self._remove_preempted(record, node, at)
+            at, kind, record, subject = due
+            if kind == "remove" and isinstance(subject, NodeRecord):
+                self._remove_preempted(record, subject, at)
+            elif kind == "remediate" and isinstance(subject, RemediationRecord):
+                self._step_remediation(record, subject, at)
             elif kind == "delete":
                 self._finish_delete(record, at)
             else:
@@ -88,23 +107,31 @@ class Simulation:
             self._earliest_due = min((at for at, _, _, _ in self._actions()), default=math.inf)
         return self._earliest_due <= now
 
-    def _actions(self) -> Iterator[tuple[float, ActionKind, ClusterRecord, NodeRecord | None]]:
+    def _actions(self) -> Iterator[tuple[float, ActionKind, ClusterRecord, Subject]]:
         """Every timed action pending, in no order."""
         for record in self.clusters.values():
             for n in record.nodes:
                 if n.remove_at is not None:
                     yield n.remove_at, "remove", record, n
+            for r in record.remediations:
+                if r.next_at is not None:
+                    yield r.next_at, "remediate", record, r
             if record.delete_done_at is not None:
                 yield record.delete_done_at, "delete", record, None
             if record.fill_at is not None:
                 yield record.fill_at, "fill", record, None
 
-    def _next_action(self, now: float) -> tuple[float, ActionKind, ClusterRecord, NodeRecord | None] | None:
-        best: tuple[tuple[float, int, int], ActionKind, ClusterRecord, NodeRecord | None] | None = None
-        for at, kind, record, node in self._actions():
-            rank = (at, _ACTION_ORDER[kind], record.seq)
+    def _next_action(self, now: float) -> tuple[float, ActionKind, ClusterRecord, Subject] | None:
+        best: tuple[tuple[float, int, int, int], ActionKind, ClusterRecord, Subject] | None = None
+        for at, kind, record, subject in self._actions():
+            rank = (
+                at,
+                _ACTION_ORDER[kind],
+                record.seq,
+                subject.seq if isinstance(subject, RemediationRecord) else 0,
+            )
             if at <= now and (best is None or rank < best[0]):
-                best = (rank, kind, record, node)
+                best = (rank, kind, record, subject)
         return None if best is None else (best[0][0], best[1], best[2], best[3])
 
     def _remove_preempted(self, record: ClusterRecord, node: NodeRecord, at: float) -> None:
@@ -113,6 +140,7 @@ class Simulation:
         node.remove_at = None
         node.deleted_at = at
         record.deleted_nodes.append(node)
+        self._instance_gone(record, node, at, "was preempted")
         self._want_fill(record, at)
 
     def _finish_delete(self, record: ClusterRecord, at: float) -> None:
@@ -270,8 +298,13 @@ class Simulation:
         return True
 
     def _add_node(
-        self, record: ClusterRecord, compute_class: ComputeClass, appears_at: float, event: bool
-    ) -> None:
+        self,
+        record: ClusterRecord,
+        compute_class: ComputeClass,
+        appears_at: float,
+        event: bool,
+        schedule: list[Timed] | None = None,
+    ) -> NodeRecord:
         record.node_seq += 1
         node = NodeRecord(
             # Named as documented, the class in the name; the cluster's sequence number keeps names unique across
@@ -280,7 +313,8 @@ class Simulation:
             instance_id=f"i-{secrets.token_hex(8)}",
             compute_class=compute_class,
             # A cluster stuck waiting for its data plane never gets a node of any class running.
-            schedule=node_schedule(appears_at, boots=record.outcome != "stuck", duration=self.duration),
+            schedule=schedule
+            or node_schedule(appears_at, boots=record.outcome != "stuck", duration=self.duration),
         )
         record.nodes.append(node)
         if event:
@@ -290,6 +324,7 @@ class Simulation:
                     node_id=node.node_id, reason=LifecycleReason.SCALED_UP, message=message, at=appears_at
                 )
             )
+        return node
 
     def _drop_node(self, record: ClusterRecord, node: NodeRecord, at: float) -> None:
         """Scale a node down: gone at once, recorded as TogetherScaledDown unless it never appeared."""
@@ -300,10 +335,69 @@ class Simulation:
             return
         node.deleted_at = at
         record.deleted_nodes.append(node)
+        self._instance_gone(record, node, at, "was scaled down")
         message = f"Removed {node.compute_class} node {node.node_id} ({GPUS_PER_NODE} GPUs)"
         record.events.append(
             EventRecord(node_id=node.node_id, reason=LifecycleReason.SCALED_DOWN, message=message, at=at)
         )
+
+    # --- remediations ---------------------------------------------------------------------------
+
+    def enter_remediation(
+        self, record: ClusterRecord, rem: RemediationRecord, state: RemediationState, at: float
+    ) -> None:
+        """``rem`` enters ``state`` at ``at`` (its timer set for the next step); the hook hears of it."""
+        self._earliest_due = None
+        remediations.enter(rem, state, at, self.remediation_timings, self.duration)
+        if self.on_remediation is not None:
+            self.on_remediation(remediations.transition_of(rem))
+
+    def _step_remediation(self, record: ClusterRecord, rem: RemediationRecord, at: float) -> None:
+        """``rem``'s time in its state is up: on to the next (a success changes the node list first)."""
+        state = remediations.next_state(rem)
+        node = next((n for n in record.nodes if n.node_id == rem.node_id), None)
+        if state is None:
+            rem.next_at = None
+            return
+        if node is None:
+            rem.error_message = f"instance {rem.instance_id} left the cluster before the remediation finished"
+            self.enter_remediation(record, rem, "CANCELLED", at)
+            return
+        if state == "SUCCEEDED":
+            self._remediated(record, rem, node, at)
+        elif state == "FAILED":
+            rem.error_message = rem.failure or remediations.failure_message(rem)
+        self.enter_remediation(record, rem, state, at)
+
+    def _remediated(self, record: ClusterRecord, rem: RemediationRecord, node: NodeRecord, at: float) -> None:
+        """The node list after a successful repair: a new instance in the old one's place (VM_ONLY,
+        HOST_AWARE), the instance gone (EVICT_WITHOUT_REPLACEMENT), or kept (REBOOT_VM, HOST_POWER_CYCLE)."""
+        if rem.mode not in remediations.REMOVING_MODES:
+            return
+        record.nodes.remove(node)
+        node.deleted_at = at
+        record.deleted_nodes.append(node)
+        if rem.mode in remediations.REPLACING_MODES:
+            # The new VM was provisioned while the repair ran: it is up when the repair succeeds.
+            running_since = rem.start_time if rem.start_time is not None else at
+            boots_at = max(running_since, at - self.duration(NODE_RUNNING_AFTER_S - NODE_BOOTING_AFTER_S))
+            schedule = [
+                Timed(phase="NODE_PHASE_PENDING", at=running_since),
+                Timed(phase="NODE_PHASE_BOOTING", at=boots_at),
+                Timed(phase="NODE_PHASE_RUNNING", at=at),
+            ]
+            new = self._add_node(record, node.compute_class, schedule[0].at, event=False, schedule=schedule)
+            new.auto_remediation_enabled = node.auto_remediation_enabled
+            rem.replacement_instance_id, rem.replacement_node_id = new.instance_id, new.node_id
+        else:
+            remediations.evicted_counts(record, node)
+
+    def _instance_gone(self, record: ClusterRecord, node: NodeRecord, at: float, why: str) -> None:
+        """A node left the cluster: the platform cancels its active remediation, saying why."""
+        for rem in record.remediations:
+            if rem.node_id == node.node_id and rem.state in remediations.ACTIVE_STATES:
+                rem.error_message = f"instance {rem.instance_id} {why} before the remediation finished"
+                self.enter_remediation(record, rem, "CANCELLED", at)
 
     # --- pools ----------------------------------------------------------------------------------
 

@@ -13,15 +13,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from . import catalog, intake, render, storage, validation
+from . import catalog, intake, remediations, render, storage, validation
 from .clock import EmulatedClock, to_datetime
 from .errors import conflict, invalid, not_found
 from .faults import FailedOutcome, FaultQueue, FaultRule, FaultSpec
 from .lifecycle import DEFAULT_GRACE_SECONDS, DEFAULT_SPEED
-from .records import ClusterRecord
+from .records import ClusterRecord, RemediationRecord
+from .remediations import RemediationTimings, RemediationTransition
 from .shapes import (
     ClusterCreateRequest,
     ClusterUpdateRequest,
+    RemediationApproveRequest,
+    RemediationCreateRequest,
+    RemediationRejectRequest,
     StorageCreateRequest,
     StorageUpdateRequest,
 )
@@ -55,7 +59,7 @@ class Platform:
         self.default_driver = default_driver
         self._lock = threading.RLock()
         self._store = store
-        self._sim = Simulation(self._duration)
+        self._sim = Simulation(self._duration, self._remediation_entered)
         self._volumes = storage.Volumes()
         self._faults = FaultQueue()
         # The clusters the running operation changed (see _op).
@@ -72,6 +76,10 @@ class Platform:
                 self.grace_seconds = float(saved["grace_seconds"])
             self.list_lag_s = float(saved.get("list_lag_s", 0.0))
             self.unique_names = bool(saved.get("unique_names", True))
+            if "remediation_timings" in saved:
+                self._sim.remediation_timings = RemediationTimings.model_validate(
+                    saved["remediation_timings"]
+                )
             start, saved_speed = float(saved["now"]), float(saved["speed"])
             self.clock = EmulatedClock(start=start, speed=saved_speed if speed is None else speed)
         else:
@@ -208,7 +216,214 @@ class Platform:
                 for v in self._volumes.listed_all()
             ]
 
+    # --- the remediation API (see emulator/remediations.py) -------------------------------------
+
+    def create_remediation(
+        self, owner: str, actor: str, cluster_id: str, instance_id: str, req: RemediationCreateRequest
+    ) -> dict[str, Any]:
+        """A user's remediation of a live instance (``actor`` requested it): PENDING at once."""
+        with self._op(saves="touched") as now:
+            record = self._owned(owner, cluster_id)
+            node = remediations.live_instance(record, instance_id, now)
+            rem = remediations.new_remediation(
+                record,
+                node,
+                mode=req.mode,
+                trigger=remediations.MANUAL,
+                now=now,
+                reason=req.reason,
+                requested_by=actor,
+            )
+            self._sim.enter_remediation(record, rem, "PENDING", now)
+            self._touched.add(cluster_id)
+            return render.remediation(rem)
+
+    def list_remediations(
+        self,
+        owner: str,
+        cluster_id: str,
+        instance_id: str,
+        *,
+        state: list[str] | None = None,
+        mode: list[str] | None = None,
+        trigger: list[str] | None = None,
+        order_by: str | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+    ) -> dict[str, Any]:
+        """One page of an instance's remediations (``-``: the whole cluster's), newest first."""
+        states = remediations.parse_filter("state", state, remediations.STATES)
+        modes = remediations.parse_filter("mode", mode, remediations.MODES)
+        triggers = remediations.parse_filter("trigger", trigger, remediations.TRIGGERS)
+        with self._op(saves="touched"):
+            record = self._owned(owner, cluster_id)
+            found = remediations.page(
+                record,
+                instance_id,
+                states=states,
+                modes=modes,
+                triggers=triggers,
+                order_by=order_by,
+                page_size=page_size,
+                page_token=page_token,
+            )
+            return {
+                "has_next": found.has_next,
+                "next_page_token": found.next_page_token,
+                "remediations": [render.remediation(r) for r in found.items],
+            }
+
+    def get_remediation(
+        self, owner: str, cluster_id: str, instance_id: str, remediation_id: str
+    ) -> dict[str, Any]:
+        """One remediation of one of the cluster's instances, as of now."""
+        with self._op(saves="touched"):
+            record = self._owned(owner, cluster_id)
+            return render.remediation(remediations.find(record, instance_id, remediation_id))
+
+    def approve_remediation(
+        self,
+        owner: str,
+        actor: str,
+        cluster_id: str,
+        instance_id: str,
+        remediation_id: str,
+        req: RemediationApproveRequest,
+    ) -> dict[str, Any]:
+        """Approve one awaiting approval (409 otherwise), perhaps in another mode: PENDING."""
+        remediations.check_approve_mode(req.mode)
+        with self._op(saves="touched") as now:
+            record = self._owned(owner, cluster_id)
+            rem = remediations.find(record, instance_id, remediation_id)
+            remediations.approve(rem, actor, req.comment, req.mode, now)
+            self._sim.enter_remediation(record, rem, "PENDING", now)
+            self._touched.add(cluster_id)
+            return render.remediation(rem)
+
+    def reject_remediation(
+        self,
+        owner: str,
+        actor: str,
+        cluster_id: str,
+        instance_id: str,
+        remediation_id: str,
+        req: RemediationRejectRequest,
+    ) -> dict[str, Any]:
+        """Reject one awaiting approval (409 otherwise): CANCELLED, with the review recorded."""
+        with self._op(saves="touched") as now:
+            record = self._owned(owner, cluster_id)
+            rem = remediations.find(record, instance_id, remediation_id)
+            remediations.reject(rem, actor, req.comment, now)
+            self._sim.enter_remediation(record, rem, "CANCELLED", now)
+            self._touched.add(cluster_id)
+            return render.remediation(rem)
+
+    def cancel_remediation(
+        self, owner: str, cluster_id: str, instance_id: str, remediation_id: str
+    ) -> dict[str, Any]:
+        """Cancel one in PENDING_APPROVAL or PENDING (409 in any other state): CANCELLED."""
+        with self._op(saves="touched") as now:
+            record = self._owned(owner, cluster_id)
+            rem = remediations.find(record, instance_id, remediation_id)
+            remediations.check_cancellable(rem)
+            self._sim.enter_remediation(record, rem, "CANCELLED", now)
+            self._touched.add(cluster_id)
+            return render.remediation(rem)
+
     # --- the admin API --------------------------------------------------------------------------
+
+    def raise_remediation(
+        self,
+        cluster_id: str,
+        instance_id: str,
+        mode: str | None = None,
+        alert: Literal["xid", "slurm_node_unavailable"] = "xid",
+        xid_code: str = "79",
+        xid_count: int = 1,
+        reason: str | None = None,
+        outcome: Literal["succeed", "fail"] = "succeed",
+    ) -> dict[str, Any]:
+        """What the platform's passive health checks do on a faulty instance: an automated remediation in
+        ``mode`` (default HOST_AWARE) with the alert linked, awaiting approval (or PENDING at once on an
+        instance with ``auto_remediation_enabled``). ``outcome="fail"``: the repair will fail once it runs."""
+        if xid_count < 1:
+            raise invalid(f"xid_count must be at least 1; got {xid_count}", "xid_count")
+        with self._op() as now:
+            record = self._sim.clusters.get(cluster_id)
+            if record is None:
+                raise not_found(f"cluster {cluster_id} not found", "cluster_id")
+            node = remediations.live_instance(record, instance_id, now)
+            if alert == "xid":
+                linked = remediations.xid_alert(record, node, xid_code, xid_count, now)
+                summary = linked["annotation"]["summary_line"]
+            else:
+                summary = reason or "node not responding"
+                linked = remediations.slurm_unavailable_alert(record, node, summary, now)
+            rem = remediations.new_remediation(
+                record,
+                node,
+                mode=mode or remediations.DEFAULT_AUTOMATED_MODE,
+                trigger=remediations.AUTOMATED,
+                now=now,
+                reason=reason or summary,
+                requested_by=remediations.SYSTEM_ACTOR,
+                linked_alerts=[linked],
+            )
+            rem.outcome = outcome
+            first = remediations.first_state(remediations.AUTOMATED, node)
+            if first == "PENDING":
+                rem.reviewed_by, rem.review_time = remediations.SYSTEM_ACTOR, now
+                rem.review_comment = "approved by the platform: auto-remediation is enabled on this instance"
+            self._sim.enter_remediation(record, rem, first, now)
+            return render.remediation(rem)
+
+    def set_remediation_outcome(
+        self, remediation_id: str, outcome: remediations.Outcome, error_message: str | None = None
+    ) -> dict[str, Any]:
+        """How a remediation ends: ``auto_resolve`` now (one not processed yet), or ``fail``/``succeed`` once
+        it has run (one not finished)."""
+        with self._op() as now:
+            record, rem = self._remediation(remediation_id)
+            remediations.check_outcome(rem, outcome)
+            if outcome == "auto_resolve":
+                self._sim.enter_remediation(record, rem, "AUTO_RESOLVED", now)
+            else:
+                rem.outcome = outcome
+                rem.failure = error_message if outcome == "fail" else None
+            return render.remediation(rem)
+
+    def set_auto_remediation(
+        self, cluster_id: str, enabled: bool, instance_ids: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Turn auto-remediation on or off for some (default: every) live instance of a cluster."""
+        with self._op():
+            record = self._sim.clusters.get(cluster_id)
+            if record is None:
+                raise not_found(f"cluster {cluster_id} not found", "cluster_id")
+            by_id = {n.instance_id: n for n in record.nodes}
+            for instance_id in instance_ids or []:
+                if instance_id not in by_id:
+                    raise not_found(
+                        f"instance {instance_id} of cluster {cluster_id} not found; its instances: "
+                        f"{', '.join(by_id) or 'none'}",
+                        "instance_ids",
+                    )
+            for node in record.nodes if instance_ids is None else [by_id[i] for i in instance_ids]:
+                node.auto_remediation_enabled = enabled
+            return {
+                "cluster_id": cluster_id,
+                "auto_remediation_enabled": {n.instance_id: n.auto_remediation_enabled for n in record.nodes},
+            }
+
+    def all_remediations(self) -> list[dict[str, Any]]:
+        """Every remediation of every cluster, oldest first, with what the API does not show: the node, every
+        state entered (``history``) and the instance that replaced the node."""
+        with self._op(saves="touched"):
+            return [
+                render.remediation_record(r) | {"owner": c.owner[:12]}
+                for c in self._sim.ordered()
+                for r in c.remediations
+            ]
 
     def preempt(
         self, cluster_id: str, count: int | None = None, node_ids: list[str] | None = None
@@ -310,33 +525,42 @@ class Platform:
         grace_seconds: float | None = None,
         list_lag_s: float | None = None,
         unique_names: bool | None = None,
+        remediation_timings: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The platform's settings, after changing the ones given.
 
         ``grace_seconds``: how long a preempted node lives after being cordoned. ``list_lag_s``: how long
         (emulated seconds) a new cluster stays out of listings. ``unique_names``: refuse (409) a create whose
-        name a live cluster of the same key has, or allow duplicates.
+        name a live cluster of the same key has, or allow duplicates. ``remediation_timings``: how long
+        (nominal seconds) a remediation stays in each state it leaves by itself (``pending_s``,
+        ``quarantining_s``, ``quarantined_s``, ``running_s`` by mode; only those given change), from the next
+        state entered on.
         """
         for field, value in (("grace_seconds", grace_seconds), ("list_lag_s", list_lag_s)):
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise invalid(f"{field} must be a finite number >= 0; got {value}", field)
         with self._op():
+            timings = self._sim.remediation_timings
+            if remediation_timings is not None:
+                timings = timings.changed(remediation_timings)
             if grace_seconds is not None:
                 self.grace_seconds = float(grace_seconds)
             if list_lag_s is not None:
                 self.list_lag_s = float(list_lag_s)
             if unique_names is not None:
                 self.unique_names = unique_names
+            self._sim.remediation_timings = timings
             return {
                 "grace_seconds": self.grace_seconds,
                 "list_lag_s": self.list_lag_s,
                 "unique_names": self.unique_names,
+                "remediation_timings": timings.model_dump(),
             }
 
     def reset(self) -> None:
         """Forget every cluster, fault, pool change and setting; the clock keeps running."""
         with self._op():
-            self._sim = Simulation(self._duration)
+            self._sim = Simulation(self._duration, self._remediation_entered)
             self._volumes = storage.Volumes()
             self._faults.clear()
             self.grace_seconds = self._initial_grace
@@ -363,6 +587,19 @@ class Platform:
 
     def _cluster_added(self, record: ClusterRecord) -> None:
         """A hook for a platform with a Kubernetes twin; called under the lock when a cluster is created."""
+
+    def _remediation_entered(self, transition: RemediationTransition) -> None:
+        """A hook for a platform with a Kubernetes twin; called under the lock each time a remediation enters a
+        state (by a request, or on the clock): ``RUNNING`` is when the node goes down as the mode implies,
+        the finished states say how it ended (the node list already shows a successful repair's result)."""
+
+    def _remediation(self, remediation_id: str) -> tuple[ClusterRecord, RemediationRecord]:
+        """A remediation of any cluster, by id; 404 when there is none."""
+        for record in self._sim.clusters.values():
+            for rem in record.remediations:
+                if rem.remediation_id == remediation_id:
+                    return record, rem
+        raise not_found(f"remediation {remediation_id} not found", "remediation_id")
 
     def _cluster_loaded(self, record: ClusterRecord) -> None:
         """A cluster read back from the state file. Without a twin nothing serves its Kubernetes: nothing to
@@ -411,6 +648,7 @@ class Platform:
             "grace_seconds": self.grace_seconds,
             "list_lag_s": self.list_lag_s,
             "unique_names": self.unique_names,
+            "remediation_timings": self._sim.remediation_timings.model_dump(),
             "pools": self._sim.pools,
             "seq": self._sim.seq,
             "volumes": self._volumes.to_json(),

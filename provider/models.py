@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .vocabulary import BillingType, ClusterType, DcgmDiagLevel, GpuType, LoadBalancer
+from .vocabulary import BillingType, ClusterType, DcgmDiagLevel, GpuType, LoadBalancer, RemediationMode
 
 # Phases in which provisioning has stopped for good: waiting longer will not make the cluster Ready.
 FAILED_PHASES: frozenset[str] = frozenset(
@@ -181,7 +181,11 @@ class LinkedAlert(_Response):
 
 
 class Remediation(_Response):
-    """A node remediation request for an instance."""
+    """A node remediation request for an instance (the SDK's ``together.types.clusters.Remediation``).
+
+    ``mode``, ``state`` and ``trigger`` take the values of :mod:`.vocabulary` (``RemediationMode``,
+    ``RemediationState``, ``RemediationTrigger``), kept as plain strings so a later value is read, not refused.
+    """
 
     id: str | None = None
     cluster_id: str | None = None
@@ -199,6 +203,18 @@ class Remediation(_Response):
     reason: str | None = None
     requested_by: str | None = None
     review_comment: str | None = None
+    review_time: datetime | None = None
+    reviewed_by: str | None = None
+    start_time: datetime | None = None
+    update_time: datetime | None = None
+
+
+class RemediationList(_Response):
+    """A page of ``GET .../instances/{instance_id}/remediations``; ``next_page_token`` is empty on the last."""
+
+    has_next: bool = False
+    next_page_token: str = ""
+    remediations: list[Remediation] = Field(default_factory=list)
 
 
 class GPUWorkerNode(_Response):
@@ -468,6 +484,29 @@ class StorageUpdateRequest(_Request):
 
     volume_id: str
     size_tib: int | None = None
+
+
+# --- node remediations (``.../instances/{instance_id}/remediations``) -----------------------------
+
+
+class RemediationCreateRequest(_Request):
+    """Body of ``POST .../instances/{instance_id}/remediations``."""
+
+    mode: RemediationMode
+    reason: str | None = None
+
+
+class RemediationApproveRequest(_Request):
+    """Body of ``POST .../remediations/{id}/approve``: the API refuses ``HOST_POWER_CYCLE`` as ``mode``."""
+
+    comment: str | None = None
+    mode: RemediationMode | None = None
+
+
+class RemediationRejectRequest(_Request):
+    """Body of ``POST .../remediations/{id}/reject``."""
+
+    comment: str | None = None
 
 
 # --- who the key is (``GET /v3/whoami``) -------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The twin mirrors every GPU worker node that has booted (phase RUNNING) and not been removed: a Node labelled
 with its compute class and GPU type, with ``nvidia.com/gpu: 8``. A node being preempted carries when and for
-how long, so the twin can play the sequence (see :mod:`together_clusters.platform.preemption`).
+how long, so the twin can play the sequence (see :mod:`together_clusters.sequences.preemption`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from together_clusters.platform import (
 from ..catalog import GPUS_PER_NODE
 from ..lifecycle import visible
 from ..records import ClusterRecord, NodeRecord, VolumeRecord
+from ..remediations import RemediationTransition
 from .kubeconfig import KubeApi
 from .kwok_config import MANAGED_NODE_ANNOTATION, MANAGED_NODE_VALUE
 from .shared_volumes import VolumeView, volume_views
@@ -64,6 +65,8 @@ class ClusterView:
     kube_api: KubeApi | None
     nodes: tuple[NodeView, ...]
     volumes: tuple[VolumeView, ...] = ()
+    remediations: tuple[RemediationTransition, ...] = ()
+    """The states its remediations entered since the last view, in order (see :mod:`.repairs`)."""
 
 
 def node_name(node_id: str) -> str:

@@ -165,9 +165,11 @@ def test_duplicate_name_modes(sdk: Any, admin: Any) -> None:
     assert sorted(c.cluster_id for c in client.clusters.list().clusters) == sorted(
         [first.cluster_id, second.cluster_id]
     )
-    # A reset restores the defaults: unique names, no lag.
+    # A reset restores the defaults: unique names, no lag (and the remediations' default timings).
     admin.reset()
-    assert admin.settings() == {"grace_seconds": 300.0, "list_lag_s": 0.0, "unique_names": True}
+    settings = admin.settings()
+    assert settings.pop("remediation_timings")["pending_s"] == 60.0
+    assert settings == {"grace_seconds": 300.0, "list_lag_s": 0.0, "unique_names": True}
 
 
 def test_fault_admin_validation(http: Any) -> None:

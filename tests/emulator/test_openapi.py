@@ -14,12 +14,20 @@ def test_openapi_lists_public_paths(http: Any) -> None:
         "/v1/compute/regions",
         "/v1/compute/clusters/storage/volumes",
         "/v1/compute/clusters/storage/volumes/{volume_id}",
+        "/v1/compute/clusters/{cluster_id}/instances/{instance_id}/remediations",
+        "/v1/compute/clusters/{cluster_id}/instances/{instance_id}/remediations/{remediation_id}",
+        "/v1/compute/clusters/{cluster_id}/instances/{instance_id}/remediations/{remediation_id}/approve",
+        "/v1/compute/clusters/{cluster_id}/instances/{instance_id}/remediations/{remediation_id}/reject",
+        "/v1/compute/clusters/{cluster_id}/instances/{instance_id}/remediations/{remediation_id}/cancel",
         "/v3/whoami",
     }
     assert set(paths["/v1/compute/clusters/storage/volumes"]) == {"get", "post", "put"}
     assert set(paths["/v1/compute/clusters/storage/volumes/{volume_id}"]) == {"get", "delete"}
     assert set(paths["/v1/compute/clusters"]) == {"get", "post"}
     assert set(paths["/v1/compute/clusters/{cluster_id}"]) == {"get", "put", "delete"}
+    remediations = "/v1/compute/clusters/{cluster_id}/instances/{instance_id}/remediations"
+    assert set(paths[remediations]) == {"get", "post"}
+    assert set(paths[f"{remediations}/{{remediation_id}}"]) == {"get"}
     schemas = doc["components"]["schemas"]
     for name in (
         "Cluster",
@@ -31,6 +39,9 @@ def test_openapi_lists_public_paths(http: Any) -> None:
         "ClusterDeleteResponse",
         "ErrorResponse",
         "WhoamiProjectAPIKey",
+        "Remediation",
+        "RemediationList",
+        "RemediationCreateRequest",
     ):
         assert name in schemas, name
     ok = paths["/v1/compute/clusters"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
