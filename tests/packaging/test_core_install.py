@@ -98,10 +98,7 @@ def test_each_feature_of_an_extra_names_the_pip_install_on_one_line(
         "(kubernetes is not installed): pip install 'together-gpu-clusters[drill]'\n"
     )
 
-    uses = {
-        "plot": "from together_clusters.cli.status.plot import write_png; write_png('t.png', 'dev', [])",
-        "s3": "from together_clusters.components.checkpoint import S3Backend; S3Backend('bucket')",
-    }
+    uses = {"plot": "from together_clusters.cli.status.plot import write_png; write_png('t.png', 'dev', [])"}
     for extra, use in uses.items():
         script = (
             "from together_clusters.errors import MissingExtraError\n"
@@ -111,3 +108,15 @@ def test_each_feature_of_an_extra_names_the_pip_install_on_one_line(
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.split(" ", 2)[0] == extra
         assert ran.stdout.strip().endswith(f"pip install 'together-gpu-clusters[{extra}]'")
+
+    # S3 checkpoints are the runtime's (a distribution of its own): its error names both ways to the extra.
+    script = (
+        "from together_clusters.errors import S3ExtraMissing\n"
+        "from together_clusters.components.checkpoint import S3Backend\n"
+        "try:\n    S3Backend('bucket')\nexcept S3ExtraMissing as e:\n    print(e)\n"
+    )
+    ran = env.run(env.python, "-I", "-c", script, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip().endswith(
+        "pip install 'together-gpu-checkpoint[s3]' (or 'together-gpu-clusters[s3]')"
+    )

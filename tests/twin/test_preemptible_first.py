@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 
 from together_clusters.components import (
     BatchInferenceArgs,
@@ -120,6 +120,25 @@ SERVE = "app.kubernetes.io/name=serve"
 FALLBACK_JOB = "app.kubernetes.io/name=fb"
 
 
+def disruption_condition(cluster: TwinCluster, pod_name: str, resource_version: str) -> Any:
+    """The pod's DisruptionTarget condition, from the pod's changes since ``resource_version`` (its deletion
+    included: the scheduler's victim may be gone by the time anyone reads it)."""
+    stream = watch.Watch()
+    for event in stream.stream(
+        cluster.core.list_namespaced_pod,
+        "default",
+        field_selector=f"metadata.name={pod_name}",
+        resource_version=resource_version,
+        timeout_seconds=120,
+    ):
+        pod = event["object"]
+        found = next((c for c in (pod.status.conditions or []) if c.type == "DisruptionTarget"), None)
+        if found is not None:
+            stream.stop()
+            return found
+    raise AssertionError(f"no DisruptionTarget condition on {pod_name} within 120 s")
+
+
 def test_a_critical_pod_takes_the_standard_node_back_from_a_fallback_pod_which_is_replaced_not_failed(
     scarce: TwinCluster,
 ) -> None:
@@ -139,11 +158,12 @@ def test_a_critical_pod_takes_the_standard_node_back_from_a_fallback_pod_which_i
         deployment_name="serve",
         placement=NodePlacement(ComputeClass.STANDARD, critical=True),
     )
+    seen_from = scarce.core.read_namespaced_pod(first[0], "default").metadata.resource_version
     create_all(scarce, [m for m in manifests.batch_inference("serve", serving) if m["kind"] == "Deployment"])
     wait_for(lambda: running_on(scarce, SERVE) or None, "the critical replica running on the standard node")
 
-    victim = scarce.core.read_namespaced_pod(first[0], "default")
-    disruption = next(c for c in victim.status.conditions or [] if c.type == "DisruptionTarget")
+    # Watched from before the critical pod came, so the condition is seen even once the victim is gone.
+    disruption = disruption_condition(scarce, first[0], seen_from)
     assert (disruption.status, disruption.reason) == ("True", "PreemptionByScheduler")
     # Replaced, not failed: a new pod waits for room (the JobSet recreated its Job; nothing counted).
     replacement = wait_for(
