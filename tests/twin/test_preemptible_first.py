@@ -208,7 +208,8 @@ def test_a_preemptible_first_sweep_starts_on_standard_at_once_and_on_preemptible
     scarce.wait_for_nodes(standard=1, preemptible=2, timeout=180)
     placed = wait_for(lambda: both_running(scarce, TRIALS), "both trials running", timeout=180)
     assert sorted(cls for _, cls in placed) == ["preemptible", "standard"]
-    assert running_on(scarce, PLAIN)[0][1] == "preemptible"  # the plain job got its node too
+    (plain_placed,) = wait_for(lambda: running_on(scarce, PLAIN) or None, "the plain job running")
+    assert plain_placed[1] == "preemptible"  # the plain job got its node too
     assert failed_workloads(scarce.api) == []
 
 
