@@ -8,6 +8,7 @@ chunk (S3: a multipart part per transfer thread), whatever the checkpoint's size
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import shutil
@@ -210,6 +211,15 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
+def _s3_module(name: str) -> Any:
+    """Import ``name`` of boto3, deferred (only S3 users need boto3 in their image); without it, the error
+    that names the extra to install."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        raise S3ExtraMissing((error.name or "boto3").partition(".")[0]) from error
+
+
 def transfer_config(**overrides: Any) -> Any:
     """boto3's transfer settings: multipart above the threshold, parts of CHUNK_BYTES, bounded threads.
 
@@ -217,10 +227,7 @@ def transfer_config(**overrides: Any) -> Any:
     checkpoint's chunks) is read into parts in memory, and s3transfer would otherwise keep up to ten of
     them (``max_in_memory_upload_chunks``), 80 MiB that a pod's memory limit may not have.
     """
-    try:
-        from boto3.s3.transfer import TransferConfig
-    except ModuleNotFoundError as error:
-        raise S3ExtraMissing((error.name or "boto3").partition(".")[0]) from error
+    TransferConfig = _s3_module("boto3.s3.transfer").TransferConfig
 
     settings: dict[str, Any] = {
         "multipart_threshold": CHUNK_BYTES,
@@ -258,12 +265,7 @@ class S3Backend:
         download_config: Any | None = None,
     ) -> None:
         if client is None:
-            try:
-                import boto3  # deferred: only S3 users need boto3 in their image
-            except ModuleNotFoundError as error:
-                raise S3ExtraMissing((error.name or "boto3").partition(".")[0]) from error
-
-            client = boto3.client("s3", endpoint_url=endpoint_url, region_name=region_name)
+            client = _s3_module("boto3").client("s3", endpoint_url=endpoint_url, region_name=region_name)
         self.client = client
         self.bucket = bucket
         self.prefix = prefix.strip("/")
