@@ -17,13 +17,14 @@ class ExitCode(IntEnum):
     """An exit code, the commands that can return it and what it means (one line)."""
 
     # name = code, the commands that return it, what it means
-    OK = 0, ("drift", "status", "drill"), (
+    OK = 0, ("drift", "status", "drill", "remediations"), (
         "nothing to act on: every stack in sync (drift), the status shown (status), every workload survived "
-        "or the dry run's plan holds (drill)"
+        "or the dry run's plan holds (drill), done or the dry run's plan shown (remediations)"
     )
-    ERROR = 1, ("drift", "status", "drill"), (
+    ERROR = 1, ("drift", "status", "drill", "remediations"), (
         "bad arguments, or the command could not do its work (a stack could not be checked or read, "
-        "the engine or the API failed, the drill could not run or its pre-check refused it)"
+        "the engine or the API failed, the drill could not run, its pre-check refused it or its remediation did not "
+        "succeed, the gate refused)"
     )
     DRIFT = 2, ("drift",), "drift found: a live resource differs from the code, changed or deleted outside it"
     PENDING = 3, ("drift",), "changes pending: the code has changes not deployed yet (only with --fail-on-pending)"
@@ -32,8 +33,12 @@ class ExitCode(IntEnum):
         "admitted (only with --fail-on-stalled)"
     )
     NOT_SURVIVED = 5, ("drill",), (
-        "a workload the drill preempted did not survive: it failed, or a lost pod got no running "
+        "a workload the drill preempted or remediated did not survive: it failed, or a lost pod got no running "
         "replacement in time"
+    )
+    NOT_DRAINED = 6, ("remediations",), (
+        "the node's work did not checkpoint and move within --timeout: the remediation was not approved (the "
+        "node stays cordoned, the remediation pending; approve again to go on)"
     )
 
     commands: tuple[str, ...]

@@ -3,7 +3,9 @@ classifies (the shell of the workloads report).
 
 The kubeconfig is the cluster's own (its ``kube_config``, as ``together_clusters.cli.live`` reads it from the
 Together API), loaded as ``together_clusters.components.controllers.detection`` loads it: the decoded document
-as a dict. Read only: pods with the placement label, nodes, and Kueue Workloads when Kueue is installed.
+as a dict. Read only: pods with the placement label, nodes, the Events of the platform's node repairs
+(reasons ``TogetherRemediation...``, recorded on Nodes, in ``default`` as Node Events are), and Kueue Workloads
+when Kueue is installed.
 Whatever stops the read (no client installed, an API server that does not answer) becomes the view's
 ``error``, one line: the workloads are information, they never stop ``status`` or ``drift``.
 """
@@ -16,16 +18,19 @@ import yaml
 
 from together_clusters._extras import requires_extra
 from together_clusters.errors import MissingExtraError
-from together_clusters.platform import PLACEMENT_LABEL
+from together_clusters.platform import PLACEMENT_LABEL, REMEDIATION_REASON_PREFIX
 
 REQUEST_TIMEOUT_SECONDS = 10
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 """The Workload API versions tried, newest first (Kueue 0.15 added v1beta2; older ones serve v1beta1)."""
+NODE_EVENTS_NAMESPACE = "default"
+"""Where Kubernetes keeps the Events of Nodes (cluster-scoped objects)."""
 
 
 def read(kubeconfig: str | None) -> dict[str, Any]:
-    """``{"pods", "nodes", "kueue_workloads"}`` of the cluster of ``kubeconfig`` (its text), or ``{"error"}``."""
+    """``{"pods", "nodes", "node_events", "kueue_workloads"}`` of the cluster of ``kubeconfig`` (its text), or
+    ``{"error"}``. ``node_events``: the repairs' Events only."""
     if not kubeconfig:
         return {"error": "the cluster has no kubeconfig yet"}
     try:
@@ -59,6 +64,7 @@ def read(kubeconfig: str | None) -> dict[str, Any]:
             return {
                 "pods": api.sanitize_for_serialization(pods.items),
                 "nodes": api.sanitize_for_serialization(nodes.items),
+                "node_events": _repair_events(core, api, ApiException),
                 "kueue_workloads": _kueue_workloads(client.CustomObjectsApi(api), ApiException),
             }
     except ApiException as error:
@@ -69,6 +75,26 @@ def read(kubeconfig: str | None) -> dict[str, Any]:
     except Exception as error:  # connection refused, DNS, TLS, a kubeconfig the client cannot use
         first = (str(error).splitlines() or [""])[0][:200]
         return {"error": f"its Kubernetes API could not be read: {type(error).__name__}: {first}"}
+
+
+def _repair_events(core: Any, api: Any, api_exception: type[Exception]) -> list[dict[str, Any]]:
+    """The Node Events of the platform's repairs; none when the key may not read Events (403): they only
+    mark the timeline, and the pods and nodes are still worth showing."""
+    try:
+        events = core.list_namespaced_event(
+            NODE_EVENTS_NAMESPACE,
+            field_selector="involvedObject.kind=Node",
+            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        )
+    except api_exception as error:
+        if getattr(error, "status", None) in (403, 404):
+            return []
+        raise
+    return [
+        e
+        for e in api.sanitize_for_serialization(events.items)
+        if str(e.get("reason") or "").startswith(REMEDIATION_REASON_PREFIX)
+    ]
 
 
 def _kueue_workloads(custom: Any, api_exception: type[Exception]) -> list[dict[str, Any]]:

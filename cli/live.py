@@ -3,7 +3,8 @@ the workloads part of ``drift``).
 
 A snapshot holds what ``together_clusters.cli.capacity`` and ``together_clusters.cli.status.timeline`` need and nothing secret: the kube
 config never leaves this module (the cluster's workloads are read with it here, into the snapshot's
-``kubernetes`` view, by ``together_clusters.cli.kube_view``).
+``kubernetes`` view, by ``together_clusters.cli.kube_view``). With ``remediations``, a snapshot also holds the
+cluster's node repairs as the API lists them (``remediations``; ``remediations_unread`` says why not).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from together_clusters.provider.client import TogetherClient
-from together_clusters.provider.errors import NotFoundError, WrongTargetError
+from together_clusters.provider.errors import APIError, NotFoundError, TransportError, WrongTargetError
 from together_clusters.provider.kubeconfig import kubeconfig_text
 from together_clusters.provider.lifecycle import get_or_none
 from together_clusters.provider.mapping import live_outputs, marked_compute_class
-from together_clusters.provider.models import Cluster, GPUWorkerNode
+from together_clusters.provider.models import Cluster, GPUWorkerNode, Remediation
 from together_clusters.provider.settings import API_KEY_CONFIG, API_KEY_ENV
+from together_clusters.provider.vocabulary import ACTIVE_REMEDIATION_STATES, ENDED_REMEDIATION_STATES
 
 from . import api_settings, kube_view
 from .stack_state import StateResource
@@ -32,6 +34,8 @@ def _node(node: GPUWorkerNode) -> dict[str, Any]:
     appeared = min((t.transition_time for t in node.phase_transitions if t.transition_time), default=None)
     return {
         "node_id": node.node_id,
+        "host_name": node.host_name,
+        "instance_id": node.instance_id,
         "compute_class": marked_compute_class(node),
         "num_gpus": node.num_gpus,
         "appeared_at": _iso(appeared),
@@ -64,11 +68,51 @@ def snapshot(cluster: Cluster, observed_at: datetime | None = None) -> dict[str,
     }
 
 
+ENDED_REMEDIATIONS_READ = 20
+"""How many of the newest ended remediations a snapshot holds: one page, whatever the cluster's history."""
+
+
+def remediations(client: TogetherClient, cluster_id: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The cluster's remediations under way (every page) and its newest ended ones (one page), as JSON, or
+    why they could not be read (one line): the repairs are information, they never stop ``status``."""
+    try:
+        active = client.list_remediations(cluster_id, "-", states=list(ACTIVE_REMEDIATION_STATES))
+        ended = client.list_remediations_page(
+            cluster_id, "-", states=list(ENDED_REMEDIATION_STATES), page_size=ENDED_REMEDIATIONS_READ
+        ).remediations
+    except (APIError, TransportError) as error:
+        return [], f"the API's remediations could not be read: {' '.join(str(error).split())[:200]}"
+    return [_remediation(r) for r in [*active, *ended]], None
+
+
+def _remediation(remediation: Remediation) -> dict[str, Any]:
+    return remediation.model_dump(
+        mode="json",
+        include={
+            "id",
+            "instance_id",
+            "instance_name",
+            "mode",
+            "state",
+            "trigger",
+            "create_time",
+            "review_time",
+            "start_time",
+            "end_time",
+        },
+    )
+
+
 def fetch_snapshots(
-    cluster_ids: Iterable[str], client: TogetherClient | None = None, *, workloads: bool = False
+    cluster_ids: Iterable[str],
+    client: TogetherClient | None = None,
+    *,
+    workloads: bool = False,
+    repairs: bool = False,
 ) -> dict[str, Any]:
     """``{cluster_id: snapshot or None}``; ``None`` for a cluster the API does not know (any more).
-    ``workloads``: also read each cluster's Kubernetes API into the snapshot's ``kubernetes`` view.
+    ``workloads``: also read each cluster's Kubernetes API into the snapshot's ``kubernetes`` view;
+    ``repairs``: also its remediations (see :func:`remediations`).
 
     Any other API failure (unreachable, bad key) raises: ``status`` cannot say anything then.
     """
@@ -81,6 +125,9 @@ def fetch_snapshots(
             found[cluster_id] = snapshot(cluster) if cluster is not None else None
             if cluster is not None and workloads:
                 found[cluster_id]["kubernetes"] = kube_view.read(kubeconfig_text(cluster.kube_config))
+            if cluster is not None and repairs:
+                listed, unread = remediations(api, cluster_id)
+                found[cluster_id].update(remediations=listed, remediations_unread=unread)
         return found
     finally:
         if own:
@@ -88,7 +135,11 @@ def fetch_snapshots(
 
 
 def stack_snapshots(
-    resources: Sequence[StateResource], stack_api: api_settings.ApiSettings, *, workloads: bool = False
+    resources: Sequence[StateResource],
+    stack_api: api_settings.ApiSettings,
+    *,
+    workloads: bool = False,
+    repairs: bool = False,
 ) -> dict[str, Any]:
     """Each of a stack's clusters read with the key and endpoint the provider would use for it."""
     by_settings: dict[api_settings.ApiSettings, list[str]] = {}
@@ -99,7 +150,7 @@ def stack_snapshots(
     for settings, ids in by_settings.items():
         with TogetherClient(api_key=settings.api_key, base_url=settings.base_url) as client:
             refuse_another_project(client, [by_id[i] for i in ids])
-            found.update(fetch_snapshots(ids, client, workloads=workloads))
+            found.update(fetch_snapshots(ids, client, workloads=workloads, repairs=repairs))
     return found
 
 

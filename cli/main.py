@@ -1,12 +1,16 @@
-"""together-clusters: drift detection, capacity status and preemption drills for stacks of Together GPU
-clusters.
+"""together-clusters: drift detection, capacity status, preemption and repair drills, and the remediation gate
+for stacks of Together GPU clusters.
 
     together-clusters drift  [-s NAME ...| --all-stacks] [-C DIR] [--fail-on-pending] [--fail-on-stalled]
                              [--json] [--junit FILE] [--markdown FILE] [--jobs N]
     together-clusters status [-s NAME] [-C DIR] [--price-per-gpu-hour P] [--png FILE] [--json]
                              [--fail-on-stalled]
     together-clusters drill  [--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--node NAME]
-                             [--twin URL [--termination MODE]] [--dry-run] [--yes] [--json]
+                             [--twin URL [--termination MODE]] [--remediation MODE [--cluster-id ID]]
+                             [--dry-run] [--yes] [--json]
+    together-clusters remediations list|approve ID|reject ID --comment TEXT|gate --modes M,...
+                             [--cluster-id ID] [--kubeconfig FILE] [--context NAME] [--json]
+                             [approve: --timeout S --dry-run --force]
 
 Without -s/--stack, drift and status use the selected stack, as pulumi does.
 """
@@ -25,10 +29,11 @@ from .arguments import Parser, add_version
 from .drift import command as drift
 from .drill import command as drill
 from .exit_codes import ExitCode, help_table
+from .remediations import command as remediations
 from .status import command as status
 from .workspace import EngineError
 
-COMMANDS = {"drift": drift, "status": status, "drill": drill}
+COMMANDS = {"drift": drift, "status": status, "drill": drill, "remediations": remediations}
 """Each subcommand and its module (``cli/<name>/command.py``): ``add_parser(sub)`` registers it,
 ``run(args)`` runs it and returns its :class:`ExitCode`."""
 
@@ -51,9 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``together-clusters`` entry point: parse, run the command, return its exit code."""
     args = build_parser().parse_args(argv)
-    if args.command == "drill":
-        # The drill reports its own errors (the Kubernetes client's, the twin's HTTP).
-        return drill.run(args)
+    if args.command in ("drill", "remediations"):
+        # These report their own errors (the Kubernetes client's, the twin's HTTP, the gate's).
+        return COMMANDS[args.command].run(args)
     try:
         return COMMANDS[args.command].run(args)
     except (EngineError, TogetherError, OSError) as exc:

@@ -50,6 +50,9 @@ KUEUE = "kueue"
 
 SECONDS_PER_HOUR = 3600.0
 
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+"""The phases of a pod whose containers are done: it holds nothing on its node any more."""
+
 
 @dataclass(frozen=True)
 class Stall:
@@ -104,6 +107,19 @@ def workload_of(metadata: Mapping[str, Any], labels: Mapping[str, str] | None = 
     if not name or PLACEMENT_LABEL not in found:
         return None
     return f"{metadata.get('namespace') or 'default'}/{name}"
+
+
+def workloads_by_node(view: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The workloads with a pod on each Node (by the Node's name), sorted: pods not finished (a pod
+    Succeeded or Failed holds nothing on its node any more) and scheduled somewhere."""
+    found: dict[str, set[str]] = {}
+    for pod in view.get("pods") or []:
+        workload = workload_of(pod.get("metadata") or {})
+        node = (pod.get("spec") or {}).get("nodeName")
+        if workload is None or not node or (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
+            continue
+        found.setdefault(str(node), set()).add(workload)
+    return {node: sorted(names) for node, names in found.items()}
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

@@ -28,6 +28,8 @@ _EXPORTS = {
     "KueueSettings": ".controllers.releases",
     "WorkloadQueue": ".workload_queue",
     "WorkloadQueueArgs": ".args",
+    "RemediationGate": ".remediation_gate",
+    "RemediationGateArgs": ".args",
     "provider_for": ".providers",
     "provider_from_stack_config": ".providers",
     "BatchJobArgs": ".args",
@@ -76,6 +78,8 @@ __all__ = [
     "Taint",
     "TrainingRun",
     "TrainingRunArgs",
+    "RemediationGate",
+    "RemediationGateArgs",
     "WorkloadQueue",
     "WorkloadQueueArgs",
     "provider_for",
@@ -93,6 +97,7 @@ if TYPE_CHECKING:
         NoCheckpoint,
         NodePlacement,
         PodSettings,
+        RemediationGateArgs,
         Retries,
         S3Bucket,
         SharedVolume,
@@ -108,6 +113,7 @@ if TYPE_CHECKING:
     from .guard import PlacementRefused
     from .platform import ComputeClass, Taint
     from .providers import provider_for, provider_from_stack_config
+    from .remediation_gate import RemediationGate
     from .sweep import Sweep
     from .training_run import TrainingRun
     from .validation import ArgsError, validate

@@ -27,7 +27,7 @@ import copy
 import dataclasses
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from enum import Enum
 from types import FrameType
@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 from together_clusters.platform import (
     DEFAULT_PREEMPTIBLE_TAINT,
     GRACE_PERIOD_LIMIT_SECONDS,
+    REMEDIATION_MODES_BY_NAME,
     ComputeClass,
     Taint,
 )
@@ -642,3 +643,40 @@ class WorkloadQueueArgs:
             reserve_standard_gpus=reserve_standard_gpus,
             **fields,
         )
+
+
+REMEDIATION_GATE_MODES = tuple(REMEDIATION_MODES_BY_NAME)
+"""The modes a :class:`RemediationGateArgs` may list, as ``together-clusters remediations gate --modes`` spells
+them (``REMEDIATION_MODE_VM_ONLY`` is ``vm-only``)."""
+
+
+@dataclass(frozen=True)
+class RemediationGateArgs:
+    """The unattended remediation gate of one cluster: which automated repairs it may approve, once the node's
+    work has checkpointed and moved.
+
+    ``cluster_id``: the cluster's id (``cluster.id`` of a ``Cluster`` resource). ``modes``: the remediation
+    modes it may approve, opt-in (no default: a gate approves nothing it was not told to; any of
+    :data:`REMEDIATION_GATE_MODES`). ``image``: an image with ``together-gpu-clusters[remediations]``
+    installed, at this package's version (the gate runs ``python -m together_clusters.cli remediations gate``
+    in it). The API key: ``api_key`` (a ``pulumi.Output`` secret, e.g. ``config.require_secret("apiKey")``:
+    the component keeps it in a Secret of its own) or ``api_key_secret``, the name of an existing Secret in
+    ``namespace`` whose key ``api-key`` holds it; exactly one. ``base_url``: the API's (default: the
+    official). ``interval_seconds`` between passes; ``drain_timeout_seconds``: how long one drain may take
+    before the gate tries again on a later pass (the node stays cordoned and the remediation pending).
+    """
+
+    cluster_id: Any
+    """A string, or an output of one (``cluster.id``)."""
+    modes: Sequence[str]
+    image: str
+    api_key: Any = None
+    api_key_secret: str | None = None
+    base_url: str | None = None
+    namespace: str = "together-remediation-gate"
+    create_namespace: bool = True
+    """Create ``namespace`` (the component's own); ``False``: it exists (with the ``api_key_secret``)."""
+    interval_seconds: int = 30
+    drain_timeout_seconds: int = 900
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    """Annotations on the gate's pod."""

@@ -8,6 +8,7 @@ them (:mod:`.providers`).
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -139,6 +140,11 @@ def reachable(kubeconfig: str) -> str:
 
 _RESOURCE_CLASSES: Mapping[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("v1", "Secret"): k8s.core.v1.Secret,
+    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): k8s.rbac.v1.ClusterRole,
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): k8s.rbac.v1.ClusterRoleBinding,
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("v1", "Service"): k8s.core.v1.Service,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
@@ -188,4 +194,9 @@ def create(
         return k8s.apiextensions.CustomResource(
             resource_name, api_version=manifest["apiVersion"], kind=manifest["kind"], opts=opts, **fields
         )
-    return cls(resource_name, opts=opts, **fields)
+    # The typed classes take their top-level fields as Python keywords (``roleRef`` is ``role_ref``).
+    return cls(resource_name, opts=opts, **{_snake(key): value for key, value in fields.items()})
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()

@@ -128,6 +128,11 @@ def cli() -> str:
             parts.append(f"{sub.description.strip()}\n")
         parts.append(f"```text\n{sub.format_usage().rstrip()}\n```\n")
         parts.append(_options_table(sub))
+        # A command with actions of its own (remediations list, approve...): one section per action.
+        for action, nested in _subcommands(sub).items():
+            parts.append(f"### {name} {action}\n")
+            parts.append(f"```text\n{nested.format_usage().rstrip()}\n```\n")
+            parts.append(_options_table(nested))
     return "\n".join(parts)
 
 

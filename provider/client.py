@@ -51,6 +51,7 @@ from .models import (
     Whoami,
 )
 from .retry import RetryPolicy, parse_retry_after, should_retry_status
+from .vocabulary import ACTIVE_REMEDIATION_STATES as ACTIVE_REMEDIATION_STATES
 from .vocabulary import RemediationMode, RemediationState, RemediationTrigger
 
 log = logging.getLogger(__name__)
@@ -671,14 +672,6 @@ def _the_cluster(cluster_id: str, cluster: Cluster, what: str) -> Cluster:
 
 
 VOLUMES_PATH = "/v1/compute/clusters/storage/volumes"
-# A remediation still under way: an instance has at most one (the API refuses a second with 409).
-ACTIVE_REMEDIATION_STATES: tuple[RemediationState, ...] = (
-    "PENDING_APPROVAL",
-    "PENDING",
-    "QUARANTINING",
-    "QUARANTINED",
-    "RUNNING",
-)
 
 
 def _the_remediation(remediation_id: str, remediation: Remediation, what: str) -> Remediation:

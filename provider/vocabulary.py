@@ -75,6 +75,16 @@ RemediationState = Literal[
     "QUARANTINED",
 ]
 RemediationTrigger = Literal["REMEDIATION_TRIGGER_MANUAL", "REMEDIATION_TRIGGER_AUTOMATED"]
+ACTIVE_REMEDIATION_STATES: tuple[RemediationState, ...] = (
+    "PENDING_APPROVAL",
+    "PENDING",
+    "QUARANTINING",
+    "QUARANTINED",
+    "RUNNING",
+)
+"""A remediation still under way, in the order it passes them: an instance has at most one (the API refuses a
+second with 409)."""
+ENDED_REMEDIATION_STATES: tuple[RemediationState, ...] = ("SUCCEEDED", "FAILED", "CANCELLED", "AUTO_RESOLVED")
 DcgmDiagLevel = Literal[
     "DCGM_DIAG_LEVEL_SHORT", "DCGM_DIAG_LEVEL_MEDIUM", "DCGM_DIAG_LEVEL_LONG", "DCGM_DIAG_LEVEL_EXTENDED"
 ]

@@ -22,6 +22,7 @@ MODULES: dict[str, frozenset[str]] = {
     "emulator": frozenset({"fastapi", "starlette", "uvicorn"}),
     "twin": frozenset({"kubernetes", "cryptography"}),
     "drill": frozenset({"kubernetes"}),
+    "remediations": frozenset({"kubernetes"}),
     "plot": frozenset({"matplotlib"}),
     "s3": frozenset({"boto3", "botocore", "s3transfer"}),
 }

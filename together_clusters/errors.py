@@ -23,6 +23,7 @@
     ├── ArgsError (ValueError)       a workload component's arguments break a rule; every violation at once
     │   └── PlacementRefused         the preemptible placement guard refuses a pod spec
     ├── DrillError                   a preemption drill could not be played
+    ├── GateError                    the remediation gate refused, or its drain did not hold in time
     ├── EngineError (RuntimeError)   a Pulumi operation the command line ran failed; the cause on one line
     └── TwinError (RuntimeError)     the emulator's Kubernetes twin cannot do what was asked
         ├── BinariesMissing          the twin's control plane programs are not built
@@ -268,6 +269,11 @@ class PlacementRefused(ArgsError):
 
 class DrillError(TogetherError):
     """The drill could not be played (no preemptible node, an unknown node, the emulator refused)."""
+
+
+class GateError(TogetherError):
+    """The remediation gate refused (the remediation does not await approval, is not the cluster's) or its
+    drain did not hold within its timeout (the node stays cordoned and the remediation pending)."""
 
 
 class EngineError(TogetherError, RuntimeError):

@@ -1,4 +1,5 @@
-"""What a preemption drill found, per workload, for people (a table) and machines (JSON). Pure."""
+"""What a drill found, per workload (and, for a remediation drill, how the remediation ended), for people (a
+table) and machines (JSON). Pure."""
 
 from __future__ import annotations
 
@@ -40,21 +41,46 @@ class WorkloadReport:
     pods_lost: int
     outcome: Outcome
     seconds_to_replacement: float | None
-    """From the preemption (T+0) to the last lost pod having a Running replacement."""
+    """From T+0 (the preemption, or the request of the remediation) to the last lost pod having a Running
+    replacement."""
     resumed: Resumed | None
     detail: str
     """Why it failed, or why the resumed step is unknown (simulated pods have no logs)."""
 
 
 @dataclass(frozen=True)
+class RemediationReport:
+    """The remediation a drill asked for, as it ended."""
+
+    id: str
+    mode: str
+    """As ``--remediation`` spells it: ``vm-only``..."""
+    cluster_id: str
+    instance_id: str
+    state: str
+    """The state it ended in: ``SUCCEEDED``, or ``FAILED``, ``CANCELLED``, ``AUTO_RESOLVED``."""
+    states: tuple[str, ...]
+    """Each state the drill saw it in, in order (a state shorter than the drill's poll may be missed)."""
+    error_message: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == "SUCCEEDED"
+
+
+@dataclass(frozen=True)
 class DrillReport:
     mode: str
+    """``twin`` or ``game-day`` (a preemption), or ``remediation``."""
     node: str
     termination: str
+    """The preemption's termination mode, or the remediation's mode (``vm-only``...)."""
     workloads: tuple[WorkloadReport, ...]
+    remediation: RemediationReport | None = None
 
     @property
     def ok(self) -> bool:
+        """Every workload survived (the remediation's own end is :attr:`RemediationReport.succeeded`)."""
         return all(w.outcome is Outcome.SURVIVED for w in self.workloads)
 
 
@@ -75,6 +101,14 @@ def drill_json(report: DrillReport) -> str:
 
 def drill_text(report: DrillReport) -> str:
     head = f"Preemption drill ({report.mode}, {report.termination}) of node {report.node}\n"
+    rem = report.remediation
+    if rem is not None:
+        seen = " -> ".join(rem.states)
+        error = f" ({rem.error_message})" if rem.error_message else ""
+        head = (
+            f"Remediation drill ({rem.mode}) of node {report.node}, instance {rem.instance_id}: remediation "
+            f"{rem.id} {rem.state}{error} [{seen}]\n"
+        )
     if not report.workloads:
         return head + "  no workload had pods on the node\n"
     rows = [

@@ -1,5 +1,6 @@
-"""The preemption drill: preempt one preemptible node, watch the workloads it ran, report what became of
-them (what each mode does: see :data:`together_clusters.cli.drill.command.DESCRIPTION`)."""
+"""The drills: preempt one preemptible node, or ask the compute API to remediate one node (of either class),
+then watch the workloads it ran and report what became of them (what each mode does: see
+:data:`together_clusters.cli.drill.command.DESCRIPTION`)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,36 @@ from together_clusters.platform import (
     PREEMPTIBLE,
     TerminationMode,
 )
+from together_clusters.provider.client import TogetherClient
+from together_clusters.provider.errors import ConflictError
+from together_clusters.provider.vocabulary import RemediationMode
 from together_clusters.sequences import preemption
 from together_clusters.sequences.preemption import PREEMPTED_AT_ANNOTATION
 
-from .report import DrillReport, Outcome, Resumed, WorkloadReport, parse_resumed
+from .modes import NODE_KEEPING_MODES, short_mode
+from .report import DrillReport, Outcome, RemediationReport, Resumed, WorkloadReport, parse_resumed
 
 _TIMEOUT = 10
 _POLL_SECONDS = 0.5
+_ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "AUTO_RESOLVED"})
+"""The states a remediation ends in."""
+_TAKING = frozenset({"RUNNING", "SUCCEEDED", "FAILED"})
+"""The states from which the node's pods may have been taken (a failed repair may have drained them)."""
+REMEDIATION_REASON = "together-clusters drill"
+"""The ``reason`` of the remediations a drill asks for: who asked, in the API's listing."""
+
+
+@dataclass(frozen=True)
+class RemediationTarget:
+    """What a remediation drill asks the compute API for (the instance behind the drilled node)."""
+
+    mode: RemediationMode
+    cluster_id: str
+    instance_id: str
+    poll_seconds: float = 5.0
+    """How often to read the remediation's state (the twin's clock runs fast: poll it more often)."""
+    timeout_seconds: float = 3600.0
+    """How long to wait for the remediation to end (a real power cycle takes about 20 minutes)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +69,8 @@ class DrillArgs:
     """How long to wait for a replacement's ``resumed step=`` line once it runs."""
     namespace: str | None = None
     """Watch and report only this namespace's workloads; ``None``: every workload that had pods on the node."""
+    remediation: RemediationTarget | None = None
+    """A remediation drill (:func:`run_remediation_drill`): the mode and instance to ask for."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +121,37 @@ def choose_node(core: client.CoreV1Api, wanted: str | None) -> str:
     if wanted not in names:
         raise DrillError(
             f"--node {wanted} is not a schedulable preemptible node; choose one of: {', '.join(names)}"
+        )
+    return wanted
+
+
+def _healthy_any_class(core: client.CoreV1Api) -> list[Any]:
+    """Schedulable nodes of either compute class: the preemptible ones first (oldest first), then the
+    standard ones."""
+    nodes = core.list_node(label_selector=COMPUTE_CLASS_LABEL, _request_timeout=_TIMEOUT)
+    healthy = [n for n in nodes.items if n.spec is None or not n.spec.unschedulable]
+    return sorted(
+        healthy,
+        key=lambda n: (
+            (n.metadata.labels or {}).get(COMPUTE_CLASS_LABEL) != PREEMPTIBLE,
+            n.metadata.creation_timestamp,
+            _natural(n.metadata.name),
+        ),
+    )
+
+
+def choose_remediation_node(core: client.CoreV1Api, wanted: str | None) -> str:
+    """The node to remediate: ``wanted`` if it is a schedulable node of either class, else the one the
+    preemption drill would pick (the oldest preemptible node), else the oldest standard node."""
+    names = [n.metadata.name for n in _healthy_any_class(core)]
+    if not names:
+        raise DrillError(f"no schedulable node labelled {COMPUTE_CLASS_LABEL}: nothing to remediate")
+    if wanted is None:
+        return names[0]
+    if wanted not in names:
+        raise DrillError(
+            f"--node {wanted} is not a schedulable node of the cluster's GPU pools; choose one of: "
+            f"{', '.join(names)}"
         )
     return wanted
 
@@ -296,7 +353,16 @@ def _note_pods_before(api: client.ApiClient, owners: _Owners, watched: list[_Wat
                 w.before = w.lost | started
 
 
-def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watched], started: float) -> None:
+def _tick(
+    api: client.ApiClient,
+    owners: _Owners,
+    node: str,
+    watched: list[_Watched],
+    started: float,
+    same_node_ok: bool = False,
+) -> None:
+    """One look at the watched workloads: which failed, completed or got a Running replacement for every
+    lost pod (elsewhere, unless ``same_node_ok``: a rebooted node is back)."""
     core = client.CoreV1Api(api)
     for namespace in {w.workload.namespace for w in watched if w.outcome is None}:
         by_workload = _pods_by_workload(core, owners, namespace)
@@ -322,7 +388,7 @@ def _tick(api: client.ApiClient, owners: _Owners, node: str, watched: list[_Watc
                 if p.metadata.uid not in w.before
                 and p.status.phase == "Running"
                 and p.metadata.deletion_timestamp is None
-                and p.spec.node_name != node
+                and (same_node_ok or p.spec.node_name != node)
                 and p.metadata.creation_timestamp is not None
             ]
             if len(fresh) >= len(w.lost) and w.replaced_after is None:
@@ -369,36 +435,20 @@ def _resumed(core: client.CoreV1Api, pods: list[Any], wait_seconds: float) -> tu
     return lowest, "" if len(steps) == 1 else f"replacements resumed from different steps {sorted(steps)}"
 
 
-def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], None] = print) -> DrillReport:
-    """Preempt one node and report what became of every workload it ran."""
-    core = client.CoreV1Api(api)
-    node = choose_node(core, args.node)
-    owners = _Owners(api)
+def _watched(api: client.ApiClient, owners: _Owners, node: str, namespace: str | None) -> list[_Watched]:
+    """The workloads that have pods the drill takes on ``node`` (in ``namespace`` only, when given)."""
     watched = [
         _Watched(w, lost)
         for w, lost in _lost_pods(api, owners, node).items()
-        if args.namespace is None or w.namespace == args.namespace
+        if namespace is None or w.namespace == namespace
     ]
     _note_pods_before(api, owners, watched)
-    grace = min(args.grace_seconds, GRACE_PERIOD_LIMIT_SECONDS)
-    termination = args.termination if args.twin_url else TerminationMode.EVICTION
-    progress(f"drill: preempting {node} ({termination.value}); {len(watched)} workload(s) had pods there")
-    started = time.monotonic()
-    if args.twin_url:
-        preempt_on_twin(args.twin_url, node, termination)
-        await_cordon(core, node)
-    else:
-        announce_game_day(core, node, grace)
-    try:
-        deadline = started + args.timeout_seconds
-        while any(w.outcome is None for w in watched) and time.monotonic() < deadline:
-            if not args.twin_url and time.monotonic() < started + grace:
-                evict_remaining(core, node, grace)
-            _tick(api, owners, node, watched, started)
-            time.sleep(_POLL_SECONDS)
-    finally:
-        if not args.twin_url:
-            uncordon(core, node)
+    return watched
+
+
+def _reports(
+    core: client.CoreV1Api, watched: list[_Watched], args: DrillArgs, progress: Callable[[str], None]
+) -> tuple[WorkloadReport, ...]:
     reports = []
     for w in watched:
         resumed, note = None, w.detail
@@ -420,5 +470,132 @@ def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], 
                 detail=note,
             )
         )
+    return tuple(reports)
+
+
+def run_drill(api: client.ApiClient, args: DrillArgs, progress: Callable[[str], None] = print) -> DrillReport:
+    """Preempt one node and report what became of every workload it ran."""
+    core = client.CoreV1Api(api)
+    node = choose_node(core, args.node)
+    owners = _Owners(api)
+    watched = _watched(api, owners, node, args.namespace)
+    grace = min(args.grace_seconds, GRACE_PERIOD_LIMIT_SECONDS)
+    termination = args.termination if args.twin_url else TerminationMode.EVICTION
+    progress(f"drill: preempting {node} ({termination.value}); {len(watched)} workload(s) had pods there")
+    started = time.monotonic()
+    if args.twin_url:
+        preempt_on_twin(args.twin_url, node, termination)
+        await_cordon(core, node)
+    else:
+        announce_game_day(core, node, grace)
+    try:
+        deadline = started + args.timeout_seconds
+        while any(w.outcome is None for w in watched) and time.monotonic() < deadline:
+            if not args.twin_url and time.monotonic() < started + grace:
+                evict_remaining(core, node, grace)
+            _tick(api, owners, node, watched, started)
+            time.sleep(_POLL_SECONDS)
+    finally:
+        if not args.twin_url:
+            uncordon(core, node)
+    reports = _reports(core, watched, args, progress)
     mode = "twin" if args.twin_url else "game-day"
-    return DrillReport(mode=mode, node=node, termination=termination.value, workloads=tuple(reports))
+    return DrillReport(mode=mode, node=node, termination=termination.value, workloads=reports)
+
+
+# --- the remediation drill -----------------------------------------------------------------------
+
+
+def _untouched(core: client.CoreV1Api, owners: _Owners, w: _Watched) -> bool:
+    """Whether every pod the workload was to lose still runs, not terminating (a repair that ended before
+    it ran took nothing)."""
+    pods = _pods_by_workload(core, owners, w.workload.namespace).get(w.workload, [])
+    alive = {str(p.metadata.uid) for p in pods if p.metadata.deletion_timestamp is None}
+    return w.lost <= alive
+
+
+def run_remediation_drill(
+    api: client.ApiClient,
+    compute: TogetherClient,
+    args: DrillArgs,
+    progress: Callable[[str], None] = print,
+) -> DrillReport:
+    """Ask the compute API to remediate one node's instance, follow the remediation to its end and report
+    what became of every workload the node ran (``report.remediation`` says how the remediation ended).
+
+    T+0 is the request. The workloads are watched until each lost pod has a Running replacement, the
+    workload completes or fails, or ``timeout_seconds`` after the remediation was first seen taking the
+    node's pods (a repair waits in PENDING and quarantine first, with its pods still running)."""
+    target = args.remediation
+    if target is None:
+        raise DrillError("a remediation drill needs the mode and the instance to remediate")
+    core = client.CoreV1Api(api)
+    node = choose_remediation_node(core, args.node)
+    owners = _Owners(api)
+    watched = _watched(api, owners, node, args.namespace)
+    mode = short_mode(target.mode)
+    progress(
+        f"drill: asking for a {mode} remediation of {node} (instance {target.instance_id}); "
+        f"{len(watched)} workload(s) had pods there"
+    )
+    started = time.monotonic()
+    try:
+        remediation = compute.create_remediation(
+            target.cluster_id, target.instance_id, target.mode, reason=REMEDIATION_REASON
+        )
+    except ConflictError as exc:
+        raise DrillError(
+            f"the API refused a remediation of instance {target.instance_id} (node {node}): {exc}"
+        ) from None
+    rem_id = str(remediation.id)
+    state = str(remediation.state)
+    states = [state]
+    progress(f"drill: remediation {rem_id} {state}")
+    read_at = started
+    taken_at = started if state in _TAKING or state in _ENDED else None
+    same_node_ok = target.mode in NODE_KEEPING_MODES
+    while True:
+        now = time.monotonic()
+        if state not in _ENDED and now - read_at >= target.poll_seconds:
+            remediation = compute.get_remediation(target.cluster_id, target.instance_id, rem_id)
+            read_at = now
+            if remediation.state != state:
+                state = str(remediation.state)
+                states.append(state)
+                progress(f"drill: remediation {rem_id} {state} (T+{now - started:.1f}s)")
+            if taken_at is None and (state in _TAKING or state in _ENDED):
+                # An end without RUNNING (cancelled, auto-resolved) starts the workloads' clock too, so a
+                # workload that lost a pod some other way does not hold the drill forever.
+                taken_at = now
+        undecided = [w for w in watched if w.outcome is None]
+        if undecided:
+            _tick(api, owners, node, watched, started, same_node_ok=same_node_ok)
+            if state in _ENDED and state != "SUCCEEDED":
+                for w in undecided:
+                    if w.outcome is None and _untouched(core, owners, w):
+                        w.outcome = Outcome.SURVIVED
+                        w.detail = f"untouched: the remediation ended {state} before taking its pods"
+        workloads_done = all(w.outcome is not None for w in watched) or (
+            taken_at is not None and now >= taken_at + args.timeout_seconds
+        )
+        if state in _ENDED and workloads_done:
+            break
+        if state not in _ENDED and now >= started + target.timeout_seconds:
+            raise DrillError(
+                f"remediation {rem_id} of {node} is still {state} after {target.timeout_seconds:g}s; the drill "
+                "stops watching (the platform goes on with it)"
+            )
+        time.sleep(_POLL_SECONDS)
+    reports = _reports(core, watched, args, progress)
+    outcome = RemediationReport(
+        id=rem_id,
+        mode=mode,
+        cluster_id=target.cluster_id,
+        instance_id=target.instance_id,
+        state=state,
+        states=tuple(states),
+        error_message=remediation.error_message or "",
+    )
+    return DrillReport(
+        mode="remediation", node=node, termination=mode, workloads=reports, remediation=outcome
+    )

@@ -1,6 +1,11 @@
 """Before a drill touches a cluster: the plan (which node, which pods, what happens to each), the pre-check
 that refuses a drill whose pods would have nowhere to go, and the confirmation naming the context.
 
+A remediation drill (``--remediation MODE``) has the same pre-check, plus what only the compute API knows:
+the node's instance (:func:`instance_of`, through the cluster's ``gpu_worker_nodes``), the instance's active
+remediation if it has one (the API allows one at a time: :func:`active_text`), and what the mode costs in
+capacity (:func:`capacity_text`).
+
 The pre-check is a first fit of the preempted pods onto the other nodes, as the scheduler's filters would
 judge them in their simplest form: the node is schedulable and Ready, the pod tolerates its NoSchedule and
 NoExecute taints, matches its labels (``nodeSelector`` and required node affinity), and the node has room
@@ -19,7 +24,10 @@ from typing import Any, TextIO
 from kubernetes.utils import parse_quantity
 
 from together_clusters.errors import DrillError
-from together_clusters.platform import LifecycleReason
+from together_clusters.platform import LifecycleReason, kubernetes_node_name
+from together_clusters.provider.vocabulary import RemediationMode
+
+from .modes import capacity_text, remediation_steps, short_mode
 
 _TIMEOUT = 10
 _TERMINAL = ("Succeeded", "Failed")
@@ -242,6 +250,48 @@ def refusal(node: str, placements: Sequence[Placement], timeout_seconds: float) 
     )
 
 
+# --- remediations: the modes, the instance, the one active remediation ---------------------------
+
+
+def instance_of(node: str, cluster_id: str, workers: Iterable[Any]) -> str:
+    """The instance behind the Kubernetes Node ``node``: the cluster's worker node (``gpu_worker_nodes``)
+    whose host name is that Node's name (:func:`~together_clusters.platform.kubernetes_node_name`)."""
+    known = []
+    for worker in workers:
+        if not worker.host_name:
+            continue
+        name = kubernetes_node_name(worker.host_name)
+        if name == node and worker.instance_id:
+            return str(worker.instance_id)
+        known.append(name)
+    listed = ", ".join(sorted(known)) or "none"
+    raise DrillError(
+        f"node {node} is not a worker node of cluster {cluster_id} (its nodes: {listed}); is the kubeconfig "
+        "that cluster's?"
+    )
+
+
+def active_text(active: Sequence[Any]) -> str:
+    """The instance's remediation still under way, as the plan names it; empty when there is none."""
+    if not active:
+        return ""
+    first = active[0]
+    return f"{first.id} ({short_mode(first.mode or '?')}, {first.state})"
+
+
+@dataclass(frozen=True)
+class RemediationPlan:
+    """What a remediation drill asks the compute API for."""
+
+    mode: RemediationMode
+    cluster_id: str
+    instance_id: str
+    api: str
+    """The compute API's base URL (the emulator's, on the twin)."""
+    active: str = ""
+    """The instance's active remediation (:func:`active_text`); empty when it has none."""
+
+
 # --- the plan ------------------------------------------------------------------------------------
 
 
@@ -252,22 +302,39 @@ class Plan:
     context: str
     server: str
     mode: str
-    """``twin`` or ``game-day``."""
+    """``twin`` or ``game-day`` (a preemption), or ``remediation``."""
     node: str
     termination: str
+    """How the pods go: the preemption's termination mode, or the remediation's (``vm-only``...)."""
     pods: Sequence[PodNeed]
     placements: Sequence[Placement]
     watched_namespace: str | None
     grace_seconds: int
     timeout_seconds: float
+    remediation: RemediationPlan | None = None
+    node_gpus: float = 0.0
+    """The GPUs the node offers (its allocatable): what a remediation takes out."""
 
     @property
     def refusal(self) -> str:
+        if self.remediation is not None and self.remediation.active:
+            return (
+                f"refusing to drill {self.node}: its instance {self.remediation.instance_id} already has an "
+                f"active remediation {self.remediation.active} (the API allows one at a time); wait for it "
+                "to end, or choose another --node"
+            )
         return refusal(self.node, self.placements, self.timeout_seconds)
 
 
 def steps(plan: Plan) -> str:
     """What happens, in order."""
+    if plan.remediation is not None:
+        what = remediation_steps(plan.remediation.mode, plan.node)
+        return (
+            f"ask the compute API ({plan.remediation.api}) for a manual {plan.termination} remediation of "
+            f"instance {plan.remediation.instance_id} (cluster {plan.remediation.cluster_id}); the platform "
+            f"{what}; watch it to its end and the workloads up to {plan.timeout_seconds:g} s after it runs"
+        )
     if plan.mode == "twin":
         return (
             f"the emulator preempts {plan.node}: cordon, its preemption Event, pods terminated by "
@@ -287,8 +354,14 @@ def plan_text(plan: Plan) -> str:
         f"mode:     {plan.mode}: {steps(plan)}",
         f"node:     {plan.node}",
     ]
+    if plan.remediation is not None:
+        lines.append(f"instance: {plan.remediation.instance_id} (cluster {plan.remediation.cluster_id})")
+        lines.append(f"capacity: {capacity_text(plan.remediation.mode, plan.node_gpus)}")
+        if plan.remediation.active:
+            lines.append(f"active:   {plan.remediation.active}")
     if not plan.pods:
-        lines.append("pods:     none (the node runs no pod a preemption would take)")
+        taker = "a preemption" if plan.remediation is None else "the remediation"
+        lines.append(f"pods:     none (the node runs no pod {taker} would take)")
     for i, pod in enumerate(plan.pods):
         placed = where.get(pod.ref)
         if pod.owner is None:
@@ -322,6 +395,7 @@ def read_plan(
     watched_namespace: str | None,
     grace_seconds: int,
     timeout_seconds: float,
+    remediation: RemediationPlan | None = None,
 ) -> Plan:
     """Read the live nodes and pods once and lay out the drill of ``node`` (nothing is changed)."""
     serialize = _serializer()
@@ -340,6 +414,10 @@ def read_plan(
     others = [
         node_room(n, by_node.get(n["metadata"]["name"], [])) for n in nodes if n["metadata"]["name"] != node
     ]
+    allocatable = next(
+        ((n.get("status") or {}).get("allocatable") or {} for n in nodes if n["metadata"]["name"] == node), {}
+    )
+    gpus = sum(float(parse_quantity(v)) for k, v in allocatable.items() if k.endswith("/gpu"))
     return Plan(
         context=context,
         server=server,
@@ -351,6 +429,8 @@ def read_plan(
         watched_namespace=watched_namespace,
         grace_seconds=grace_seconds,
         timeout_seconds=timeout_seconds,
+        remediation=remediation,
+        node_gpus=gpus,
     )
 
 
@@ -373,7 +453,13 @@ def confirm(plan: Plan, stdin: TextIO, stderr: TextIO) -> None:
             "terminal to confirm it: give --yes (or --dry-run to see the plan)"
         )
     stderr.write(plan_text(plan))
-    stderr.write(f"Preempt node {plan.node} in context {plan.context}? [y/N] ")
+    if plan.remediation is None:
+        stderr.write(f"Preempt node {plan.node} in context {plan.context}? [y/N] ")
+    else:
+        stderr.write(
+            f"Remediate node {plan.node} (instance {plan.remediation.instance_id}, {plan.termination}) in "
+            f"context {plan.context}? [y/N] "
+        )
     stderr.flush()
     answer = stdin.readline().strip().lower()
     if answer not in ("y", "yes"):

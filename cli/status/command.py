@@ -14,6 +14,7 @@ from ..exit_codes import ExitCode
 from ..stack_state import StateResource, clusters
 from ..workspace import EngineSettings, StackInPlace, engine_call, export, open_workspace, selected_stack
 from .render import StackStatus, status_json, status_text
+from .repairs import RepairsReport, latest_repair_time, repairs_report
 from .timeline import Timeline, allocation_timeline
 
 
@@ -21,8 +22,9 @@ def add_parser(sub: Any) -> None:
     """Register ``together-clusters status``."""
     status = sub.add_parser(
         "status",
-        help="capacity of the stack's clusters: preemptible allocation, nodes, events, savings",
-        description="Per cluster of the stack: desired and allocated preemptible GPUs, nodes, recent "
+        help="capacity of the stack's clusters: preemptible allocation, nodes, repairs, events, savings",
+        description="Per cluster of the stack: desired and allocated preemptible GPUs, nodes, node repairs "
+        "(remediations) under way with the workloads on each node, recent "
         "lifecycle events and the hourly saving of preemptible capacity; per workload (read from the "
         "cluster's Kubernetes API), whether it is stalled for capacity and the GPU-hours it ran on standard "
         "and preemptible nodes. Reads the state, never writes it. "
@@ -61,9 +63,11 @@ def run(args: argparse.Namespace) -> ExitCode:
     config = engine_call(f"reading the config of stack {stack.name}", stack.get_all_config)
     resources = clusters(export(stack))
     stack_api = api_settings.from_stack_config(config)
-    snapshots = live.stack_snapshots(resources, stack_api, workloads=True)
+    snapshots = live.stack_snapshots(resources, stack_api, workloads=True, repairs=True)
     now = datetime.now(UTC)
     end = capacity.window_end(list(snapshots.values()), now)
+    repaired = [t for s in snapshots.values() if s for t in [latest_repair_time(s)] if t is not None]
+    end = max([end, *repaired])
     start, end = capacity.window(end, args.window_hours)
     price = args.price_per_gpu_hour
     statuses = [
@@ -77,13 +81,14 @@ def run(args: argparse.Namespace) -> ExitCode:
         r.id: workloads.report((snapshots.get(r.id) or {}).get("kubernetes"), now, price, r.name)
         for r in resources
     }
+    repairs = {r.id: _repairs(snap, start) for r in resources if (snap := snapshots.get(r.id)) is not None}
     if args.png is not None:
         from .plot import write_png
 
         write_png(args.png, stack.name, _timelines(resources, snapshots, start, end))
     stalled = args.fail_on_stalled and workloads.any_stalled(list(reports.values()))
     code = ExitCode.STALLED if stalled else ExitCode.OK
-    shown = StackStatus(stack.name, statuses, start, end, price, reports)
+    shown = StackStatus(stack.name, statuses, start, end, price, reports, repairs)
     if args.json:
         print(status_json(shown, exit_code=code))
     else:
@@ -91,6 +96,14 @@ def run(args: argparse.Namespace) -> ExitCode:
         if args.png is not None:
             print(f"\nTimeline written to {args.png}")
     return code
+
+
+def _repairs(snapshot: dict[str, Any], start: datetime) -> RepairsReport:
+    """A live cluster's node repairs: those under way, and those that ended since ``start``."""
+    if snapshot.get("remediations_unread"):
+        return RepairsReport(unread=str(snapshot["remediations_unread"]))
+    nodes = snapshot.get("nodes") or []
+    return repairs_report(snapshot.get("remediations") or [], nodes, snapshot.get("kubernetes"), start)
 
 
 def _timelines(

@@ -47,7 +47,8 @@ def distinct_labels(ticks: Sequence[datetime]) -> tuple[list[str], str]:
 
 def figure(stack: str, timelines: Sequence[tuple[str, Timeline]]) -> Any:
     """One panel per cluster: allocated preemptible GPUs as a step line, the desired count dashed,
-    preemptions as red markers. Returns the matplotlib Figure (the caller closes it)."""
+    preemptions as red triangles and node repairs as purple crosses above it. Returns the matplotlib Figure
+    (the caller closes it)."""
     with requires_extra("plot", "the status chart (--png)"):
         import matplotlib
 
@@ -92,9 +93,21 @@ def figure(stack: str, timelines: Sequence[tuple[str, Timeline]]) -> Any:
             )
             for moment in line.preemptions:
                 ax.axvline(moment, color="tab:red", alpha=0.25, linewidth=1)
+        if line.repairs:
+            top = max([*values, line.desired, 1])
+            ax.scatter(
+                line.repairs,
+                [top * 1.12] * len(line.repairs),
+                marker="X",
+                color="tab:purple",
+                zorder=3,
+                label="node repair",
+            )
+            for moment in line.repairs:
+                ax.axvline(moment, color="tab:purple", alpha=0.2, linewidth=1, linestyle=":")
         ax.set_title(name)
         ax.set_ylabel("GPUs")
-        ax.set_ylim(bottom=0, top=max([*values, line.desired, 1]) * 1.2)
+        ax.set_ylim(bottom=0, top=max([*values, line.desired, 1]) * 1.25)
         # Ticks at a step that suits the span (seconds to months), labels told apart (see _LADDER).
         ax.xaxis.set_major_locator(mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=9))
         ax.xaxis.set_major_formatter(DistinctDates())

@@ -10,6 +10,7 @@ from datetime import datetime
 from ..capacity import PREEMPTIBLE_DISCOUNT, ClusterStatus, parse_time
 from ..table import table
 from ..workloads import WorkloadsReport, describe_stall
+from .repairs import RepairsReport
 
 HOURS_NOTE = "the pods the cluster still knows; a deleted pod's hours are gone with it"
 
@@ -34,10 +35,13 @@ class StackStatus:
     price_per_gpu_hour: float | None = None
     workloads: Mapping[str, WorkloadsReport] = field(default_factory=dict)
     """Each cluster's workloads report, by cluster id."""
+    repairs: Mapping[str, RepairsReport] = field(default_factory=dict)
+    """Each cluster's node repairs (remediations), by cluster id."""
 
 
 def status_json(status: StackStatus, exit_code: int = 0) -> str:
-    """The status as JSON; each cluster with its ``workloads`` (stalled ones, GPU-hours)."""
+    """The status as JSON; each cluster with its ``workloads`` (stalled ones, GPU-hours) and its node
+    ``repairs`` (under way, recently ended; ``null`` when not read)."""
     return json.dumps(
         {
             "stack": status.stack,
@@ -46,7 +50,11 @@ def status_json(status: StackStatus, exit_code: int = 0) -> str:
             "price_per_gpu_hour": status.price_per_gpu_hour,
             "preemptible_discount": PREEMPTIBLE_DISCOUNT,
             "clusters": [
-                {**s.to_dict(), "workloads": _report_dict(status.workloads.get(s.cluster_id))}
+                {
+                    **s.to_dict(),
+                    "workloads": _report_dict(status.workloads.get(s.cluster_id)),
+                    "repairs": _report_dict(status.repairs.get(s.cluster_id)),
+                }
                 for s in status.clusters
             ],
             "total_hourly_saving": total_saving(status.clusters),
@@ -55,13 +63,13 @@ def status_json(status: StackStatus, exit_code: int = 0) -> str:
     )
 
 
-def _report_dict(report: WorkloadsReport | None) -> dict[str, object] | None:
+def _report_dict(report: WorkloadsReport | RepairsReport | None) -> dict[str, object] | None:
     return None if report is None else report.to_dict()
 
 
 def status_text(status: StackStatus, max_events: int = 20) -> str:
-    """A summary table of every cluster, then each cluster's workloads (stalled ones, GPU-hours) and
-    recent lifecycle events."""
+    """A summary table of every cluster, then each cluster's workloads (stalled ones, GPU-hours), node
+    repairs and recent lifecycle events."""
     stack, statuses, start, end = status.stack, status.clusters, status.start, status.end
     price = status.price_per_gpu_hour
     if not statuses:
@@ -111,6 +119,9 @@ def status_text(status: StackStatus, max_events: int = 20) -> str:
         report = status.workloads.get(s.cluster_id)
         if report is not None:
             parts.extend(workload_parts(s.resource, report))
+        repairs = status.repairs.get(s.cluster_id)
+        if repairs is not None:
+            parts.extend(repair_parts(s.resource, repairs))
         shown = s.events[-max_events:]
         title = f"{s.resource}: node lifecycle events, {span}"
         if not shown:
@@ -162,6 +173,45 @@ def workload_parts(resource: str, report: WorkloadsReport) -> list[str]:
             )
         )
     return parts
+
+
+REPAIR_COLUMNS = ["NODE", "REMEDIATION", "MODE", "STATE", "TRIGGER"]
+
+
+def repair_parts(resource: str, report: RepairsReport) -> list[str]:
+    """A cluster's node repairs under way (with the workloads on each node), then those ended in the window."""
+    if report.unread:
+        return [f"{resource}: node repairs not read: {report.unread}"]
+    title = f"{resource}: node repairs (remediations)"
+    if not report.active:
+        parts = [f"{title}: none under way"]
+    else:
+        rows = [
+            [
+                r.node,
+                r.remediation_id,
+                r.mode,
+                r.state,
+                r.trigger,
+                _time_or_dash(r.since),
+                ", ".join(r.workloads) or "-",
+            ]
+            for r in report.active
+        ]
+        parts = [
+            f"{title} under way:\n" + table([*REPAIR_COLUMNS, "SINCE (UTC)", "WORKLOADS ON THE NODE"], rows)
+        ]
+    if report.recently_ended:
+        rows = [
+            [r.node, r.remediation_id, r.mode, r.state, r.trigger, _time_or_dash(r.ended_at)]
+            for r in report.recently_ended
+        ]
+        parts.append(f"{title} ended in the window:\n" + table([*REPAIR_COLUMNS, "ENDED (UTC)"], rows))
+    return parts
+
+
+def _time_or_dash(stamp: str | None) -> str:
+    return _short_time(stamp) if stamp else "-"
 
 
 def _short_time(stamp: str) -> str:

@@ -11,6 +11,11 @@ node, whichever of its names an event uses):
   node still listed as live has not gone yet; a node the API no longer lists at all is taken as gone at the
   event.
 
+Repairs (node remediations) are marked beside the preemptions: the moments of the Events the platform records
+on the cluster's Kubernetes Nodes for each repair step (reasons starting ``TogetherRemediation``, read into
+the snapshot's ``kubernetes`` view as ``node_events``). A repair does not enter the allocation series: the
+API's lifecycle events, which the series is built from, do not tell of it.
+
 A node's class is its own marking, else what its name encodes (``gpu-preemptible-dp...``), else preemptible
 when it was preempted, else the event's wording.
 """
@@ -18,13 +23,14 @@ when it was preempted, else the event's wording.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from together_clusters.platform import (
     GPUS_PER_NODE,
     PREEMPTIBLE,
+    REMEDIATION_REASON_PREFIX,
     ComputeClass,
     LifecycleReason,
     compute_class_of_node,
@@ -36,11 +42,14 @@ from ..capacity import parse_time
 
 @dataclass(frozen=True)
 class Timeline:
-    """A step series of allocated preemptible GPUs and the moments of preemption, within a window."""
+    """A step series of allocated preemptible GPUs and the moments of preemption and of node repairs, within
+    a window."""
 
     points: list[tuple[datetime, int]]
     preemptions: list[datetime]
     desired: int
+    repairs: list[datetime] = field(default_factory=list)
+    """The moments of the repairs' steps (each Node Event of a remediation)."""
 
 
 def _node_class(node: Mapping[str, Any] | None, event: Mapping[str, Any]) -> str:
@@ -121,4 +130,21 @@ def allocation_timeline(snapshot: Mapping[str, Any], start: datetime, end: datet
         for e in _once_per_node(snapshot.get("events") or [])
         if is_preemption(e.get("reason")) and start <= parse_time(e["timestamp"]) <= end
     )
-    return Timeline(points, preemptions, int(snapshot.get("desired_preemptible_gpus") or 0))
+    desired = int(snapshot.get("desired_preemptible_gpus") or 0)
+    return Timeline(points, preemptions, desired, repair_moments(snapshot.get("kubernetes"), start, end))
+
+
+def repair_moments(view: Mapping[str, Any] | None, start: datetime, end: datetime) -> list[datetime]:
+    """The moments of the repairs' Node Events in the cluster's Kubernetes view, within the window, oldest
+    first (an Event counted once, however often it was listed)."""
+    seen: set[tuple[str, str, datetime]] = set()
+    for event in (view or {}).get("node_events") or []:
+        reason = str(event.get("reason") or "")
+        stamp = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+        if not reason.startswith(REMEDIATION_REASON_PREFIX) or not stamp:
+            continue
+        node = str((event.get("involvedObject") or {}).get("name") or "")
+        at = parse_time(stamp)
+        if start <= at <= end:
+            seen.add((node, reason, at))
+    return sorted(at for _, _, at in seen)

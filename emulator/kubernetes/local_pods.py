@@ -388,10 +388,13 @@ def plan(
     base_env: Mapping[str, str] | None = None,
     network: PodNetwork | None = None,
     controller: Controller | None = None,
+    api_server: str | None = None,
 ) -> ProcessPlan:
     """The process that runs ``pod``'s main container; :class:`Unrunnable` when it cannot start.
 
     ``controller``: the pod is of a known controller image, run as its binary (see :func:`_as_controller`).
+    ``api_server``: the cluster's; a pod with its service account token mounted gets a ``KUBECONFIG`` of that
+    token for it (see :func:`_service_account_access`).
     """
     network = network or PodNetwork()
     spec = pod.get("spec") or {}
@@ -435,6 +438,8 @@ def plan(
     argv = _argv([rewrite_argument(part, mounts) for part in command], python)
     if controller is not None:
         argv = _as_controller(controller, pod, argv, env, files, mounts, layout, network)
+    elif api_server is not None:
+        _service_account_access(api_server, pod, env, files, mounts, layout)
     working_dir = main.get("workingDir")
     cwd = Path(rewrite(posixpath.normpath(working_dir), mounts)) if working_dir else home
     return ProcessPlan(
@@ -448,6 +453,30 @@ def plan(
         mounts=mounts,
         synced=frozenset(synced),
         synced_folders=frozenset(synced_folders),
+    )
+
+
+def _service_account_access(
+    api_server: str,
+    pod: Manifest,
+    env: dict[str, str],
+    files: dict[Path, bytes],
+    mounts: Mapping[str, Path],
+    layout: Layout,
+) -> None:
+    """Give a pod that has its service account token mounted (the API server's default) the API server as its
+    in-cluster configuration would: a client reads that from a fixed folder the process cannot have of its own,
+    so it gets a ``KUBECONFIG`` of the same token and CA (every Kubernetes client library reads it first) and
+    ``KUBERNETES_SERVICE_HOST``/``PORT``. A pod whose program talks to its cluster (the remediation gate) then
+    runs here as it would on a node, with its service account's permissions and no others."""
+    account = mounts.get(controller_images.SERVICE_ACCOUNT_MOUNT)
+    if account is None or "KUBECONFIG" in env:
+        return
+    kubeconfig = layout.pod(pod) / "kubeconfig"
+    files[kubeconfig] = controller_images.kubeconfig(api_server, account).encode()
+    host, _, port = api_server.removeprefix("https://").rpartition(":")
+    env.update(
+        {"KUBECONFIG": str(kubeconfig), "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
     )
 
 

@@ -440,6 +440,7 @@ class LocalRuntime:
             self._duration,
             network=network,
             controller=controller,
+            api_server=self._api_server,
         )
 
     def _start(self, pod: Manifest) -> None:

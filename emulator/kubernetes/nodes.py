@@ -7,7 +7,6 @@ how long, so the twin can play the sequence (see :mod:`together_clusters.sequenc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from together_clusters.platform import (
     DEFAULT_PREEMPTIBLE_TAINT,
     PREEMPTIBLE,
     is_preemption,
+    kubernetes_node_name,
 )
 
 from ..catalog import GPUS_PER_NODE
@@ -70,9 +70,8 @@ class ClusterView:
 
 
 def node_name(node_id: str) -> str:
-    """A valid Node name for a platform node id (lower case, DNS-1123)."""
-    name = re.sub(r"[^a-z0-9.-]+", "-", node_id.lower()).strip("-.")
-    return name[:253] or "node"
+    """The Node name of a platform node (its id is its host name here): the platform's own rule."""
+    return kubernetes_node_name(node_id)
 
 
 def _booted(node: NodeRecord, now: float) -> bool:

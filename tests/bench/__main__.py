@@ -30,6 +30,7 @@ from . import (
     emulator_speed,
     engine_overhead,
     ready_lag,
+    remediation_gate,
     twin,
 )
 from .context import Context, Scale
@@ -48,6 +49,7 @@ SECTIONS = {
     6: drift_speed.SECTION,
     7: twin.SECTION,
     8: capacity.SECTION,
+    9: remediation_gate.SECTION,
 }
 ENGINE_RUNS: dict[int, Callable[[Context, Served], list[Figure]]] = {
     1: engine_overhead.run,
@@ -60,6 +62,7 @@ PLAIN_RUNS: dict[int, Callable[[Context], list[Figure]]] = {
     5: emulator_speed.run,
     7: twin.run,
     8: capacity.run,
+    9: remediation_gate.run,
 }
 
 

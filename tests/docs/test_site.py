@@ -88,16 +88,25 @@ def test_every_subcommand_and_flag_is_in_the_command_line_reference(site: Path) 
         assert start >= 0, f"no section for the subcommand {name!r}"
         end = document.find("<h2", start + 1)
         section = document[start : end if end >= 0 else None]
-        flags = [
-            flag
-            for action in sub._actions
-            if not isinstance(action, argparse._HelpAction)
-            for flag in action.option_strings
-            if flag.startswith("--")
-        ]
-        assert flags, name
-        missing = [flag for flag in flags if f"<code>{flag}</code>" not in section]
-        assert not missing, (name, missing)
+        # A command of actions (remediations list, approve...): each action's own section, within it.
+        parts = {f"{name} {action}": nested for action, nested in _subparsers(sub).items()} or {name: sub}
+        for title, parser in parts.items():
+            part = section
+            if title != name:
+                heading = section.find(f'<h3 id="{title.replace(" ", "-")}"')
+                assert heading >= 0, f"no section for {title!r}"
+                following = section.find("<h3", heading + 1)
+                part = section[heading : following if following >= 0 else None]
+            flags = [
+                flag
+                for action in parser._actions
+                if not isinstance(action, argparse._HelpAction)
+                for flag in action.option_strings
+                if flag.startswith("--")
+            ]
+            assert flags, title
+            missing = [flag for flag in flags if f"<code>{flag}</code>" not in part]
+            assert not missing, (title, missing)
 
 
 def test_every_exit_code_is_in_the_command_line_reference(site: Path) -> None:

@@ -1,6 +1,8 @@
 """``together-clusters status`` reads the workloads of the twin's cluster from its own Kubernetes API: a
 workload the scheduler cannot place is reported stalled (and fails the command with --fail-on-stalled), and
-a PREEMPTIBLE_FIRST workload's GPU-hours are split by the class of the nodes its pods ran on.
+a PREEMPTIBLE_FIRST workload's GPU-hours are split by the class of the nodes its pods ran on. A node repair
+(remediation) is shown on its Node with the workloads whose pods run there, and its Node Events are what
+the timeline marks.
 
 The real CLI in a subprocess, on a stack whose state (imported, no ``up``) holds the shared twin cluster.
 """
@@ -8,14 +10,24 @@ The real CLI in a subprocess, on a stack whose state (imported, no ``up``) holds
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import _engine
+from together_clusters.cli import kube_view
 from together_clusters.cli.exit_codes import ExitCode
-from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE, ComputeClass
+from together_clusters.cli.status.timeline import repair_moments
+from together_clusters.platform import (
+    COMPUTE_CLASS_LABEL,
+    PLACEMENT_LABEL,
+    PREEMPTIBLE,
+    ComputeClass,
+    RemediationReason,
+    kubernetes_node_name,
+)
 
 from ._twin import TwinCluster, together_clusters_status, wait_for
 
@@ -141,3 +153,71 @@ def test_status_reports_the_stalled_workload_fails_on_it_on_request_and_splits_g
         row.startswith(line) and "Insufficient nvidia.com/gpu" in row for row in shown.stdout.splitlines()
     ), shown.stdout
     assert since[:19] in shown.stdout
+
+
+def remediation_state(cluster: TwinCluster, instance_id: str, remediation_id: str) -> str:
+    path = f"/v1/compute/clusters/{cluster.cluster_id}/instances/{instance_id}/remediations/{remediation_id}"
+    reply = cluster.http.get(path)
+    assert reply.status_code == 200, reply.text
+    return str(reply.json()["state"])
+
+
+def repair_events_of(cluster: TwinCluster, node: str) -> dict[str, Any] | None:
+    """The cluster's view as ``status`` reads it, once it holds the Events of a repair run on ``node``."""
+    view = kube_view.read(cluster.kubeconfig)
+    reasons = {e["reason"] for e in view.get("node_events") or [] if e["involvedObject"]["name"] == node}
+    return view if {RemediationReason.STARTED, RemediationReason.SUCCEEDED} <= reasons else None
+
+
+def test_status_shows_a_repair_on_the_node_of_a_workload_and_reads_its_node_events_for_the_timeline(
+    cluster: TwinCluster, namespace: str, tmp_path: Path
+) -> None:
+    node = next(name for name, cls in cluster.node_classes().items() if cls == ComputeClass.STANDARD)
+    pod = component_pod("under-repair", "trainer", ComputeClass.STANDARD, 1, node)
+    cluster.core.create_namespaced_pod(namespace, pod)
+    wait_for(lambda: started(cluster, namespace, "under-repair"), "the pod on the node to repair to run")
+    [worker] = [n for n in cluster.get()["gpu_worker_nodes"] if kubernetes_node_name(n["host_name"]) == node]
+    raised = cluster.emulator.admin.raise_remediation(
+        cluster.cluster_id, worker["instance_id"], mode="REMEDIATION_MODE_REBOOT_VM"
+    )
+    project, env = stack_of(cluster, tmp_path)
+
+    waiting = together_clusters_status(project, env, "--json")
+    text = together_clusters_status(project, env)
+
+    assert waiting.returncode == 0, _engine.output(waiting)
+    [twin] = json.loads(waiting.stdout)["clusters"]
+    [row] = [r for r in twin["repairs"]["active"] if r["remediation_id"] == raised["id"]]
+    assert (row["node"], row["mode"], row["state"], row["trigger"]) == (
+        node,
+        "REBOOT_VM",
+        "PENDING_APPROVAL",
+        "AUTOMATED",
+    )
+    assert f"{namespace}/trainer" in row["workloads"]
+    [line] = [line for line in text.stdout.splitlines() if raised["id"] in line]
+    assert line.split()[:4] == [node, raised["id"], "REBOOT_VM", "PENDING_APPROVAL"]
+    assert f"{namespace}/trainer" in line
+
+    approved = cluster.http.post(
+        f"/v1/compute/clusters/{cluster.cluster_id}/instances/{worker['instance_id']}"
+        f"/remediations/{raised['id']}/approve",
+        json={},
+    )
+    assert approved.status_code == 200, approved.text
+    wait_for(
+        lambda: remediation_state(cluster, worker["instance_id"], raised["id"]) == "SUCCEEDED" or None,
+        "the reboot to succeed",
+    )
+    png = tmp_path / "repairs.png"
+    view = wait_for(lambda: repair_events_of(cluster, node), "the repair's Node Events")
+    after = together_clusters_status(project, env, "--json", "--png", str(png))
+
+    far = datetime.now(UTC) + timedelta(days=1)  # the platform's clock runs ahead of ours
+    assert len(repair_moments(view, far - timedelta(days=2), far)) >= 2
+    assert after.returncode == 0, _engine.output(after)
+    [twin] = json.loads(after.stdout)["clusters"]
+    assert raised["id"] not in [r["remediation_id"] for r in twin["repairs"]["active"]]
+    [ended] = [r for r in twin["repairs"]["recently_ended"] if r["remediation_id"] == raised["id"]]
+    assert (ended["node"], ended["state"]) == (node, "SUCCEEDED")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

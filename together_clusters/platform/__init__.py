@@ -236,11 +236,51 @@ class TerminationMode(StrEnum):
 
 # --- node remediations -----------------------------------------------------------------------------
 
+
+def kubernetes_node_name(host_name: str) -> str:
+    """The name of the Kubernetes Node behind a cluster's worker node (``gpu_worker_nodes[].host_name``, which
+    a remediation calls ``instance_name``): the host name as a DNS-1123 name (lower case; other characters
+    become ``-``). Every place that goes from the compute API's nodes to Kubernetes Nodes (the remediation
+    gate, ``status``, the twin that makes the Nodes) uses this one function."""
+    name = re.sub(r"[^a-z0-9.-]+", "-", host_name.lower()).strip("-.")
+    return name[:253] or "node"
+
+
 REMEDIATION_ANNOTATION = "together.ai/remediation"
 """Set on a Node the platform cordoned for a remediation (a repair: replaced, evicted, rebooted or its host
 power-cycled): the remediation's id. It says who cordoned the node, so the cordon is lifted when that
 remediation ends leaving the node in place (a reboot or power cycle that succeeded, a repair that failed or
 was cancelled), never a cordon someone else set; and a twin restarted mid-repair does not play it twice."""
+
+
+REMEDIATION_MODES: tuple[str, ...] = (
+    "REMEDIATION_MODE_VM_ONLY",
+    "REMEDIATION_MODE_HOST_AWARE",
+    "REMEDIATION_MODE_EVICT_WITHOUT_REPLACEMENT",
+    "REMEDIATION_MODE_REBOOT_VM",
+    "REMEDIATION_MODE_HOST_POWER_CYCLE",
+)
+"""The compute API's remediation modes (the SDK's ``RemediationMode``; ``provider.vocabulary`` types them, a
+test holds the two equal)."""
+REMEDIATION_MODE_PREFIX = "REMEDIATION_MODE_"
+
+
+def remediation_mode_name(mode: str | None) -> str:
+    """A mode as the command line and the components spell it: ``REMEDIATION_MODE_VM_ONLY`` is ``vm-only``."""
+    return (mode or "unknown").removeprefix(REMEDIATION_MODE_PREFIX).lower().replace("_", "-")
+
+
+REMEDIATION_MODES_BY_NAME: dict[str, str] = {remediation_mode_name(mode): mode for mode in REMEDIATION_MODES}
+"""``vm-only`` -> ``REMEDIATION_MODE_VM_ONLY``, for every mode: what ``drill --remediation``,
+``remediations gate --modes`` and ``RemediationGateArgs.modes`` accept."""
+NODE_KEEPING_REMEDIATION_MODES = frozenset({"REMEDIATION_MODE_REBOOT_VM", "REMEDIATION_MODE_HOST_POWER_CYCLE"})
+"""The modes after which the same node comes back (a reboot, a power cycle)."""
+
+REMEDIATION_GATE_ANNOTATION = "together.ai/remediation-gate"
+"""Set on a Node the remediation gate (``together-clusters remediations approve``, the ``RemediationGate``
+component) cordoned and drains before it approves a remediation: JSON with the remediation's id and the drain's
+plan (the pods it took, their workloads). A gate that restarts reads it and finishes the job; the gate
+uncordons the node when the remediation ends leaving the node in place, or is rejected or cancelled."""
 
 
 class RemediationReason(StrEnum):

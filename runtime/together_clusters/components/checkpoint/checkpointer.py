@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Generic, TypeVar, cast
 
-from .contract import BACKEND_FILESYSTEM, BACKEND_S3, RuntimeConfig, report_resumed
+from .contract import BACKEND_FILESYSTEM, BACKEND_S3, SAVED_REPORT, RuntimeConfig, report, report_resumed
 from .digests import WholeFileDigest, Written, expected_digest
 from .hashing import check, size_problem
 from .storage import Backend, FilesystemBackend, S3Backend, read_all
@@ -164,6 +164,7 @@ class Checkpointer:
         """Write every file, then the manifest, then drop checkpoints beyond the last ``keep``."""
         name = self.write(step, files, metadata)
         log.info("saved checkpoint %s (step %d, %d files)", name, step, len(files))
+        report(SAVED_REPORT.format(name=name, step=step))
         self.prune(just_saved=name)
         return name
 

@@ -66,6 +66,11 @@ REPORT_PREFIX = "together_clusters.checkpoint:"
 """How every line the runtime writes to stderr starts; ``resumed step=<n>`` lines are read by drills."""
 
 
+SAVED_REPORT = "saved checkpoint {name} at step {step}"
+"""How a report of a written checkpoint starts (periodic saves and the one after SIGTERM): the remediation
+gate reads the newest from a pod's log, timestamped by the kubelet, to show the age of its last checkpoint."""
+
+
 def report(message: str) -> None:
     """One line on stderr whatever the logging setup, taking no lock another thread may hold.
 

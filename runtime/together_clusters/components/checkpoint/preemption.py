@@ -36,7 +36,7 @@ from types import FrameType
 from typing import Any
 
 from .checkpointer import Checkpointer, FileData
-from .contract import PREEMPTED_EXIT_CODE, report
+from .contract import PREEMPTED_EXIT_CODE, SAVED_REPORT, report
 
 FLUSH_SECONDS = 1.0
 """How long the exit waits for buffered stdout/stderr, which another thread may hold locked."""
@@ -170,7 +170,7 @@ class PreemptionHandler:
                 report("nothing to save yet; exiting")
             else:
                 report(
-                    f"saved checkpoint {outcome['name']} at step {outcome['step']} in "
+                    SAVED_REPORT.format(name=outcome["name"], step=outcome["step"]) + f" in "
                     f"{time.monotonic() - started:.1f}s (budget {self.budget_seconds:.0f}s)"
                 )
         finally:
