@@ -223,6 +223,8 @@ def _gate_loop(
 ) -> ExitCode:
     """Approve automated remediations in the allowed modes once drained, one at a time, pass after pass.
     A drain that times out is reported and tried again on the next pass (its plan is on the Node)."""
+    from kubernetes.client.exceptions import ApiException
+
     from . import gate
 
     modes = frozenset(REMEDIATION_MODES_BY_NAME[m] for m in ns.modes)
@@ -238,8 +240,11 @@ def _gate_loop(
         for target in gate.approvable(gate.active(api, cluster_id), modes):
             try:
                 gate.approve(api, kube_api, target, options, progress)
-            except (GateError, TogetherError) as exc:
-                progress(f"remediation {target.remediation.id}: {' '.join(str(exc).split())}")
+            except (GateError, TogetherError, ApiException) as exc:
+                # One remediation's trouble (a drain past its timeout, an API error) never stops the gate:
+                # the node keeps its plan and the next pass goes on with it.
+                detail = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
+                progress(f"remediation {target.remediation.id}: {' '.join(detail.split())}")
         if ns.once:
             return ExitCode.OK
         time.sleep(ns.interval)

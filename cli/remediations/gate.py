@@ -27,7 +27,11 @@ from dataclasses import dataclass, field
 from kubernetes import client as k8s
 
 from together_clusters.errors import GateError
-from together_clusters.platform import REMEDIATION_GATE_ANNOTATION, kubernetes_node_name
+from together_clusters.platform import (
+    NODE_KEEPING_REMEDIATION_MODES,
+    REMEDIATION_GATE_ANNOTATION,
+    kubernetes_node_name,
+)
 from together_clusters.platform import remediation_mode_name as short_mode
 from together_clusters.provider.client import TogetherClient
 from together_clusters.provider.models import Cluster, Remediation
@@ -153,6 +157,11 @@ def approve(
         str(rem.cluster_id), str(rem.instance_id), str(rem.id), comment=options.comment
     )
     report(f"remediation {rem.id} approved: now {outcome.approved.state}")
+    if plan is not None and rem.mode in NODE_KEEPING_REMEDIATION_MODES:
+        outcome.notes.append(
+            f"node {plan.node} stays cordoned until the repair ends; then the next remediations list, reject or "
+            "gate pass uncordons it"
+        )
     return outcome
 
 

@@ -64,7 +64,7 @@ def row(target: Target, workloads: list[dict[str, Any]]) -> dict[str, Any]:
         "node": target.node,
         "mode": short_mode(rem.mode),
         "state": rem.state,
-        "trigger": (rem.trigger or "").removeprefix("REMEDIATION_TRIGGER_").lower() or None,
+        "trigger": (rem.trigger or "").removeprefix("REMEDIATION_TRIGGER_") or None,
         "created": rem.create_time.isoformat() if rem.create_time else None,
         "reason": rem.reason,
         "workloads": workloads,

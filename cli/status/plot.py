@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -81,30 +82,9 @@ def figure(stack: str, timelines: Sequence[tuple[str, Timeline]]) -> Any:
             times, values, where="post", color="tab:blue", linewidth=2, label="allocated preemptible GPUs"
         )
         ax.axhline(line.desired, color="tab:gray", linestyle="--", linewidth=1, label="desired (now)")
-        if line.preemptions:
-            top = max([*values, line.desired, 1])
-            ax.scatter(
-                line.preemptions,
-                [top * 1.05] * len(line.preemptions),
-                marker="v",
-                color="tab:red",
-                zorder=3,
-                label="preemption",
-            )
-            for moment in line.preemptions:
-                ax.axvline(moment, color="tab:red", alpha=0.25, linewidth=1)
-        if line.repairs:
-            top = max([*values, line.desired, 1])
-            ax.scatter(
-                line.repairs,
-                [top * 1.12] * len(line.repairs),
-                marker="X",
-                color="tab:purple",
-                zorder=3,
-                label="node repair",
-            )
-            for moment in line.repairs:
-                ax.axvline(moment, color="tab:purple", alpha=0.2, linewidth=1, linestyle=":")
+        top = max([*values, line.desired, 1])
+        _mark(ax, line.preemptions, top * 1.05, _Marker("v", "tab:red", "preemption", "-", 0.25))
+        _mark(ax, line.repairs, top * 1.12, _Marker("X", "tab:purple", "node repair", ":", 0.2))
         ax.set_title(name)
         ax.set_ylabel("GPUs")
         ax.set_ylim(bottom=0, top=max([*values, line.desired, 1]) * 1.25)
@@ -129,3 +109,29 @@ def write_png(path: str | Path, stack: str, timelines: Sequence[tuple[str, Timel
     fig.savefig(out, format="png", dpi=100)
     plt.close(fig)
     return out
+
+
+@dataclass(frozen=True)
+class _Marker:
+    """How one kind of moment is drawn: a marker above the curve and a faint line down through it."""
+
+    shape: str
+    color: str
+    label: str
+    line_style: str
+    alpha: float
+
+
+def _mark(ax: Any, moments: Sequence[Any], height: float, marker: _Marker) -> None:
+    if not moments:
+        return
+    ax.scatter(
+        moments,
+        [height] * len(moments),
+        marker=marker.shape,
+        color=marker.color,
+        zorder=3,
+        label=marker.label,
+    )
+    for moment in moments:
+        ax.axvline(moment, color=marker.color, alpha=marker.alpha, linewidth=1, linestyle=marker.line_style)

@@ -19,13 +19,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from together_clusters.platform import kubernetes_node_name
+from together_clusters.platform import kubernetes_node_name, remediation_mode_name
 from together_clusters.provider.vocabulary import ACTIVE_REMEDIATION_STATES
 
 from ..capacity import parse_time
 from ..workloads import workloads_by_node
 
-MODE_PREFIX = "REMEDIATION_MODE_"
 TRIGGER_PREFIX = "REMEDIATION_TRIGGER_"
 _STARTED_STATES = frozenset({"QUARANTINING", "QUARANTINED", "RUNNING"})
 
@@ -115,7 +114,7 @@ def repairs_report(
             node=node or "-",
             remediation_id=rid,
             instance_id=remediation.get("instance_id"),
-            mode=short(remediation.get("mode"), MODE_PREFIX),
+            mode=remediation_mode_name(remediation.get("mode")) if remediation.get("mode") else "-",
             state=state or "-",
             trigger=short(remediation.get("trigger"), TRIGGER_PREFIX),
             since=since(remediation),

@@ -19,7 +19,7 @@ from together_clusters.cli.main import main
 from together_clusters.errors import DrillError
 from together_clusters.provider import client as provider_client
 
-from .test_drill_safety import FakeCore, model, node, pod
+from .test_drill_safety import FakeApi, FakeCore, model, node, pod
 
 CLUSTER = "c-7f3a"
 
@@ -190,16 +190,7 @@ def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> tuple[AnyClassCore, FakeCom
     )
     compute = FakeCompute([worker("pre-1", "i-1"), worker("pre-2", "i-2"), worker("std-1", "i-s")])
 
-    class Api:
-        configuration = SimpleNamespace(host="https://k8s.example")
-
-        def __enter__(self) -> Api:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            return None
-
-    monkeypatch.setattr(command, "connect", lambda kubeconfig, context: (Api(), context or "prod-east"))
+    monkeypatch.setattr(command, "connect", lambda kubeconfig, context: (FakeApi(), context or "prod-east"))
     monkeypatch.setattr(client, "CoreV1Api", lambda api: core)
     monkeypatch.setattr(provider_client, "TogetherClient", compute)
     ran: list[runner.DrillArgs] = []

@@ -164,25 +164,25 @@ def test_daemonset_and_finished_pods_are_not_taken_and_bare_pods_need_no_room() 
     assert "ml/debug: a bare pod: lost, nothing replaces it" in safety.plan_text(plan)
 
 
+class FakeApi:
+    """The Kubernetes ApiClient a drill opens, as far as the command uses it: its host and a ``with``."""
+
+    configuration = SimpleNamespace(host="https://k8s.example")
+
+    def __enter__(self) -> FakeApi:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 @pytest.fixture
 def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCore:
     core = FakeCore(
         [node("pre-1", "preemptible", created="2026-12-01T08:00:00Z"), node("pre-2", "preemptible")],
         [pod("train-0", "pre-1")],
     )
-    api = SimpleNamespace(configuration=SimpleNamespace(host="https://k8s.example"), __enter__=None)
-
-    class Api:
-        configuration = SimpleNamespace(host="https://k8s.example")
-
-        def __enter__(self) -> Api:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            return None
-
-    del api
-    monkeypatch.setattr(command, "connect", lambda kubeconfig, context: (Api(), context or "prod-east"))
+    monkeypatch.setattr(command, "connect", lambda kubeconfig, context: (FakeApi(), context or "prod-east"))
     monkeypatch.setattr(client, "CoreV1Api", lambda api: core)
     ran: list[runner.DrillArgs] = []
     core.ran = ran  # type: ignore[attr-defined]

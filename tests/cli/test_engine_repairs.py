@@ -43,6 +43,17 @@ def wait_for_state(deployed: Deployed, instance_id: str, remediation_id: str, st
             time.sleep(0.2)
 
 
+def repaired(deployed: Deployed, compute_class: str, mode: str) -> Any:
+    """A node of ``compute_class`` after an automated repair in ``mode``, approved, has succeeded (the node
+    as it was before)."""
+    node = node_of_class(deployed, compute_class)
+    raised = deployed.emu.admin.raise_remediation(deployed.cluster_id, node.instance_id, mode=mode)
+    with deployed.api() as client:
+        client.approve_remediation(deployed.cluster_id, node.instance_id, raised["id"])
+    wait_for_state(deployed, node.instance_id, raised["id"], "SUCCEEDED")
+    return node
+
+
 def test_status_shows_a_repair_waiting_for_approval_on_its_node_and_once_rejected_as_ended(
     deployed: Deployed,
 ) -> None:
@@ -64,7 +75,7 @@ def test_status_shows_a_repair_waiting_for_approval_on_its_node_and_once_rejecte
     assert row["node"] == kubernetes_node_name(node.host_name)
     assert (row["instance_id"], row["mode"], row["state"], row["trigger"]) == (
         node.instance_id,
-        "HOST_AWARE",
+        "host-aware",
         "PENDING_APPROVAL",
         "AUTOMATED",
     )
@@ -77,7 +88,7 @@ def test_status_shows_a_repair_waiting_for_approval_on_its_node_and_once_rejecte
     assert line.split()[:5] == [
         kubernetes_node_name(node.host_name),
         raised["id"],
-        "HOST_AWARE",
+        "host-aware",
         "PENDING_APPROVAL",
         "AUTOMATED",
     ]
@@ -91,13 +102,7 @@ def test_status_shows_a_repair_waiting_for_approval_on_its_node_and_once_rejecte
 
 def test_a_vm_replaced_by_a_repair_is_no_drift(deployed: Deployed) -> None:
     deployed.restore()
-    node = node_of_class(deployed, "standard")
-    raised = deployed.emu.admin.raise_remediation(
-        deployed.cluster_id, node.instance_id, mode="REMEDIATION_MODE_VM_ONLY"
-    )
-    with deployed.api() as client:
-        client.approve_remediation(deployed.cluster_id, node.instance_id, raised["id"])
-    wait_for_state(deployed, node.instance_id, raised["id"], "SUCCEEDED")
+    node = repaired(deployed, "standard", "REMEDIATION_MODE_VM_ONLY")
     replaced = deployed.wait_for(
         "the replacement node",
         lambda c: (
@@ -118,13 +123,7 @@ def test_an_eviction_without_replacement_is_drift_of_the_count_never_a_change_of
     deployed: Deployed,
 ) -> None:
     deployed.restore()
-    node = node_of_class(deployed, "preemptible")
-    raised = deployed.emu.admin.raise_remediation(
-        deployed.cluster_id, node.instance_id, mode="REMEDIATION_MODE_EVICT_WITHOUT_REPLACEMENT"
-    )
-    with deployed.api() as client:
-        client.approve_remediation(deployed.cluster_id, node.instance_id, raised["id"])
-    wait_for_state(deployed, node.instance_id, raised["id"], "SUCCEEDED")
+    repaired(deployed, "preemptible", "REMEDIATION_MODE_EVICT_WITHOUT_REPLACEMENT")
     deployed.wait_for("the evicted node gone", lambda c: c.desired_preemptible_gpus == 0)
 
     proc = deployed.cli("drift", "--json")

@@ -79,7 +79,7 @@ def test_an_active_repair_is_a_row_per_node_with_short_mode_state_trigger_since_
     report = repairs_report([remediation("rem-1", "PENDING_APPROVAL")], NODES, VIEW, T0 - timedelta(hours=1))
     [row] = report.active
     assert (row.node, row.remediation_id, row.instance_id) == (NODE, "rem-1", "i-1")
-    assert (row.mode, row.state, row.trigger) == ("HOST_AWARE", "PENDING_APPROVAL", "AUTOMATED")
+    assert (row.mode, row.state, row.trigger) == ("host-aware", "PENDING_APPROVAL", "AUTOMATED")
     assert row.since == iso(0)
     assert row.workloads == ["ml/trainer"]
     assert report.recently_ended == [] and report.unread is None
@@ -109,7 +109,7 @@ def test_ended_repairs_are_shown_only_when_they_ended_in_the_window() -> None:
     [row] = report.recently_ended
     assert (row.remediation_id, row.mode, row.state, row.ended_at) == (
         "rem-new",
-        "VM_ONLY",
+        "vm-only",
         "SUCCEEDED",
         iso(30),
     )
@@ -132,7 +132,7 @@ def test_status_json_and_text_show_the_repairs_per_cluster() -> None:
     assert line.split() == [
         NODE,
         "rem-1",
-        "HOST_AWARE",
+        "host-aware",
         "PENDING_APPROVAL",
         "AUTOMATED",
         "2026-12-01",

@@ -24,6 +24,7 @@ from together_clusters.cli import main as cli
 from together_clusters.cli.drill.modes import EVICT_WITHOUT_REPLACEMENT, REMEDIATION_MODES
 from together_clusters.emulator.server import RunningEmulator
 
+from ._repairs import remediation_timings
 from ._twin import COMPUTE_CLASS, TwinCluster, wait_for
 from .test_drill import kubeconfig_file
 
@@ -43,13 +44,8 @@ REPLICAS = 2
 
 @pytest.fixture(scope="module", autouse=True)
 def fast_clock(twin_emulator: RunningEmulator) -> Iterator[None]:
-    speed = twin_emulator.admin.clock()["speed"]
-    timings = twin_emulator.admin.settings()["remediation_timings"]
-    twin_emulator.admin.set_speed(SPEED)
-    twin_emulator.admin.settings(remediation_timings=TIMINGS)
-    yield
-    twin_emulator.admin.settings(remediation_timings=timings)
-    twin_emulator.admin.set_speed(speed)
+    with remediation_timings(twin_emulator, TIMINGS, speed=SPEED):
+        yield
 
 
 @pytest.fixture

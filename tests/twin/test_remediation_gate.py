@@ -27,6 +27,7 @@ import pytest
 from together_clusters.emulator.server import RunningEmulator
 from together_clusters.platform import REMEDIATION_GATE_ANNOTATION
 
+from ._repairs import remediation_timings
 from ._twin import TwinCluster, wait_for
 from .checkpointing_job import JOB, complete_saves, log, running_pods, training_job
 from .test_remediation_nodes import instance_of
@@ -39,10 +40,8 @@ TIMINGS = {"pending_s": 30, "quarantining_s": 30, "quarantined_s": 30, "running_
 
 @pytest.fixture(scope="module", autouse=True)
 def timings(twin_emulator: RunningEmulator) -> Iterator[None]:
-    before = twin_emulator.admin.settings()["remediation_timings"]
-    twin_emulator.admin.settings(remediation_timings=TIMINGS)
-    yield
-    twin_emulator.admin.settings(remediation_timings=before)
+    with remediation_timings(twin_emulator, TIMINGS):
+        yield
 
 
 def gate(cluster: TwinCluster, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -205,6 +204,10 @@ def test_a_drain_a_budget_holds_is_not_approved_and_a_second_run_finishes_it(
     outcome = json.loads(done.stdout)
     assert outcome["approved"] is True
     assert outcome["moved"][f"Job/{namespace}/{JOB}"].startswith(("running on", "queued"))
+    # The reboot ends; the next pass (list) lifts the gate's cordon: the shared cluster keeps its nodes.
+    wait_for(lambda: remediation(cluster, rem)["state"] == "SUCCEEDED" or None, "the reboot to end", timeout=60)
+    assert gate(cluster, "list").returncode == 0
+    assert not cordoned(cluster, node)
 
 
 def test_reject_needs_a_comment_and_a_remediation_not_awaiting_approval_is_refused(

@@ -24,6 +24,7 @@ from together_clusters.emulator.kubernetes.nodes import node_name
 from together_clusters.emulator.server import RunningEmulator
 from together_clusters.platform import REMEDIATION_ANNOTATION, RemediationReason
 
+from ._repairs import remediation_timings
 from ._twin import COMPUTE_CLASS, TwinCluster, wait_for
 
 pytestmark = pytest.mark.twin
@@ -47,10 +48,8 @@ GRACE = 300
 
 @pytest.fixture(scope="module", autouse=True)
 def timings(twin_emulator: RunningEmulator) -> Iterator[None]:
-    before = twin_emulator.admin.settings()["remediation_timings"]
-    twin_emulator.admin.settings(remediation_timings=TIMINGS)
-    yield
-    twin_emulator.admin.settings(remediation_timings=before)
+    with remediation_timings(twin_emulator, TIMINGS):
+        yield
 
 
 # --- helpers ---------------------------------------------------------------------------------------

@@ -190,13 +190,13 @@ def test_status_shows_a_repair_on_the_node_of_a_workload_and_reads_its_node_even
     [row] = [r for r in twin["repairs"]["active"] if r["remediation_id"] == raised["id"]]
     assert (row["node"], row["mode"], row["state"], row["trigger"]) == (
         node,
-        "REBOOT_VM",
+        "reboot-vm",
         "PENDING_APPROVAL",
         "AUTOMATED",
     )
     assert f"{namespace}/trainer" in row["workloads"]
     [line] = [line for line in text.stdout.splitlines() if raised["id"] in line]
-    assert line.split()[:4] == [node, raised["id"], "REBOOT_VM", "PENDING_APPROVAL"]
+    assert line.split()[:4] == [node, raised["id"], "reboot-vm", "PENDING_APPROVAL"]
     assert f"{namespace}/trainer" in line
 
     approved = cluster.http.post(
