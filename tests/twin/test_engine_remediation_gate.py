@@ -22,6 +22,7 @@ from kubernetes import client
 
 from tests import _engine
 from together_clusters.emulator.kubernetes.kwok_config import RUN, RUN_LOCAL
+from together_clusters.platform import REMEDIATION_GATE_ANNOTATION
 
 from ._twin import DRIVER, GPU, REGION, Stack, twin_stack, up, wait_for
 from .checkpointing_job import JOB, complete_saves, log, running_pods, training_job
@@ -177,3 +178,81 @@ class _View:
 
     def get(self) -> dict[str, Any]:
         return dict(self.http.get(f"/v1/compute/clusters/{self.cluster_id}").json())
+
+
+def test_a_gate_killed_halfway_leaves_the_node_cordoned_and_the_repair_pending_and_its_successor_finishes(
+    stack: Stack, tmp_path: Path
+) -> None:
+    api = up(stack)
+    cluster_id = str(_engine.stack_outputs(stack.project, stack.env)["cluster_id"])
+    http = httpx.Client(
+        base_url=stack.emulator.base_url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30
+    )
+    view = _View(cluster_id, http, client.CoreV1Api(api), client.BatchV1Api(api))
+    namespace = "held"
+    view.core.create_namespace({"metadata": {"name": namespace}})
+    view.batch.create_namespaced_job(namespace, training_job(tmp_path / "checkpoints"))
+    first = wait_for(lambda: (running_pods(view, namespace) or [None])[0], "the training pod to run")
+    # A budget that refuses the eviction holds the drain half-way.
+    policy = client.PolicyV1Api(api)
+    policy.create_namespaced_pod_disruption_budget(
+        namespace,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "hold"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": JOB}}},
+        },
+    )
+    wait_for(
+        lambda: (
+            policy.read_namespaced_pod_disruption_budget("hold", namespace).status.current_healthy == 1
+            or None
+        ),
+        "the budget to count the pod",
+    )
+    node = first.spec.node_name
+    rem = stack.emulator.admin.raise_remediation(cluster_id, instance_of(view, node), mode=REBOOT_VM)  # type: ignore[arg-type]
+    path = f"/v1/compute/clusters/{cluster_id}/instances/{rem['instance_id']}/remediations/{rem['id']}"
+
+    def annotated() -> bool | None:
+        found = view.core.read_node(node)
+        return (
+            found.spec.unschedulable
+            and REMEDIATION_GATE_ANNOTATION in (found.metadata.annotations or {})
+            or None
+        )
+
+    wait_for(annotated, "the gate to cordon the node and record its plan")
+    [gate_pod] = [
+        p for p in view.core.list_namespaced_pod(NAMESPACE).items if p.metadata.deletion_timestamp is None
+    ]
+    view.core.delete_namespaced_pod(gate_pod.metadata.name, NAMESPACE, grace_period_seconds=0)
+
+    def successor() -> Any:
+        pods = view.core.list_namespaced_pod(NAMESPACE).items
+        return next(
+            (p for p in pods if p.metadata.uid != gate_pod.metadata.uid and p.status.phase == "Running"), None
+        )
+
+    wait_for(successor, "the Deployment's new gate pod")
+    # Nothing moved while the gate was gone: the node cordoned, the repair pending, the pod still running.
+    assert annotated()
+    assert http.get(path).json()["state"] == "PENDING_APPROVAL"
+    assert [p.metadata.uid for p in running_pods(view, namespace)] == [first.metadata.uid]
+
+    policy.delete_namespaced_pod_disruption_budget("hold", namespace)
+    seen: dict[str, Any] = {}
+
+    def approved() -> bool | None:
+        if http.get(path).json()["state"] == "PENDING_APPROVAL":
+            return None
+        seen["old_pod_running"] = any(
+            p.metadata.uid == first.metadata.uid for p in running_pods(view, namespace)
+        )
+        return True
+
+    wait_for(approved, "the successor to finish the drain and approve", timeout=180)
+    assert not seen["old_pod_running"]
+    wait_for(lambda: running_pods(view, namespace) or None, "the Job's replacement to run")
+    view.core.delete_namespace(namespace)
