@@ -20,9 +20,10 @@ list the transition left), and :func:`play` acts on it with the preemption seque
     collector). A workload that needs its budget honoured drains the node itself before approving.
   * ``REBOOT_VM``, ``HOST_POWER_CYCLE``: the VM goes down at once, so no grace period (the harshest case;
     the guide's "graceful drain" may apply to these modes too): every pod on the Node,
-    DaemonSet pods included, is deleted with grace 0 — a simulated pod is gone at once, a local process is
-    killed (SIGKILL, exit 137), a Job's pod is held by its finalizer until the Job controller counts it
-    failed. A kubelet coming back after a real reboot would restart ``restartPolicy: Always`` containers in
+    DaemonSet pods included, is deleted with grace 0 — a local process is killed (SIGKILL, exit 137), a
+    simulated pod ends with exit code 137 too (:data:`KILLED_EXIT_CODE`), a Job's pod is held by its
+    finalizer until the Job controller counts it failed: a kill is a failure against the workload's retries
+    (it did not save), unless the node was drained first (the remediation gate). A kubelet coming back after a real reboot would restart ``restartPolicy: Always`` containers in
     place and fail the others; deleting them is the harsher case (every pod is rescheduled, and elsewhere:
     the Node stays cordoned while it is down). The Node itself stays Ready: kwok would mark it Ready again
     at once, and the cordon already keeps new pods off.
@@ -54,11 +55,17 @@ from together_clusters.sequences import preemption
 
 from .. import remediations
 from ..remediations import RemediationTransition
+from . import kwok_config
 from .nodes import node_name
 
 _TIMEOUT = 10
 DRAIN = TerminationMode.DELETE
 """How the modes that delete the VM terminate the node's pods (see the module docstring)."""
+KILLED_EXIT_CODE = 137
+"""128 + SIGKILL: how a container killed by the reboot or power cycle ends (a local process gets the real
+SIGKILL; a simulated pod is annotated to end so), never the 143 of a SIGTERM the workload saved on: a Job's
+pod failure policy that ignores preemptions (143, ``DisruptionTarget``) counts such a kill as a failure, as it
+would on a real node."""
 KILLING_MODES = frozenset({remediations.REBOOT_VM, remediations.HOST_POWER_CYCLE})
 """The modes whose pods are killed at once."""
 RELEVANT_STATES = frozenset({"QUARANTINING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"})
@@ -165,9 +172,25 @@ def _kill(core: CoreV1Api, name: str) -> int:
         phase = pod.status.phase if pod.status is not None else None
         if meta is None or phase in ("Succeeded", "Failed") or meta.deletion_grace_period_seconds == 0:
             continue
+        if (meta.annotations or {}).get(kwok_config.RUN) != kwok_config.RUN_LOCAL:
+            # A simulated pod would end as if it had got SIGTERM (143); a kill ends it as SIGKILL does.
+            _mark_killed(core, str(meta.name), str(meta.namespace))
         preemption.terminate(core, pod, TerminationMode.DELETE, 0)
         killed += 1
     return killed
+
+
+def _mark_killed(core: CoreV1Api, name: str, namespace: str) -> None:
+    try:
+        core.patch_namespaced_pod(
+            name,
+            namespace,
+            {"metadata": {"annotations": {kwok_config.TERMINATION_EXIT_CODE: str(KILLED_EXIT_CODE)}}},
+            _request_timeout=_TIMEOUT,
+        )
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
 
 
 def _record(

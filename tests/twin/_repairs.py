@@ -7,23 +7,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from together_clusters.emulator.server import RunningEmulator
+from together_clusters.emulator.admin_client import AdminClient
 
 
 @contextmanager
 def remediation_timings(
-    emulator: RunningEmulator, timings: dict[str, Any], speed: float | None = None
+    admin: AdminClient, timings: dict[str, Any], speed: float | None = None
 ) -> Iterator[None]:
     """``timings`` (nominal seconds per state, see ``AdminClient.settings``) and, if given, the clock's
     ``speed``, for the ``with`` block."""
-    before = emulator.admin.settings()["remediation_timings"]
-    speed_before = emulator.admin.clock()["speed"]
+    before = admin.settings()["remediation_timings"]
+    speed_before = admin.clock()["speed"]
     if speed is not None:
-        emulator.admin.set_speed(speed)
-    emulator.admin.settings(remediation_timings=timings)
+        admin.set_speed(speed)
+    admin.settings(remediation_timings=timings)
     try:
         yield
     finally:
-        emulator.admin.settings(remediation_timings=before)
+        admin.settings(remediation_timings=before)
         if speed is not None:
-            emulator.admin.set_speed(speed_before)
+            admin.set_speed(speed_before)

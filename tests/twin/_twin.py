@@ -24,8 +24,10 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests import _engine
+from together_clusters.cli.drill.modes import EVICT_WITHOUT_REPLACEMENT, REMEDIATION_MODES
 from together_clusters.cli.drill.report import DrillReport
-from together_clusters.cli.drill.runner import DrillArgs, run_drill
+from together_clusters.cli.drill.runner import DrillArgs, RemediationTarget, run_drill, run_remediation_drill
+from together_clusters.cli.drill.safety import instance_of
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.local_pods import rewrite
@@ -33,7 +35,10 @@ from together_clusters.emulator.kubernetes.local_runtime import root_for
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 from together_clusters.emulator.kubernetes.shared_volumes import VOLUME_ID_LABEL
 from together_clusters.emulator.server import RunningEmulator, start_emulator
+from together_clusters.provider.client import TogetherClient
 from together_clusters.provider.kubeconfig import kubeconfig_text
+
+from ._repairs import remediation_timings
 
 COMPUTE_CLASS = "together.ai/compute-class"
 REGION = "us-central-8"
@@ -638,3 +643,101 @@ def checkpoint_folder(emulator: RunningEmulator, core: client.CoreV1Api, pod: An
     mount = next(m.mount_path for m in main.volume_mounts if m.name == claim.name)
     directory = next(e.value for e in main.env if e.name == "CHECKPOINT_DIR")
     return Path(rewrite(directory, {mount: volume}))
+
+
+FAST_REMEDIATIONS: dict[str, Any] = {
+    "pending_s": 30,
+    "quarantining_s": 60,
+    "quarantined_s": 30,
+    "running_s": {mode: 120 for mode in REMEDIATION_MODES.values()},
+}
+"""Remediation timings short enough for an engine module's clock: at most 240 nominal seconds from the request
+to the end, 2-4 s real at the modules' speeds (60-120); the package's own last up to 20 minutes."""
+
+
+@contextmanager
+def fast_remediations(admin: AdminClient, running_s: float | None = None) -> Iterator[None]:
+    """The platform's remediations at :data:`FAST_REMEDIATIONS` while inside (each mode's repair lasting
+    ``running_s`` when given: a drain is cut short when the VM goes), its own timings restored after."""
+    fast = dict(FAST_REMEDIATIONS)
+    if running_s is not None:
+        fast["running_s"] = {mode: running_s for mode in REMEDIATION_MODES.values()}
+    with remediation_timings(admin, fast):
+        yield
+
+
+def _order_back(base_url: str, cluster_id: str, api_key: str, count: int, stop: threading.Event) -> None:
+    """Set the cluster's preemptible count back to ``count`` as soon as a repair lowered it (what ``pulumi up``
+    of the unchanged program does), until ``stop``."""
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=30) as http:
+        path = f"/v1/compute/clusters/{cluster_id}"
+        while not stop.wait(0.25):
+            if (http.get(path).json().get("desired_preemptible_gpus") or count) < count:
+                reply = http.put(path, json={"num_preemptible_gpus": count})
+                assert reply.status_code == 200, reply.text
+                return
+
+
+def remediation_drill_twin(
+    api: client.ApiClient, emulator: RunningEmulator, api_key: str, node: str, mode: str
+) -> DrillReport:
+    """One ``drill --remediation MODE`` of ``node`` (``mode`` as ``--remediation`` spells it) through the
+    emulator's compute API, as the command runs it (the cluster the emulator says owns the node, the instance
+    behind it), asserted to have SUCCEEDED. While it watches, an ``evict-without-replacement`` that lowered
+    the cluster's preemptible count is answered by setting it back, as the guide says to (``pulumi up``): a
+    workload with no spare node has one again. The pool gets free GPUs first (a replacing mode provisions a
+    new instance)."""
+    emulator.admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)
+    cluster_id = str(
+        httpx.get(f"{emulator.base_url}/_emulator/kubernetes/nodes/{node}", timeout=30).json()["cluster_id"]
+    )
+    stop = threading.Event()
+    with TogetherClient(api_key=api_key, base_url=emulator.base_url) as compute:
+        desired = compute.get_cluster(cluster_id)
+        instance = instance_of(node, cluster_id, desired.gpu_worker_nodes)
+        target = RemediationTarget(
+            mode=REMEDIATION_MODES[mode],
+            cluster_id=cluster_id,
+            instance_id=instance,
+            poll_seconds=0.25,
+            timeout_seconds=300,
+        )
+        args = DrillArgs(
+            node=node, twin_url=emulator.base_url, timeout_seconds=240, log_wait_seconds=0, remediation=target
+        )
+        count = desired.desired_preemptible_gpus or 0
+        order_back = threading.Thread(
+            target=_order_back, args=(emulator.base_url, cluster_id, api_key, count, stop), daemon=True
+        )
+        if REMEDIATION_MODES[mode] == EVICT_WITHOUT_REPLACEMENT:
+            order_back.start()
+        try:
+            report = run_remediation_drill(api, compute, args, progress=lambda _line: None)
+        finally:
+            stop.set()
+            if order_back.is_alive():
+                order_back.join()
+    assert report.remediation is not None and report.remediation.state == "SUCCEEDED", report
+    if REMEDIATION_MODES[mode] == EVICT_WITHOUT_REPLACEMENT:
+        # The platform lowered the count: set back by the thread, or here if the drill ended first.
+        short = compute_cluster(emulator.base_url, cluster_id, api_key)["desired_preemptible_gpus"] < count
+        if short:
+            reply = httpx.put(
+                f"{emulator.base_url}/v1/compute/clusters/{cluster_id}",
+                json={"num_preemptible_gpus": count},
+                headers={"Authorization": f"Bearer {api_key}"},
+                timeout=30,
+            )
+            assert reply.status_code == 200, reply.text
+    return report
+
+
+def compute_cluster(base_url: str, cluster_id: str, api_key: str) -> dict[str, Any]:
+    """The cluster as the emulator's compute API returns it."""
+    reply = httpx.get(
+        f"{base_url}/v1/compute/clusters/{cluster_id}",
+        headers={"Authorization": f"Bearer {api_key}"},
+        timeout=30,
+    )
+    assert reply.status_code == 200, reply.text
+    return dict(reply.json())

@@ -44,7 +44,7 @@ REPLICAS = 2
 
 @pytest.fixture(scope="module", autouse=True)
 def fast_clock(twin_emulator: RunningEmulator) -> Iterator[None]:
-    with remediation_timings(twin_emulator, TIMINGS, speed=SPEED):
+    with remediation_timings(twin_emulator.admin, TIMINGS, speed=SPEED):
         yield
 
 

@@ -23,9 +23,25 @@ from tests import _engine
 from together_clusters.components.controllers.releases import INSTALLED_BY_ANNOTATION, INSTALLED_BY_LABEL
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import FALLBACK_PRIORITY_CLASS
-from together_clusters.platform.charts import JOBSET
+from together_clusters.platform.charts import DESCHEDULER, JOBSET, KUEUE, QUEUE_NAME_LABEL
 
-from ._twin import DRIVER, GPU, REGION, kept_off_preemptible, kube_clients, twin_stack, up
+from ._twin import (
+    COMPUTE_CLASS,
+    DRIVER,
+    GPU,
+    REGION,
+    fast_remediations,
+    job_set,
+    job_set_condition,
+    kept_off_preemptible,
+    kube_clients,
+    pods_of_job_set,
+    remediation_drill_twin,
+    running_pod,
+    twin_stack,
+    up,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-controllers-0123456789abcdef"
@@ -151,3 +167,95 @@ def test_a_jobset_someone_else_installed_is_used_and_left_alone(tmp_path: Path) 
         api = kube_clients(_engine.stack_outputs(stack.project, stack.env)["kube_config"])
         crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(JOBSET.crd)
         assert INSTALLED_BY_ANNOTATION not in (crd.metadata.annotations or {})  # not taken over
+
+
+ALL_CONTROLLERS = f"""\
+import json
+
+import pulumi
+
+from together_clusters.components import (
+    BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ClusterControllersArgs, ContainerSpec,
+    PodSettings, SharedVolume, WorkloadQueue, WorkloadQueueArgs, provider_for,
+)
+from together_clusters.provider import Cluster, ClusterArgs
+
+cluster = Cluster("gpu", ClusterArgs(cluster_name="controllers", region={REGION!r}, gpu_type={GPU!r},
+                                     num_gpus=8, num_preemptible_gpus=8, nvidia_version_id={DRIVER!r},
+                                     ready_timeout_minutes=5))
+provider = provider_for(cluster, controllers=ClusterControllersArgs(
+    kueue=True, descheduler=True, chart_source={str(CHARTS)!r}))
+queue = WorkloadQueue("queue", WorkloadQueueArgs.following(cluster), opts=pulumi.ResourceOptions(provider=provider))
+store = CheckpointStore("checkpoints", CheckpointStoreArgs(storage=SharedVolume(claim_name="checkpoints", size="100Gi")),
+                        opts=pulumi.ResourceOptions(provider=provider))
+for job_name in json.loads(pulumi.Config().get("batchJobs") or "[]"):
+    BatchJob(job_name, BatchJobArgs(container=ContainerSpec(image="registry.invalid/train:1", gpus=8),
+                                    checkpoint=store.storage, job_name=job_name,
+                                    pod=PodSettings(namespace="default"), queue=queue),
+             opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]))
+pulumi.export("kube_config", cluster.kube_config)
+"""
+CONTROLLER_NAMESPACES = (JOBSET.namespace, KUEUE.namespace, DESCHEDULER.namespace)
+
+
+def controllers_available(apps: client.AppsV1Api) -> dict[str, int] | None:
+    """Every controller Deployment (JobSet's, Kueue's, the descheduler's) -> its available replicas, when each
+    has all it wants available."""
+    found = {
+        f"{d.metadata.namespace}/{d.metadata.name}": d
+        for namespace in CONTROLLER_NAMESPACES
+        for d in apps.list_namespaced_deployment(namespace).items
+    }
+    namespaces = {name.split("/")[0] for name in found}
+    whole = all((d.status.available_replicas or 0) >= (d.spec.replicas or 1) for d in found.values())
+    if namespaces != set(CONTROLLER_NAMESPACES) or not whole:
+        return None
+    return {name: d.status.available_replicas for name, d in found.items()}
+
+
+def test_the_controllers_survive_repairs_of_their_standard_node_and_still_run_a_queued_job_set(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: a reboot and a VM replacement of the standard node JobSet, Kueue and the descheduler run on;
+    each time their Deployments are available again, on a standard node; a BatchJob queued afterwards is
+    admitted by Kueue and its JobSet runs its pod."""
+    if not all((CHARTS / c.chart_name / "Chart.yaml").is_file() for c in (JOBSET, KUEUE, DESCHEDULER)):
+        pytest.skip("scripts/install-kubernetes has not copied the controllers' charts")
+    with twin_stack(tmp_path, "controllers", ALL_CONTROLLERS, API_KEY, TwinOptions(jobset=False)) as stack:
+        api = up(stack)
+        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+        try:
+            wait_for(lambda: controllers_available(apps), "every controller available")
+            with fast_remediations(stack.emulator.admin):
+                for mode in ("reboot-vm", "vm-only"):
+                    classes = {
+                        n.metadata.name: n.metadata.labels[COMPUTE_CLASS] for n in core.list_node().items
+                    }
+                    hosts = {
+                        p.spec.node_name
+                        for namespace in CONTROLLER_NAMESPACES
+                        for p in core.list_namespaced_pod(namespace).items
+                        if p.status.phase == "Running"
+                    }
+                    assert hosts and {classes[h] for h in hosts} == {"standard"}, (mode, hosts, classes)
+                    (standard,) = hosts
+                    report = remediation_drill_twin(api, stack.emulator, API_KEY, standard, mode)
+                    lost = {(w.namespace, w.kind) for w in report.workloads}
+                    assert set(CONTROLLER_NAMESPACES) <= {n for n, _ in lost}, (mode, report)
+                    assert report.ok, (mode, report)
+                    wait_for(lambda: controllers_available(apps), f"every controller available after {mode}")
+
+            stack.set_config("batchJobs", '["after"]')
+            up(stack).close()
+            pod = wait_for(
+                lambda: running_pod(core, pods_of_job_set("after")),
+                "the BatchJob queued after the repairs to run",
+            )
+            # Kueue admitted it: the queued JobSet runs, unsuspended.
+            after = job_set(api, "after")
+            assert after["metadata"]["labels"].get(QUEUE_NAME_LABEL) and not after["spec"].get("suspend"), (
+                after
+            )
+            assert pod.spec.node_name and job_set_condition(api, "after", "Failed") is None
+        finally:
+            api.close()

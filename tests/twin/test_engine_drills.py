@@ -14,12 +14,26 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from together_clusters.cli.drill.modes import NODE_KEEPING_MODES, REMEDIATION_MODES
+from together_clusters.cli.drill.report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
 from ._programs import TRAINER, batch_job
-from ._twin import PodHistory, Stack, drill_twin, module_stack, running_pod, two_spare_nodes, up, wait_for
+from ._twin import (
+    PodHistory,
+    Stack,
+    drill_twin,
+    fast_remediations,
+    module_stack,
+    remediation_drill_twin,
+    running_pod,
+    running_pods,
+    two_spare_nodes,
+    up,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-drills-key-0123456789abcdef"
@@ -82,4 +96,43 @@ def test_a_batch_job_survives_five_preemptions_and_still_fails_on_a_non_retriabl
     finally:
         history.stop()
         admin.close()
+        api.close()
+
+
+def test_a_batch_job_survives_every_remediation_mode_of_its_node_and_completes_once(stack: Stack) -> None:
+    """Issue 32: each repair mode hits the Job's running pod; none fails the Job, never two pods at once, and
+    the Job still completes once. A drained pod saves and exits 143 (ignored); a pod a reboot or power cycle
+    kills exits 137 and is one failure against the Job's retries (the gate drains first to avoid that)."""
+    job = "train-remediated"
+    stack.set_config("jobName", job)
+    api = up(stack)
+    selector = f"job-name={job}"
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    try:
+        killed = 0
+        with fast_remediations(stack.emulator.admin):
+            for mode, api_mode in REMEDIATION_MODES.items():
+                killed += api_mode in NODE_KEEPING_MODES
+                before = wait_for(lambda: running_pod(core, selector), f"{job} to run")
+                report = remediation_drill_twin(api, stack.emulator, API_KEY, before.spec.node_name, mode)
+                ours = [w.outcome for w in report.workloads if (w.kind, w.name) == ("Job", job)]
+                assert ours == [Outcome.SURVIVED], (mode, report)
+                after = wait_for(lambda: running_pod(core, selector), f"{job} to run again after {mode}")
+                assert after.metadata.uid != before.metadata.uid, mode
+                assert len(running_pods(core, selector)) == 1, mode  # nothing runs twice
+                assert job_condition(batch, job, "Failed") is None, (
+                    mode,
+                    batch.read_namespaced_job_status(job, "default").status,
+                )
+        # The Job controller's own count: only the kills were failures against backoffLimit.
+        assert (batch.read_namespaced_job_status(job, "default").status.failed or 0) == killed == 2
+
+        pod = running_pod(core, selector)
+        core.patch_namespaced_pod(
+            pod.metadata.name, "default", {"metadata": {"annotations": {EXIT_CODE: "0"}}}
+        )
+        wait_for(lambda: job_condition(batch, job, "Complete"), f"{job} to complete")
+        status = batch.read_namespaced_job_status(job, "default").status
+        assert (status.succeeded, status.failed or 0) == (1, killed), status
+    finally:
         api.close()

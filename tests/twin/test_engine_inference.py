@@ -19,12 +19,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from together_clusters.cli.drill.modes import NODE_KEEPING_MODES, REMEDIATION_MODES
 from together_clusters.cli.drill.report import Outcome
 from together_clusters.components.checkpoint import RequestDrain
 from together_clusters.components.checkpoint.contract import drain_budget_seconds
@@ -33,7 +35,15 @@ from together_clusters.emulator.kubernetes.options import TerminationMode, TwinO
 from together_clusters.emulator.server import RunningEmulator
 
 from . import inference_worker
-from ._twin import COMPUTE_CLASS, drill_twin, twin_stack, up, wait_for
+from ._twin import (
+    COMPUTE_CLASS,
+    drill_twin,
+    fast_remediations,
+    remediation_drill_twin,
+    twin_stack,
+    up,
+    wait_for,
+)
 from .counting_queue import CountingQueue, Held, Record, serve
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
@@ -232,3 +242,49 @@ def test_no_request_is_lost_or_served_twice_across_a_preemption(
         assert final.kind == "complete", records[h.request_id]
         if h.payload["seconds"] == OVERRUNS:
             assert final.worker.split(":")[0] not in victims, records[h.request_id]
+
+
+REPAIR_S = GRACE + 60
+"""How long a repair runs (nominal seconds): past the workers' grace, so a drain is never cut by the VM going."""
+
+
+def held_on(queue: CountingQueue, core: client.CoreV1Api, victim: str, mode: str, fed: list[str]) -> bool:
+    """Whether a worker on ``victim`` holds a request (feeding more while none does)."""
+    pods = set(workers_by_node(core)[victim])
+    if any(worker.split(":")[0] in pods for worker in queue.holding()):
+        return True
+    if len(fed) - queue.taken_at_least_once(fed) < len(GROUP):
+        for seconds in GROUP:
+            fed.append(f"remediation-{mode}-{len(fed)}")
+            queue.put(fed[-1], {"seconds": seconds})
+    return False
+
+
+def test_no_request_is_lost_or_served_twice_across_every_remediation_mode(stack: Deployed) -> None:
+    """Issue 32: each repair mode hits a node whose workers hold requests; the Deployment is whole again and
+    the queue drains with every request completed exactly once. A drain (the modes that delete the VM) lets
+    each worker finish or hand back what it holds (no lease expires); a reboot or power cycle kills them, and
+    what they held comes back only when its lease expires - still served once."""
+    core, apps = client.CoreV1Api(stack.api), client.AppsV1Api(stack.api)
+    queue = stack.queue
+    with fast_remediations(stack.emulator.admin, running_s=REPAIR_S):
+        for mode in REMEDIATION_MODES:
+            wait_for(lambda: sum(map(len, workers_by_node(core).values())) == REPLICAS, "every worker to run")
+            victim = oldest_preemptible(core)
+            fed: list[str] = []
+            wait_for(
+                partial(held_on, queue, core, victim, mode, fed), f"a worker on {victim} to hold a request"
+            )
+            report = remediation_drill_twin(stack.api, stack.emulator, API_KEY, victim, mode)
+            assert [(w.kind, w.name, w.outcome) for w in report.workloads] == [
+                ("Deployment", NAME, Outcome.SURVIVED)
+            ], (mode, report)
+            wait_for(
+                partial(deployment_replaced, apps, core, victim), f"the Deployment whole again after {mode}"
+            )
+            wait_for(queue.drained, f"every request to be completed after {mode}", timeout=300)
+            records = queue.records()
+            assert queue.problems() == [], mode
+            expired = [i for i in fed for o in records[i].outcomes if o.kind == "expired"]
+            if REMEDIATION_MODES[mode] not in NODE_KEEPING_MODES:
+                assert expired == [], (mode, "a drained worker died without finishing or handing back")

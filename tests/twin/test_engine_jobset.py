@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from together_clusters.cli.drill.modes import NODE_KEEPING_MODES, REMEDIATION_MODES
 from together_clusters.cli.drill.report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
@@ -28,11 +29,14 @@ from ._twin import (
     PodHistory,
     Stack,
     drill_twin,
+    fast_remediations,
     job_set,
     job_set_condition,
     module_stack,
     pods_of_job_set,
+    remediation_drill_twin,
     running_pod,
+    running_pods,
     two_spare_nodes,
     up,
     wait_for,
@@ -164,4 +168,47 @@ def test_a_changed_image_replaces_the_job_set_and_the_run_goes_on_with_it(stack:
         assert pod.spec.containers[0].image == "registry.invalid/train:2"
     finally:
         stack.set_config("image", IMAGE)
+        api.close()
+
+
+def test_a_fresh_job_per_attempt_survives_every_remediation_mode_of_its_node_and_completes_once(
+    stack: Stack,
+) -> None:
+    """Issue 32: each repair mode hits the run's pod, never two pods at once, and the run still completes once.
+    A drained pod saves and exits 143: one uncounted restart of the JobSet (a fresh Job). A pod a reboot or
+    power cycle kills exits 137: its Job replaces it in place, one failure against the attempt's retries (the
+    gate drains first to avoid that)."""
+    job = "fresh-remediated"
+    api = deploy(stack, job)
+    core = client.CoreV1Api(api)
+    try:
+        with fast_remediations(stack.emulator.admin):
+            drained = 0
+            for mode, api_mode in REMEDIATION_MODES.items():
+                drained += api_mode not in NODE_KEEPING_MODES
+                before = wait_for(lambda: running_pod(core, pods_of_job_set(job)), f"{job} to run")
+                report = remediation_drill_twin(api, stack.emulator, API_KEY, before.spec.node_name, mode)
+                ours = [w.outcome for w in report.workloads if (w.kind, w.name) == ("JobSet", job)]
+                assert ours == [Outcome.SURVIVED], (mode, report)
+                after = wait_for(
+                    lambda: running_pod(core, pods_of_job_set(job)), f"{job} to run again after {mode}"
+                )
+                assert after.metadata.uid != before.metadata.uid, mode
+                assert len(running_pods(core, pods_of_job_set(job))) == 1, mode  # nothing runs twice
+                status = job_set(api, job).get("status") or {}
+                assert job_set_condition(api, job, "Failed") is None, (mode, status)
+                # One restart per drained repair, none counted towards the JobSet's limit.
+                assert status.get("restarts", 0) == drained and not status.get("restartsCountTowardsMax"), (
+                    mode,
+                    status,
+                )
+
+        pod = running_pod(core, pods_of_job_set(job))
+        core.patch_namespaced_pod(
+            pod.metadata.name, "default", {"metadata": {"annotations": {EXIT_CODE: "0"}}}
+        )
+        wait_for(lambda: job_set_condition(api, job, "Completed"), f"JobSet {job} to complete")
+        assert job_set_condition(api, job, "Failed") is None
+        assert (job_set(api, job).get("status") or {}).get("restarts") == drained == 3
+    finally:
         api.close()

@@ -11,12 +11,14 @@ name that trial's JobSet, survived.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from together_clusters.cli.drill.modes import NODE_KEEPING_MODES, REMEDIATION_MODES
 from together_clusters.cli.drill.report import Outcome
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE
@@ -25,10 +27,12 @@ from together_clusters.emulator.kubernetes.options import TwinOptions
 from ._programs import TRAINER, checkpointed
 from ._twin import (
     PodHistory,
+    fast_remediations,
     job_set,
     job_set_condition,
     pods_of_job_set,
     preempt_again_and_again,
+    remediation_drill_twin,
     running_pod,
     running_pods,
     twin_stack,
@@ -72,6 +76,21 @@ def new_pod(core: client.CoreV1Api, trial: str, old_uid: str | None) -> Any:
     return next((p for p in running_pods(core, pods_of_job_set(trial)) if p.metadata.uid != old_uid), None)
 
 
+
+def finish_every_trial(api: Any, core: client.CoreV1Api, trials: list[str]) -> None:
+    """Let every running trial pod end with exit 0, until each trial's JobSet completes; none failed."""
+
+    def finished() -> bool:
+        for pod in running_pods(core, "app.kubernetes.io/name=lr"):
+            if EXIT_CODE not in (pod.metadata.annotations or {}):
+                core.patch_namespaced_pod(
+                    pod.metadata.name, "default", {"metadata": {"annotations": {EXIT_CODE: "0"}}}
+                )
+        return all(job_set_condition(api, t, "Completed") for t in trials)
+
+    wait_for(finished, "every trial to finish", timeout=240)
+    assert not any(job_set_condition(api, t, "Failed") for t in trials)
+
 def test_a_trial_preempted_again_and_again_is_replaced_by_a_fresh_job_and_every_trial_finishes(
     tmp_path: Path,
 ) -> None:
@@ -108,16 +127,7 @@ def test_a_trial_preempted_again_and_again_is_replaced_by_a_fresh_job_and_every_
             assert status.get("restarts") == PREEMPTIONS and not status.get("restartsCountTowardsMax"), status
 
             # Every trial finishes: its JobSet completes, none failed, the preempted one included.
-            def finished() -> bool:
-                for pod in running_pods(core, "app.kubernetes.io/name=lr"):
-                    if EXIT_CODE not in (pod.metadata.annotations or {}):
-                        core.patch_namespaced_pod(
-                            pod.metadata.name, "default", {"metadata": {"annotations": {EXIT_CODE: "0"}}}
-                        )
-                return all(job_set_condition(api, t, "Completed") for t in trials)
-
-            wait_for(finished, "every trial to finish", timeout=240)
-            assert not any(job_set_condition(api, t, "Failed") for t in trials)
+            finish_every_trial(api, core, trials)
 
             keys = {t: checkpoint_dir(api, t) for t in trials}
             stack.set_config("rates", "[0.1, 0.25, 0.3]")
@@ -134,4 +144,46 @@ def test_a_trial_preempted_again_and_again_is_replaced_by_a_fresh_job_and_every_
         finally:
             history.stop()
             admin.close()
+            api.close()
+
+
+def test_a_trial_survives_every_remediation_mode_of_its_node_and_every_trial_finishes(tmp_path: Path) -> None:
+    """Issue 32: each repair mode hits trial 1's node (the other trials untouched), never two pods of the trial
+    at once, and every trial still completes. A drain is one uncounted restart of the trial's JobSet; a kill
+    (reboot, power cycle: exit 137) is replaced in place, one failure against the trial's retries."""
+    with twin_stack(tmp_path, "twin-sweep", PROGRAM, API_KEY, options=TwinOptions(), speed=120) as stack:
+        stack.set_config("rates", "[0.1, 0.2, 0.3]")
+        api = up(stack)
+        core = client.CoreV1Api(api)
+        trials = ["lr-0", "lr-1", "lr-2"]
+        try:
+            wait_for(lambda: len(running_pods(core, "app.kubernetes.io/name=lr")) == 3, "three trials to run")
+            with fast_remediations(stack.emulator.admin):
+                drained = 0
+                for mode, api_mode in REMEDIATION_MODES.items():
+                    drained += api_mode not in NODE_KEEPING_MODES
+                    before = wait_for(lambda: new_pod(core, "lr-1", None), "trial 1 to run")
+                    report = remediation_drill_twin(api, stack.emulator, API_KEY, before.spec.node_name, mode)
+                    ours = [w.outcome for w in report.workloads if (w.kind, w.name) == ("JobSet", "lr-1")]
+                    assert ours == [Outcome.SURVIVED], (mode, report)
+                    wait_for(
+                        partial(new_pod, core, "lr-1", before.metadata.uid),
+                        f"trial 1 to run after {mode}",
+                    )
+                    assert len(running_pods(core, pods_of_job_set("lr-1"))) == 1, mode  # nothing runs twice
+                    status = job_set(api, "lr-1").get("status") or {}
+                    assert status.get("restarts", 0) == drained and not status.get(
+                        "restartsCountTowardsMax"
+                    ), (
+                        mode,
+                        status,
+                    )
+                    assert not any(job_set_condition(api, t, "Failed") for t in trials), mode
+            assert [(job_set(api, t).get("status") or {}).get("restarts", 0) for t in ("lr-0", "lr-2")] == [
+                0,
+                0,
+            ]
+
+            finish_every_trial(api, core, trials)
+        finally:
             api.close()

@@ -40,7 +40,7 @@ TIMINGS = {"pending_s": 30, "quarantining_s": 30, "quarantined_s": 30, "running_
 
 @pytest.fixture(scope="module", autouse=True)
 def timings(twin_emulator: RunningEmulator) -> Iterator[None]:
-    with remediation_timings(twin_emulator, TIMINGS):
+    with remediation_timings(twin_emulator.admin, TIMINGS):
         yield
 
 

@@ -48,7 +48,7 @@ GRACE = 300
 
 @pytest.fixture(scope="module", autouse=True)
 def timings(twin_emulator: RunningEmulator) -> Iterator[None]:
-    with remediation_timings(twin_emulator, TIMINGS):
+    with remediation_timings(twin_emulator.admin, TIMINGS):
         yield
 
 
