@@ -11,6 +11,7 @@ from kubernetes import client
 
 from together_clusters.emulator import remediations
 from together_clusters.emulator.kubernetes import repairs
+from together_clusters.emulator.kubernetes.kwok_config import TERMINATION_EXIT_CODE
 from together_clusters.emulator.remediations import RemediationTransition
 from together_clusters.platform import REMEDIATION_ANNOTATION, ComputeClass, RemediationReason
 
@@ -41,6 +42,7 @@ class FakeCore:
         }
         self.pods = {p["metadata"]["name"]: p for p in pods}
         self.deletions: dict[str, int] = {}
+        self.killed: dict[str, str] = {}
         self.events: list[dict[str, Any]] = []
 
     def read_node(self, name: str, **_: Any) -> Any:
@@ -65,6 +67,12 @@ class FakeCore:
     def list_pod_for_all_namespaces(self, field_selector: str, **_: Any) -> Any:
         assert field_selector == f"spec.nodeName={NODE}"
         return model({"items": list(copy.deepcopy(list(self.pods.values())))}, "V1PodList")
+
+    def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any], **_: Any) -> Any:
+        pod = self.pods[name]
+        pod["metadata"].setdefault("annotations", {}).update(body["metadata"]["annotations"])
+        self.killed[name] = body["metadata"]["annotations"][TERMINATION_EXIT_CODE]
+        return model(pod, "V1Pod")
 
     def delete_namespaced_pod(self, name: str, namespace: str, grace_period_seconds: int, **_: Any) -> None:
         self.deletions[name] = grace_period_seconds
@@ -113,6 +121,8 @@ def test_a_reboot_kills_every_pod_at_once_and_the_node_comes_back_uncordoned() -
     core = FakeCore([a_pod("work"), a_pod("agent", daemonset=True), a_pod("done", phase="Succeeded")])
     play(core, transition(remediations.REBOOT_VM, "RUNNING"))
     assert core.deletions == {"work": 0, "agent": 0}
+    # A simulated pod ends as a SIGKILL ends a container (137), not as a SIGTERM it saved on (143).
+    assert core.killed == {"work": "137", "agent": "137"}
     assert core.cordoned_by() == (True, "r-1")
     play(core, transition(remediations.REBOOT_VM, "SUCCEEDED"))
     assert core.cordoned_by() == (None, None)
