@@ -138,19 +138,20 @@ def plan_annotation(plan: DrainPlan) -> str:
     )
 
 
-def read_plan(api: client.ApiClient, remediation_id: str, node: str) -> DrainPlan:
-    """The drain of ``node`` for ``remediation_id``: the one a gate recorded on the Node for this remediation
-    (its pods may be gone already), else a new one from the node's pods now."""
+def read_plan(api: client.ApiClient, remediation_id: str, node: Mapping[str, Any]) -> DrainPlan:
+    """The drain of the Node ``node`` (as read) for ``remediation_id``: the one a gate recorded on it for this
+    remediation (its pods may be gone already), else a new one from the node's pods now."""
     core = client.CoreV1Api(api)
-    recorded = recorded_plan(read_node(core, node))
+    recorded = recorded_plan(node)
     if recorded is not None and recorded.remediation_id == remediation_id:
         return recorded
-    pods = pods_on(core, node)
+    name = str((node.get("metadata") or {}).get("name"))
+    pods = pods_on(core, name)
     owners = Owners(api)
     uids = [str((p.get("metadata") or {}).get("uid")) for p in pods]
     return drain_plan(
         remediation_id,
-        node,
+        name,
         pods,
         {uid: owners.of(p) for uid, p in zip(uids, pods, strict=True)},
         {uid: runs_checkpoint_runtime(p, CHECKPOINT_CONTRACT_ENV) for uid, p in zip(uids, pods, strict=True)},
@@ -168,7 +169,7 @@ def uncordon(core: client.CoreV1Api, node: str) -> bool:
     annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
     if found is None or REMEDIATION_GATE_ANNOTATION not in annotations:
         return False
-    if preemption.is_announced(core.read_node(node, _request_timeout=_TIMEOUT)):
+    if preemption.PREEMPTED_AT_ANNOTATION in annotations:
         # Preempted meanwhile: the platform's cordon now; only the gate's mark goes.
         core.patch_node(node, {"metadata": {"annotations": {REMEDIATION_GATE_ANNOTATION: None}}})
         return False
@@ -176,13 +177,13 @@ def uncordon(core: client.CoreV1Api, node: str) -> bool:
     return True
 
 
-def evict(core: client.CoreV1Api, plan: DrainPlan) -> list[str]:
-    """Ask the Eviction API to evict every pod of the plan still on the node (again for those a
-    PodDisruptionBudget refused before): each gets SIGTERM and its own grace period, at most the platform's
-    limit. The pods a budget refuses now, to be tried again."""
+def evict(core: client.CoreV1Api, plan: DrainPlan, on_node: list[Any]) -> list[str]:
+    """Ask the Eviction API to evict every pod of the plan still on the node (``on_node``: its pods as just
+    read; again for those a PodDisruptionBudget refused before): each gets SIGTERM and its own grace period, at
+    most the platform's limit. The pods a budget refuses now, to be tried again."""
     taken = {p.uid for p in plan.pods}
     refused = []
-    for pod in preemption.pods_on(core, plan.node):
+    for pod in on_node:
         meta = pod.metadata
         if meta is None or str(meta.uid) not in taken or meta.deletion_timestamp is not None:
             continue

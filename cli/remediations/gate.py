@@ -36,6 +36,7 @@ from together_clusters.platform import remediation_mode_name as short_mode
 from together_clusters.provider.client import TogetherClient
 from together_clusters.provider.models import Cluster, Remediation
 from together_clusters.provider.vocabulary import ACTIVE_REMEDIATION_STATES
+from together_clusters.sequences import preemption
 
 from . import cluster as kube
 from .plan import AWAITING_APPROVAL, DrainPlan, Progress, at_risk, progress
@@ -114,9 +115,10 @@ def _require_awaiting(target: Target) -> None:
 
 def plan_for(kube_api: k8s.ApiClient, target: Target) -> DrainPlan | None:
     """The drain for ``target`` (``None``: its Node is gone: nothing on it to drain)."""
-    if target.node is None or kube.read_node(k8s.CoreV1Api(kube_api), target.node) is None:
+    node = None if target.node is None else kube.read_node(k8s.CoreV1Api(kube_api), target.node)
+    if node is None:
         return None
-    return kube.read_plan(kube_api, str(target.remediation.id), target.node)
+    return kube.read_plan(kube_api, str(target.remediation.id), node)
 
 
 def approve(
@@ -178,13 +180,18 @@ def _drain(
     deadline = clock() + options.timeout_seconds
     said = ""
     while True:
-        refused = kube.evict(core, plan)
-        now = progress(plan, kube.pods_on(core, plan.node), kube.workload_states(kube_api, plan))
+        # One listing of the node's pods per pass: what to evict, and what still runs there.
+        on_node = preemption.pods_on(core, plan.node)
+        refused = kube.evict(core, plan, on_node)
+        now = progress(plan, [kube.as_json(p) for p in on_node], kube.workload_states(kube_api, plan))
         if now.done:
             return now
         line = now.waiting_for()
         if refused:
-            line += f"; evictions refused by a PodDisruptionBudget (retrying): {', '.join(refused)}"
+            line += (
+                "; evictions refused by a PodDisruptionBudget or a namespace being deleted (retrying): "
+                + ", ".join(refused)
+            )
         if line != said:
             report(f"waiting: {line}")
             said = line
@@ -215,24 +222,22 @@ def release_ended(api: TogetherClient, kube_api: k8s.ApiClient, cluster_id: str)
     whose remediation is still active stays cordoned. The nodes uncordoned."""
     core = k8s.CoreV1Api(kube_api)
     released = []
+    holding: set[str] | None = None  # the remediations not ended, listed once, when a gate's node needs it
     for node in core.list_node(_request_timeout=30).items:
         meta = node.metadata
         annotations = (meta.annotations if meta is not None else None) or {}
         if REMEDIATION_GATE_ANNOTATION not in annotations:
             continue
         plan = kube.recorded_plan(kube.as_json(node))
-        if plan is not None and _still_holds(api, cluster_id, plan.remediation_id):
-            continue
+        if plan is not None:
+            if holding is None:
+                active = api.list_remediations(cluster_id, "-", states=list(ACTIVE_REMEDIATION_STATES))
+                holding = {str(r.id) for r in active}
+            if plan.remediation_id in holding:
+                continue
         if kube.uncordon(core, str(meta.name)):  # type: ignore[union-attr]
             released.append(str(meta.name))  # type: ignore[union-attr]
     return released
-
-
-def _still_holds(api: TogetherClient, cluster_id: str, remediation_id: str) -> bool:
-    for remediation in api.list_remediations(cluster_id, "-"):
-        if remediation.id == remediation_id:
-            return remediation.state in ACTIVE_REMEDIATION_STATES
-    return False
 
 
 def approvable(targets: Sequence[Target], modes: frozenset[str]) -> list[Target]:

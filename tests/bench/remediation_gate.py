@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
+from together_clusters.cli.drill.safety import instance_of
 from together_clusters.cli.remediations import gate
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.provider.client import TogetherClient
@@ -108,7 +109,7 @@ def run(ctx: Context) -> list[Figure]:
             namespace = f"gate-{index}"
             pod = started(namespace)
             node = pod.spec.node_name
-            instance = _instance(together.get_cluster(cluster_id), node)
+            instance = instance_of(node, cluster_id, together.get_cluster(cluster_id).gpu_worker_nodes)
             rem = admin.raise_remediation(cluster_id, instance, mode=REBOOT_VM)
             began = time.monotonic()
             target = gate.find(together, cluster_id, rem["id"])
@@ -168,15 +169,6 @@ def _ready(api: Any, cluster_id: str) -> dict[str, Any]:
         return cluster if cluster["status"] == "Ready" and len(nodes) >= 3 else None
 
     return _until(ready, "the cluster to be Ready")
-
-
-def _instance(cluster: Any, node: str) -> str:
-    from together_clusters.platform import kubernetes_node_name
-
-    for worker in cluster.gpu_worker_nodes:
-        if worker.host_name and kubernetes_node_name(worker.host_name) == node:
-            return str(worker.instance_id)
-    raise RuntimeError(f"no instance for node {node}")
 
 
 def _until(check: Any, what: str, poll: float = 0.1) -> Any:
