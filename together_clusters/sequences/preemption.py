@@ -176,6 +176,11 @@ def pods_exited(core: CoreV1Api, node_name: str) -> bool:
     return all(_terminal(pod) or _owned_by_daemonset(pod) for pod in pods_on(core, node_name))
 
 
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+"""The cause the API server gives for refusing to create anything (an eviction too) in a namespace being
+deleted."""
+
+
 def terminate(
     core: CoreV1Api, pod: V1Pod, mode: TerminationMode, grace_seconds: float, signal: PodSignal | None = None
 ) -> bool:
@@ -201,6 +206,10 @@ def terminate(
         if exc.status == 404:
             return True
         if exc.status == 429:  # a PodDisruptionBudget refuses for now: a termination handler retries
+            return False
+        if exc.status == 403 and NAMESPACE_TERMINATING in str(exc.body or ""):
+            # Its namespace is being deleted, so the API server refuses the eviction; the namespace controller
+            # deletes the pod soon. Retried, as kubectl drain does.
             return False
         raise
     return True
