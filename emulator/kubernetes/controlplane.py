@@ -351,6 +351,13 @@ class ControlPlane:
         except (urllib.error.URLError, OSError):
             return False
 
+    def set_answering(self, answering: bool) -> None:
+        """Freeze the API server (SIGSTOP) or let it go on (SIGCONT): frozen, it accepts connections and
+        answers nothing, as a control plane behind a cut network does; its state is kept."""
+        process = self._processes.get("kube-apiserver")
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT if answering else signal.SIGSTOP)
+
     def exited(self) -> dict[str, int]:
         """The processes that have ended, with their exit codes."""
         return {name: code for name, p in self._processes.items() if (code := p.poll()) is not None}

@@ -75,6 +75,13 @@ class TwinnedPlatform(Platform):
         super().__init__(**platform_args)
         self.twin.start()
 
+    def set_api_answering(self, cluster_id: str, answering: bool) -> dict[str, Any]:
+        """Make a cluster's Kubernetes API server stop answering, or answer again (see
+        :meth:`~.twin.Twin.set_answering`); 404 for a cluster without a control plane."""
+        if not self.twin.set_answering(cluster_id, answering):
+            raise not_found(f"cluster {cluster_id} has no Kubernetes control plane")
+        return {"cluster_id": cluster_id, "answering": answering}
+
     def _cluster_added(self, record: ClusterRecord) -> None:
         record.kube_api = self.twin.prepare(record.cluster_id, record.cluster_name, record.kube_token)
         record.kube_serving = False
@@ -191,6 +198,11 @@ class _PreemptBody(BaseModel):
     termination: TerminationMode | None = None
 
 
+class _AnsweringBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    answering: bool
+
+
 def _router(platform: TwinnedPlatform) -> APIRouter:
     r = APIRouter(prefix="/_emulator/kubernetes", include_in_schema=False)
 
@@ -208,6 +220,10 @@ def _router(platform: TwinnedPlatform) -> APIRouter:
     @r.post("/preempt")
     def preempt(body: _PreemptBody) -> dict[str, Any]:
         return platform.preempt(body.cluster_id, body.count, body.node_ids, body.termination)
+
+    @r.post("/clusters/{cluster_id}/api-server")
+    def api_server(cluster_id: str, body: _AnsweringBody) -> dict[str, Any]:
+        return platform.set_api_answering(cluster_id, body.answering)
 
     @r.get("/nodes/{name}")
     def node(name: str) -> dict[str, str]:

@@ -72,6 +72,8 @@ class _Plane:
         self.volumes: dict[str, str] = {}
         # The API server's way to Services of the pods the local runtime runs (see :mod:`.service_proxy`).
         self.egress = service_proxy.EgressProxy(control_plane.egress_socket)
+        # False while the API server is frozen (see Twin.set_answering): the cluster is left alone meanwhile.
+        self.answering = True
 
 
 def _nothing_to_reclaim(cluster_id: str, node_name: str) -> None:
@@ -145,6 +147,19 @@ class Twin:
                 self._modes[(cluster_id, name)] = mode
         self._wake.set()
 
+    def set_answering(self, cluster_id: str, answering: bool) -> bool:
+        """Make the cluster's API server stop answering (frozen: connections hang, as behind a cut network)
+        or answer again; whether the cluster has a control plane. While it does not answer, the twin leaves
+        the cluster alone (its nodes, pods and repairs wait), so the other clusters keep their pace."""
+        with self._lock:
+            plane = self._planes.get(cluster_id)
+            if plane is None:
+                return False
+            plane.answering = answering
+            plane.control_plane.set_answering(answering)
+        self._wake.set()
+        return True
+
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -165,6 +180,7 @@ class Twin:
                 {
                     "cluster_id": cid,
                     "phase": plane.phase,
+                    "answering": plane.answering,
                     "server": plane.control_plane.kube_api.server,
                     "pids": plane.control_plane.pids(),
                     "pod_pids": plane.runtime.pids() if plane.runtime is not None else [],
@@ -220,6 +236,8 @@ class Twin:
             if self._stopping.is_set():
                 return
             plane = self._planes.get(cluster_id) or self._launch(view)
+            if not plane.answering:
+                continue
             try:
                 self._step(plane, view)
             except (ApiException, OSError) as exc:
@@ -247,6 +265,7 @@ class Twin:
         with self._lock:
             plane = self._planes.pop(cluster_id)
             self._modes = {k: v for k, v in self._modes.items() if k[0] != cluster_id}
+        plane.control_plane.set_answering(True)  # a frozen process takes no SIGTERM
         if plane.runtime is not None:
             plane.runtime.stop()
         plane.egress.close()
