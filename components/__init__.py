@@ -28,6 +28,9 @@ _EXPORTS = {
     "KueueSettings": ".controllers.releases",
     "WorkloadQueue": ".workload_queue",
     "WorkloadQueueArgs": ".args",
+    "FleetQueue": ".fleet_queue",
+    "FleetQueueArgs": ".args",
+    "FleetWorkerArgs": ".args",
     "RemediationGate": ".remediation_gate",
     "RemediationGateArgs": ".args",
     "provider_for": ".providers",
@@ -65,6 +68,9 @@ __all__ = [
     "ClusterControllersArgs",
     "ComputeClass",
     "ContainerSpec",
+    "FleetQueue",
+    "FleetQueueArgs",
+    "FleetWorkerArgs",
     "KueueSettings",
     "NoCheckpoint",
     "NodePlacement",
@@ -94,6 +100,8 @@ if TYPE_CHECKING:
         Checkpointing,
         CheckpointStoreArgs,
         ContainerSpec,
+        FleetQueueArgs,
+        FleetWorkerArgs,
         NoCheckpoint,
         NodePlacement,
         PodSettings,
@@ -110,6 +118,7 @@ if TYPE_CHECKING:
     from .checkpoint_store import CheckpointStore
     from .cluster_controllers import ClusterControllers, ClusterControllersArgs
     from .controllers.releases import KueueSettings
+    from .fleet_queue import FleetQueue
     from .guard import PlacementRefused
     from .platform import ComputeClass, Taint
     from .providers import provider_for, provider_from_stack_config

@@ -12,7 +12,9 @@ from together_clusters.platform import DEFAULT_PREEMPTIBLE_TAINT, Taint
 from . import guard, kube
 from .capacity import ClusterCapacity, gpu_needs, placement_verdict
 from .controller_needs import descheduler_asked, move_back_warning, wait_for_controllers
+from .fleet_checks import fleet_workload_violations, is_fleet
 from .inputs import Placeholders, without_placeholders
+from .manifests.checks import refuse_invalid
 from .resource_types import TYPE_PREFIX
 
 A = TypeVar("A")
@@ -43,6 +45,7 @@ class ManifestComponent(pulumi.ComponentResource):
     ) -> None:
         placeholders = Placeholders()
         plain_args = placeholders.plain(args)
+        refuse_invalid(f"{type_name} {name!r}", fleet_workload_violations(args, kube.cluster_of(opts)))
         manifests = [dict(m) for m in build(plain_args)]
         # Before registering anything, so a refused layout leaves nothing half-declared in the plan.
         guard.enforce(f"{type_name} {name!r}", manifests, taint)
@@ -69,7 +72,8 @@ class ManifestComponent(pulumi.ComponentResource):
             resource_name = f"{name}-{kind.lower()}-{object_name}"
             self.resources[key] = kube.create(resource_name, placeholders.restore(manifest), child_opts)
         self.names = pulumi.Output.from_input(sorted(self.resources))
-        warn_of_scarcity(self, f"{type_name} {name!r}", manifests, cluster)
+        if not is_fleet(getattr(args, "queue", None)):  # the manager runs nothing: its workers' capacity counts
+            warn_of_scarcity(self, f"{type_name} {name!r}", manifests, cluster)
 
     def child(self, kind: str, object_name: str | None = None) -> pulumi.CustomResource:
         """The child of ``kind`` (named ``object_name`` when the component has several of that kind)."""

@@ -645,6 +645,55 @@ class WorkloadQueueArgs:
         )
 
 
+@dataclass(frozen=True)
+class FleetWorkerArgs:
+    """One worker cluster of a :class:`FleetQueueArgs`, where more than the ``Cluster`` is needed.
+
+    ``cluster``: the worker's ``Cluster`` resource (its kubeconfig is how the component sets the worker up;
+    it never leaves the program). ``reserve_standard_gpus``: standard GPUs of the worker the fleet never
+    admits workloads to (kept for pods that are not queued). ``name``: the worker's name in the fleet (its
+    ``MultiKueueCluster``, what ``status`` shows); default: the ``Cluster`` resource's name.
+    """
+
+    cluster: Any
+    reserve_standard_gpus: int = 0
+    name: str | None = None
+
+
+FLEET_WORKER_LOST_TIMEOUT_SECONDS = 900
+"""The default of :attr:`FleetQueueArgs.worker_lost_timeout_seconds`: Kueue's own (15 minutes)."""
+
+
+@dataclass(frozen=True)
+class FleetQueueArgs:
+    """One queue over several clusters (Kueue's MultiKueue): workloads submitted to it on the manager cluster
+    run on one of ``workers``.
+
+    ``workers``: the worker clusters in order of preference, each a ``Cluster`` resource or a
+    :class:`FleetWorkerArgs`; never the manager (the cluster of the provider the ``FleetQueue`` is created
+    with). ``namespace``: where the LocalQueue is, on the manager and on every worker (workloads submitted to
+    it must be in it). ``queue_name``: the LocalQueue's name and the prefix of the fleet's objects (default:
+    the component's name). ``worker_lost_timeout_seconds``: how long a workload stays with a worker whose API
+    server stopped answering before the manager admits it elsewhere (MultiKueue's ``workerLostTimeout``).
+    Shorter moves work off a dead region sooner; but the lost worker may still be running it, so the old
+    copy runs on until that region comes back (it is then removed) and, for that while, two copies may write
+    checkpoints. ``worker_controllers``: what is installed on each worker (default: the manager's
+    ``ClusterControllersArgs``, with Kueue): JobSet and Kueue from their official charts.
+    """
+
+    workers: Sequence[Any]
+    namespace: str = "default"
+    queue_name: str | None = None
+    worker_lost_timeout_seconds: int = FLEET_WORKER_LOST_TIMEOUT_SECONDS
+    worker_controllers: Any = None
+    """A ``ClusterControllersArgs`` for every worker (``None``: the manager's, with Kueue)."""
+    preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+
+    def worker_args(self) -> tuple[FleetWorkerArgs, ...]:
+        """Every worker as a :class:`FleetWorkerArgs`, in order of preference."""
+        return tuple(w if isinstance(w, FleetWorkerArgs) else FleetWorkerArgs(cluster=w) for w in self.workers)
+
+
 REMEDIATION_GATE_MODES = tuple(REMEDIATION_MODES_BY_NAME)
 """The modes a :class:`RemediationGateArgs` may list, as ``together-clusters remediations gate --modes`` spells
 them (``REMEDIATION_MODE_VM_ONLY`` is ``vm-only``)."""

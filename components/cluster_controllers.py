@@ -31,6 +31,7 @@ the cluster) for every stack that uses them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -38,7 +39,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from together_clusters.platform.charts import ChartFacts
+from together_clusters.errors import ArgsError
+from together_clusters.platform.charts import ChartFacts, Controller
 
 from . import kube
 from .controllers.detection import Finding, Presence, find, find_priority_class
@@ -50,10 +52,12 @@ from .controllers.releases import (
     Release,
     kept_off_preemptible,
     marked,
+    release_values,
     releases,
     with_default_chart_source,
 )
 from .resource_types import TYPE_PREFIX
+from .violations import argument_violation
 
 __all__ = ["ClusterControllers", "ClusterControllersArgs", "stack_identity"]
 
@@ -116,6 +120,8 @@ class ClusterControllers(pulumi.ComponentResource):
         super().__init__(f"{TYPE_PREFIX}:ClusterControllers", name, None, opts)
         self.args = args
         self.releases = planned
+        self._multikueue: dict[str, Any] = {}
+        self._declared = False
         provider = kube.kubernetes_provider(opts)
         if provider is not None:
             kube.register_controllers(provider, self)
@@ -131,7 +137,12 @@ class ClusterControllers(pulumi.ComponentResource):
         def declare(kubeconfig_value: Any) -> pulumi.Output[dict[str, str]]:
             known = kubeconfig_value if isinstance(kubeconfig_value, str) else None
             outcome: dict[str, pulumi.Input[str]] = {}
+            self._declared = True
             for release in planned:
+                if release.facts.controller is Controller.KUEUE and self._multikueue:
+                    release = dataclasses.replace(
+                        release, values=release_values(release.facts, args, self._multikueue)
+                    )
                 finding = self._finding(release.facts, known, this_stack)
                 if finding.presence is Presence.THEIRS:
                     pulumi.log.info(left_alone_note(owner, release.facts, finding), resource=self)
@@ -156,6 +167,37 @@ class ClusterControllers(pulumi.ComponentResource):
         # waits for the charts (declared once the kubeconfig is known), so depends_on=[this] is enough.
         ready = pulumi.Stash(f"{name}-ready", input=self.installed, opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"installed": ready.input})
+
+    def use_multikueue(self, owner: str, settings: Mapping[str, Any]) -> None:
+        """Configure the Kueue this installs as a MultiKueue manager (its configuration's ``multiKueue``
+        section): called by a ``FleetQueue`` on this provider, while the program runs, before the chart is
+        declared (which waits for the cluster's kubeconfig).
+
+        Raises :class:`ArgsError` when Kueue is not asked for, or when two fleets ask for different settings
+        (a cluster's Kueue has one configuration).
+        """
+        problem = None
+        if not self.args.kueue:
+            problem = "installs no Kueue (kueue=False)"
+        elif self._multikueue and dict(settings) != self._multikueue:
+            problem = f"is already a MultiKueue manager with {self._multikueue}, not {dict(settings)}"
+        elif self._declared:
+            problem = "declared its charts before the fleet was created"
+        if problem is not None:
+            raise ArgsError(
+                owner,
+                [
+                    argument_violation(
+                        "fleet-manager-kueue",
+                        "opts.provider",
+                        self._name,
+                        f"opts.provider is the manager's, whose ClusterControllers {self._name!r} {problem}",
+                        "create the manager's provider with provider_for(hub, controllers=ClusterControllersArgs("
+                        "kueue=True)) and give every FleetQueue on it the same worker_lost_timeout_seconds",
+                    )
+                ],
+            )
+        self._multikueue = dict(settings)
 
     def _priority_class(
         self,

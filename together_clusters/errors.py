@@ -17,7 +17,8 @@
     ├── ConfigurationError           the package is not set up: no API key, bad base URL
     │   ├── WrongTargetError         the API endpoint or project differs from the one in the state
     │   ├── KubernetesUnreachable    a cluster's kubeconfig names an API server that cannot exist
-    │   └── MissingControllerError   a component renders a kind (a JobSet) the cluster's controllers do not serve
+    │   ├── MissingControllerError   a component renders a kind (a JobSet) the cluster's controllers do not serve
+    │   └── FleetCredentialsError    a fleet worker's ServiceAccount token could not be read from the worker
     ├── MissingExtraError (ImportError)  a feature's optional extra is not installed; names the pip install
     ├── InputError (ValueError)      a Cluster input breaks a platform rule; raised at preview
     ├── ArgsError (ValueError)       a workload component's arguments break a rule; every violation at once
@@ -201,6 +202,12 @@ class MissingControllerError(ConfigurationError):
         self.controller = controller
         self.crd = crd
         super().__init__(f"{owner} needs {controller} ({crd} is not served by the cluster): {fix}")
+
+
+class FleetCredentialsError(ConfigurationError):
+    """A FleetQueue could not read the token of the manager's ServiceAccount on a worker (the worker's API
+    server did not answer, or did not fill the token Secret in time). The message names the worker, the
+    Secret and why; never a credential."""
 
 
 class InputError(TogetherError, ValueError):

@@ -242,10 +242,13 @@ never fired. They act on topologies whose lowest level is the node, which the qu
 the timeout is evicted and requeued whole, and its next admission tries preemptible then standard afresh."""
 
 
-def kueue_manager_config(settings: KueueSettings) -> dict[str, Any]:
+def kueue_manager_config(
+    settings: KueueSettings, multikueue: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Kueue's manager configuration (``config.kueue.x-k8s.io/v1beta2``): the chart's defaults for the
-    manager itself, the components' frameworks, and the requeuing of :class:`KueueSettings`."""
-    return {
+    manager itself, the components' frameworks, the requeuing of :class:`KueueSettings`, and the
+    ``multiKueue`` section a FleetQueue on this cluster asks for."""
+    config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
@@ -267,11 +270,14 @@ def kueue_manager_config(settings: KueueSettings) -> dict[str, Any]:
             },
         },
     }
+    if multikueue:
+        config["multiKueue"] = dict(multikueue)
+    return config
 
 
-def kueue_values(settings: KueueSettings) -> dict[str, Any]:
+def kueue_values(settings: KueueSettings, multikueue: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The Kueue chart's values beyond the image: its manager configuration (a YAML string in the chart)."""
-    config = yaml.safe_dump(kueue_manager_config(settings), sort_keys=False)
+    config = yaml.safe_dump(kueue_manager_config(settings, multikueue), sort_keys=False)
     return {"managerConfig": {"controllerManagerConfigYaml": config}}
 
 
@@ -290,12 +296,14 @@ def releases(args: ClusterControllersArgs, owner: str = "ClusterControllers") ->
     ]
 
 
-def release_values(facts: ChartFacts, args: ClusterControllersArgs) -> dict[str, Any]:
+def release_values(
+    facts: ChartFacts, args: ClusterControllersArgs, multikueue: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """:func:`chart_values`, with what ``args`` configures of the controller (the descheduler's policy,
-    Kueue's manager configuration)."""
+    Kueue's manager configuration, with ``multikueue`` when a FleetQueue asked for it)."""
     values = chart_values(facts)
     if facts.controller is Controller.KUEUE:
-        values = _merged(values, kueue_values(args.kueue_settings))
+        values = _merged(values, kueue_values(args.kueue_settings, multikueue))
     if facts.controller is Controller.DESCHEDULER:
         values = _merged(
             values, descheduler_values(args.move_back_interval_seconds, args.descheduling_interval_seconds)

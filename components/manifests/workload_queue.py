@@ -29,10 +29,10 @@ a ``STANDARD`` pod's own affinity and the preemptible taint keep it off preempti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from together_clusters.platform import COMPUTE_CLASS_LABEL, GPU_RESOURCE, PREEMPTIBLE, ComputeClass
+from together_clusters.platform import COMPUTE_CLASS_LABEL, GPU_RESOURCE, PREEMPTIBLE, ComputeClass, Taint
 from together_clusters.platform.charts import KUEUE_API_VERSION, QUEUE_NAME_LABEL
 
 from ..args import WorkloadQueueArgs
@@ -91,48 +91,79 @@ def workload_queue(
             "metadata": {"name": topology, "labels": dict(labels)},
             "spec": {"levels": [{"nodeLabel": TOPOLOGY_LEVEL}]},
         },
-        *(_flavor(queue, compute_class, topology, labels, args) for compute_class in FLAVOR_ORDER),
-        {
-            "apiVersion": KUEUE_API_VERSION,
-            "kind": "ClusterQueue",
-            "metadata": {"name": queue, "labels": dict(labels)},
-            "spec": {
-                "namespaceSelector": {},
-                "queueingStrategy": "BestEffortFIFO",
-                # Quota short on preemptible: fall back to standard rather than preempt another workload.
-                "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
-                "resourceGroups": [
-                    {
-                        "coveredResources": [GPU_RESOURCE],
-                        "flavors": [
-                            {
-                                "name": flavor_name(queue, compute_class),
-                                "resources": [{"name": GPU_RESOURCE, "nominalQuota": quotas[compute_class]}],
-                            }
-                            for compute_class in FLAVOR_ORDER
-                        ],
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": KUEUE_API_VERSION,
-            "kind": "LocalQueue",
-            "metadata": {"name": queue, "namespace": args.namespace, "labels": dict(labels)},
-            "spec": {"clusterQueue": queue},
-        },
+        *(
+            resource_flavor(queue, compute_class, labels, args.preemptible_taint, topology)
+            for compute_class in FLAVOR_ORDER
+        ),
+        cluster_queue(queue, labels, quotas),
+        local_queue(queue, args.namespace, labels),
     ]
 
 
-def _flavor(
-    queue: str, compute_class: ComputeClass, topology: str, labels: Mapping[str, str], args: WorkloadQueueArgs
+def cluster_queue(
+    queue: str,
+    labels: Mapping[str, str],
+    quotas: Mapping[ComputeClass, Any],
+    admission_checks: Sequence[str] = (),
 ) -> Manifest:
-    key, value = EVERY_NODE_LABEL
-    spec: Manifest = {"topologyName": topology, "nodeLabels": {key: value}}
+    """The ClusterQueue of ``queue``: GPU quota per flavor (``quotas``, ints or outputs), tried in
+    :data:`FLAVOR_ORDER`, falling through to the next flavor rather than preempting; ``admission_checks`` a
+    workload must pass once it has quota (a FleetQueue's MultiKueue)."""
+    spec: Manifest = {
+        "namespaceSelector": {},
+        "queueingStrategy": "BestEffortFIFO",
+        # Quota short on preemptible: fall back to standard rather than preempt another workload.
+        "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU_RESOURCE],
+                "flavors": [
+                    {
+                        "name": flavor_name(queue, compute_class),
+                        "resources": [{"name": GPU_RESOURCE, "nominalQuota": quotas[compute_class]}],
+                    }
+                    for compute_class in FLAVOR_ORDER
+                ],
+            }
+        ],
+    }
+    if admission_checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": name} for name in admission_checks]}
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": queue, "labels": dict(labels)},
+        "spec": spec,
+    }
+
+
+def local_queue(queue: str, namespace: str, labels: Mapping[str, str]) -> Manifest:
+    """The LocalQueue workloads in ``namespace`` are submitted to, of the ClusterQueue ``queue``."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": queue, "namespace": namespace, "labels": dict(labels)},
+        "spec": {"clusterQueue": queue},
+    }
+
+
+def resource_flavor(
+    queue: str,
+    compute_class: ComputeClass,
+    labels: Mapping[str, str],
+    taint: Taint | None,
+    topology: str | None,
+) -> Manifest:
+    """The ResourceFlavor of ``compute_class``: the preemptible one names the compute-class label and the
+    ``taint`` (tolerated); with a ``topology`` (Topology Aware Scheduling: quota fitted onto real nodes) the
+    standard one names a label every node has, as a TAS flavor must name one."""
+    spec: Manifest = {}
+    if topology is not None:
+        key, value = EVERY_NODE_LABEL
+        spec = {"topologyName": topology, "nodeLabels": {key: value}}
     if compute_class is ComputeClass.PREEMPTIBLE:
         spec["nodeLabels"] = {COMPUTE_CLASS_LABEL: PREEMPTIBLE}
-        if args.preemptible_taint is not None:
-            taint = args.preemptible_taint
+        if taint is not None:
             spec["nodeTaints"] = [{"key": taint.key, "value": taint.value, "effect": taint.effect}]
             spec["tolerations"] = [toleration_for(taint)]
     return {

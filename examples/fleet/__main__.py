@@ -1,0 +1,86 @@
+"""One queue over two regions: a sweep on preemptible GPUs wherever a region has them.
+
+A small standard-only manager cluster (``hub``) and two worker clusters in two regions (``east``, listed
+first, and ``west``). The ``FleetQueue`` sets up Kueue's MultiKueue on the manager and, through a provider of
+each worker's own, JobSet, Kueue, the fleet's queue and a ServiceAccount of least privilege on the workers. The
+sweep is submitted on the manager and each trial runs in a region with free preemptible GPUs. Its checkpoints
+are in S3, which every region reaches (a region's shared volume is refused for a fleet workload).
+
+Stack config: ``eastRegion``, ``westRegion``, ``gpuType``, ``image``, ``bucket``, ``s3CredentialsSecret``,
+``podsReadyTimeoutSeconds`` (how long a trial's pods may take to run before its worker gives it back),
+``workerLostTimeoutSeconds``; ``together:chartSource`` (where the charts come from) as for every stack.
+"""
+
+import pulumi
+
+from together_clusters.components import (
+    ClusterControllersArgs,
+    ComputeClass,
+    ContainerSpec,
+    FleetQueue,
+    FleetQueueArgs,
+    KueueSettings,
+    NodePlacement,
+    S3Bucket,
+    Sweep,
+    SweepArgs,
+    provider_for,
+)
+from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
+from together_clusters.provider import Cluster, ClusterArgs
+
+config = pulumi.Config()
+stack = pulumi.get_stack()
+gpu_type = config.get("gpuType") or DEFAULT_GPU_TYPE
+
+
+def cluster(name: str, region: str, preemptible_gpus: int) -> Cluster:
+    return Cluster(
+        name,
+        ClusterArgs(
+            cluster_name=f"fleet-{name}-{stack}",
+            region=region,
+            gpu_type=gpu_type,
+            num_gpus=8,
+            num_preemptible_gpus=preemptible_gpus,
+        ),
+    )
+
+
+hub = cluster("hub", config.get("westRegion") or DEFAULT_REGION, 0)
+east = cluster("east", config.get("eastRegion") or "us-east-2", 8)
+west = cluster("west", config.get("westRegion") or DEFAULT_REGION, 8)
+
+kueue = KueueSettings(pods_ready_timeout_seconds=config.get_int("podsReadyTimeoutSeconds") or 600)
+hub_k8s = provider_for(hub, name="hub", controllers=ClusterControllersArgs(kueue=True, kueue_settings=kueue))
+fleet = FleetQueue(
+    "fleet",
+    FleetQueueArgs(
+        workers=[east, west], worker_lost_timeout_seconds=config.get_int("workerLostTimeoutSeconds") or 900
+    ),
+    opts=pulumi.ResourceOptions(provider=hub_k8s),
+)
+
+sweep = Sweep(
+    "ablation",
+    SweepArgs(
+        container=ContainerSpec(
+            image=config.get("image") or "ghcr.io/example/trainer:latest",
+            command=("python", "-m", "train", "--max-steps", "2000"),
+            gpus=4,
+        ),
+        trials=({"dropout": 0.0}, {"dropout": 0.1}),
+        checkpoint=S3Bucket(
+            bucket=config.get("bucket") or "my-checkpoints",
+            credentials_secret=config.get("s3CredentialsSecret") or "s3-credentials",
+        ),
+        placement=NodePlacement(ComputeClass.PREEMPTIBLE),
+        queue=fleet,
+    ),
+    opts=pulumi.ResourceOptions(provider=hub_k8s),
+)
+
+pulumi.export("kube_config", hub.kube_config)
+pulumi.export("east_kube_config", east.kube_config)
+pulumi.export("west_kube_config", west.kube_config)
+pulumi.export("job_sets", sweep.job_sets)

@@ -1,0 +1,222 @@
+"""FleetQueue's objects as plain data and its refusals at construction (the real Kueue, MultiKueue and API
+servers are the oracles in tests/twin/test_engine_fleet.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from together_clusters.components import (
+    BatchJobArgs,
+    ClusterControllersArgs,
+    ContainerSpec,
+    FleetQueue,
+    FleetQueueArgs,
+    FleetWorkerArgs,
+    S3Bucket,
+    SharedVolume,
+    provider_for,
+)
+from together_clusters.components.controllers.releases import KueueSettings, kueue_manager_config
+from together_clusters.components.fleet_checks import fleet_workload_violations
+from together_clusters.components.manifests import fleet_queue as builder
+from together_clusters.errors import ArgsError
+from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE
+from together_clusters.provider import Cluster, ClusterArgs
+
+from .conftest import Program
+
+IMAGE = "registry.example/train:1"
+
+
+def by_key(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {f"{o['kind']}/{o['metadata']['name']}": o for o in objects}
+
+
+def test_the_manager_queue_waits_for_multikueue_which_lists_the_workers_in_order() -> None:
+    objects = by_key(builder.manager_objects("fleet", FleetQueueArgs(workers=["x"]), ["east", "west"], 16, 8))
+    queue = objects["ClusterQueue/fleet"]["spec"]
+    assert queue["admissionChecksStrategy"] == {"admissionChecks": [{"name": "fleet"}]}
+    check = objects["AdmissionCheck/fleet"]["spec"]
+    assert check["controllerName"] == "kueue.x-k8s.io/multikueue"
+    assert check["parameters"] == {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "fleet"}
+    assert objects["MultiKueueConfig/fleet"]["spec"]["clusters"] == ["fleet-east", "fleet-west"]
+    for worker in ("east", "west"):
+        source = objects[f"MultiKueueCluster/fleet-{worker}"]["spec"]["clusterSource"]["kubeConfig"]
+        assert source == {"locationType": "Secret", "location": f"fleet-{worker}"}
+        secret = builder.kubeconfig_secret("fleet", worker)["metadata"]
+        assert (secret["name"], secret["namespace"]) == (f"fleet-{worker}", "kueue-system")
+    flavors = queue["resourceGroups"][0]["flavors"]
+    assert [(f["name"], f["resources"][0]["nominalQuota"]) for f in flavors] == [
+        ("fleet-preemptible", 16),
+        ("fleet-standard", 8),
+    ]
+    # The manager's flavors fit no pods (it has no GPU nodes): no topology, but the class's labels.
+    preemptible = objects["ResourceFlavor/fleet-preemptible"]["spec"]
+    assert "topologyName" not in preemptible
+    assert preemptible["nodeLabels"] == {COMPUTE_CLASS_LABEL: PREEMPTIBLE}
+    assert objects["LocalQueue/fleet"]["spec"] == {"clusterQueue": "fleet"}
+
+
+def test_the_manager_acts_in_a_worker_only_on_jobs_jobsets_and_workloads() -> None:
+    objects = by_key(builder.worker_access_objects("fleet"))
+    granted = {
+        (group, resource, verb)
+        for rule in objects["ClusterRole/fleet-multikueue"]["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {resource.split("/")[0] for _, resource, _ in granted} == {"jobs", "jobsets", "workloads"}
+    assert not any("*" in part for g in granted for part in g)
+    binding = objects["ClusterRoleBinding/fleet-multikueue"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "fleet-multikueue", "namespace": "kueue-system"}
+    ]
+    token = objects["Secret/fleet-multikueue"]
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "fleet-multikueue"}
+
+
+def test_a_worker_kubeconfig_carries_the_token_and_the_ca_as_kueue_0_17_requires() -> None:
+    admin = yaml.safe_dump(
+        {
+            "clusters": [
+                {"name": "c", "cluster": {"server": "https://10.0.0.1:6443", "certificate-authority": "/ca"}}
+            ],
+            "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "admin"}}],
+            "current-context": "ctx",
+            "users": [{"name": "admin", "user": {"client-key-data": "KEY"}}],
+        }
+    )
+    server = builder.api_server_of(admin)
+    config = yaml.safe_load(builder.worker_kubeconfig("west", server, "Q0E=", "tok"))
+    (cluster,) = config["clusters"]
+    assert cluster["cluster"] == {"server": "https://10.0.0.1:6443", "certificate-authority-data": "Q0E="}
+    (user,) = config["users"]
+    assert user["user"] == {"token": "tok"}
+    assert "KEY" not in yaml.safe_dump(config)
+
+
+def test_the_manager_kueue_is_configured_with_the_fleets_worker_lost_timeout() -> None:
+    config = kueue_manager_config(KueueSettings(), builder.multikueue_settings(300))
+    assert config["multiKueue"] == {"workerLostTimeout": "300s"}
+    assert "multiKueue" not in kueue_manager_config(KueueSettings())
+
+
+@pytest.mark.parametrize(
+    ("workers", "field", "fix"),
+    [
+        ([], "workers", "list the Cluster resources"),
+        ([builder.WorkerView("hub", 1, is_manager=True)], "workers[0]", "remove it from workers"),
+        (
+            [builder.WorkerView("east", 1), builder.WorkerView("east2", 1)],
+            "workers[1]",
+            "each worker cluster once",
+        ),
+        ([builder.WorkerView("East", 1)], "workers[0].name", "FleetWorkerArgs(name=...)"),
+        ([builder.WorkerView("east", 1), builder.WorkerView("east", 2)], "workers", "name=...) of its own"),
+    ],
+)
+def test_bad_workers_are_refused_naming_the_field_and_the_fix(
+    workers: list[builder.WorkerView], field: str, fix: str
+) -> None:
+    (violation,) = builder.fleet_violations("fleet", FleetQueueArgs(workers=[]), workers)
+    assert violation.field == field
+    assert fix in str(violation)
+    assert "\n" not in str(violation)
+
+
+def test_a_slurm_worker_is_refused() -> None:
+    violation = builder.slurm_worker_violation("workers[1]", "west", "SLURM")
+    assert violation is not None and "cluster_type='KUBERNETES'" in str(violation)
+    assert builder.slurm_worker_violation("workers[1]", "west", "KUBERNETES") is None
+
+
+def cluster(name: str) -> Cluster:
+    return Cluster(
+        name,
+        ClusterArgs(
+            cluster_name=name, region="us-central-8", gpu_type="H100_SXM", num_gpus=8, nvidia_version_id="v"
+        ),
+    )
+
+
+@pytest.mark.parametrize("case", ["manager", "twice", "none"])
+def test_the_fleet_is_refused_before_anything_is_registered(program: Program, case: str) -> None:
+    def build() -> None:
+        hub, east = cluster("hub"), cluster("east")
+        workers = {"manager": [east, hub], "twice": [east, FleetWorkerArgs(east, name="again")], "none": []}[
+            case
+        ]
+        opts = pulumi.ResourceOptions(
+            provider=provider_for(hub, controllers=ClusterControllersArgs(kueue=True))
+        )
+        FleetQueue("fleet", FleetQueueArgs(workers=workers), opts)
+
+    with pytest.raises(ArgsError) as refused:
+        program.run(build)
+    assert "FleetQueue 'fleet'" in str(refused.value)
+    assert not program.by_type("together:components:FleetQueue")
+    assert not [r for r in program.mocks.registered if "kueue" in r.typ or "MultiKueue" in str(r.inputs)]
+
+
+def test_a_fleet_whose_manager_installs_no_kueue_is_refused(program: Program) -> None:
+    def build() -> None:
+        hub, east = cluster("hub"), cluster("east")
+        opts = pulumi.ResourceOptions(provider=provider_for(hub))  # JobSet only
+        FleetQueue("fleet", FleetQueueArgs(workers=[east]), opts)
+
+    with pytest.raises(ArgsError) as refused:
+        program.run(build)
+    assert "opts.provider" in str(refused.value) and "kueue=True" in str(refused.value)
+    assert not program.by_type("together:components:FleetQueue")
+
+
+def fleet_queue(hub: Any, workers: dict[str, Any]) -> Any:
+    """What a workload sees of a FleetQueue (its manager and workers), without building one."""
+    return SimpleNamespace(
+        local_queue_name="fleet", manager_cluster=hub, worker_names=tuple(workers), worker_clusters=workers
+    )
+
+
+def test_a_workload_given_the_fleet_must_be_created_on_the_manager() -> None:
+    hub, east = object(), object()
+    args = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE),
+        checkpoint=S3Bucket(bucket="b", credentials_secret="s3"),
+        queue=fleet_queue(hub, {"east": east}),
+    )
+    (violation,) = fleet_workload_violations(args, east)
+    assert violation.field == "opts.provider"
+    assert "worker 'east'" in str(violation) and "the manager's provider" in str(violation)
+    assert fleet_workload_violations(args, hub) == []
+
+
+def test_a_fleet_workload_keeps_its_checkpoints_where_every_region_reaches_them() -> None:
+    hub = object()
+    args = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE),
+        checkpoint=SharedVolume(claim_name="ckpt"),
+        queue=fleet_queue(hub, {}),
+    )
+    (violation,) = fleet_workload_violations(args, hub)
+    assert violation.field == "checkpoint"
+    assert "S3Bucket" in str(violation)
+    # The same volume on a cluster's own queue is fine.
+    plain = BatchJobArgs(
+        container=ContainerSpec(image=IMAGE), checkpoint=SharedVolume(claim_name="ckpt"), queue="q"
+    )
+    assert fleet_workload_violations(plain, hub) == []
+
+
+def test_a_training_run_is_not_dispatched_apart_from_its_coordinator() -> None:
+    hub = object()
+    run = SimpleNamespace(coordinator=object(), queue=fleet_queue(hub, {}), checkpoint=None)
+    (violation,) = fleet_workload_violations(run, hub)
+    assert violation.field == "queue"
+    assert "WorkloadQueue" in violation.fix

@@ -1,0 +1,264 @@
+"""Issue 31's fleet on the twin, through the real engine: three clusters of one emulator in two regions (a
+standard-only manager, a worker in us-east-2 whose region has no preemptible capacity, a worker in
+us-central-8 that has some), Kueue and JobSet installed from their official charts on each by ``pulumi up``,
+and a ``FleetQueue`` whose workloads the manager's real Kueue dispatches with MultiKueue.
+
+Oracles: each cluster's API server, read with the ``kubernetes`` client (where the JobSet's pods run, the
+manager's MultiKueueClusters and the Secret they read), and the stack's state as ``pulumi stack export``
+gives it (no credential in clear).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import urllib3
+import yaml
+from kubernetes import client
+
+from tests import _engine
+from together_clusters.emulator.kubernetes.options import TwinOptions
+
+from ._twin import GPU, REGION, Stack, failed_workloads, kube_clients, twin_stack, up, wait_for
+
+pytestmark = [pytest.mark.engine, pytest.mark.twin]
+API_KEY = "tgp_v1_twin-fleet-key-0123456789abcdef"
+CHARTS = _engine.ROOT / ".kubernetes" / "charts"
+EAST = "us-east-2"
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
+
+EXAMPLE = _engine.ROOT / "examples" / "fleet"
+CONFIG = {
+    "eastRegion": EAST,
+    "westRegion": REGION,
+    "gpuType": GPU,
+    # Short timings: a trial whose pods do not all run within 30 s is given back by its worker.
+    "podsReadyTimeoutSeconds": "30",
+    "workerLostTimeoutSeconds": "120",
+    "together:chartSource": str(CHARTS),
+}
+TRIALS = ("ablation-0", "ablation-1")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """examples/fleet as a user runs it; us-east-2 has no preemptible capacity, so only west gets nodes."""
+    if not (CHARTS / "kueue" / "Chart.yaml").is_file():
+        pytest.skip("scripts/install-kubernetes has not copied Kueue's chart")
+    tmp = tmp_path_factory.mktemp("fleet")
+    program = (EXAMPLE / "__main__.py").read_text()
+    with twin_stack(tmp, "twin-fleet", program, API_KEY, TwinOptions(jobset=False)) as created:
+        created.emulator.admin.set_capacity(EAST, GPU, 0)
+        for key, value in CONFIG.items():
+            created.set_config(key, value)
+        yield created
+
+
+def deploy(stack: Stack) -> dict[str, client.ApiClient]:
+    hub = up(stack)
+    outputs = _engine.stack_outputs(stack.project, stack.env)
+    return {
+        "hub": hub,
+        "east": kube_clients(outputs["east_kube_config"]),
+        "west": kube_clients(outputs["west_kube_config"]),
+    }
+
+
+def pods_of(api: client.ApiClient, job_set: str) -> list[Any]:
+    selector = f"jobset.sigs.k8s.io/jobset-name={job_set}"
+    return list(client.CoreV1Api(api).list_namespaced_pod("default", label_selector=selector).items)
+
+
+def running_on(api: client.ApiClient, job_set: str) -> list[str]:
+    """The nodes the JobSet's running pods are on, in one cluster."""
+    return [p.spec.node_name for p in pods_of(api, job_set) if p.status.phase == "Running"]
+
+
+def wait_for_trials(apis: dict[str, client.ApiClient], worker: str, timeout: float = 300) -> None:
+    """Wait until every trial of the sweep runs on ``worker``."""
+    for trial in TRIALS:
+        wait_for(lambda t=trial: running_on(apis[worker], t) or None, f"{trial} running on {worker}", timeout)
+
+
+def test_a_preemptible_sweep_runs_in_the_region_that_has_preemptible_nodes(stack: Stack) -> None:
+    apis = deploy(stack)
+    west_nodes = {
+        n.metadata.name: n.metadata.labels for n in client.CoreV1Api(apis["west"]).list_node().items
+    }
+    wait_for_trials(apis, "west")
+    for trial in TRIALS:
+        nodes = running_on(apis["west"], trial)
+        assert all(west_nodes[n].get("together.ai/compute-class") == "preemptible" for n in nodes), nodes
+        # Never in the other region, never on the manager (whose copy MultiKueue keeps suspended).
+        assert not pods_of(apis["east"], trial)
+        assert not pods_of(apis["hub"], trial)
+        manager_copy = client.CustomObjectsApi(apis["hub"]).get_namespaced_custom_object(*JOBSETS, trial)
+        assert manager_copy["spec"].get("managedBy") == "kueue.x-k8s.io/multikueue"
+    clusters = client.CustomObjectsApi(apis["hub"]).list_cluster_custom_object(*KUEUE, "multikueueclusters")
+    active = {
+        c["metadata"]["name"]: any(
+            k["type"] == "Active" and k["status"] == "True"
+            for k in (c.get("status") or {}).get("conditions") or []
+        )
+        for c in clusters["items"]
+    }
+    assert active == {"fleet-east": True, "fleet-west": True}
+
+
+def test_the_manager_reaches_each_worker_as_a_service_account_not_as_admin(stack: Stack) -> None:
+    apis = deploy(stack)
+    outputs = _engine.stack_outputs(stack.project, stack.env)
+    secret = client.CoreV1Api(apis["hub"]).read_namespaced_secret("fleet-west", "kueue-system")
+    fleet_config = yaml.safe_load(base64.b64decode(secret.data["kubeconfig"]))
+    (user,) = fleet_config["users"]
+    token = user["user"]["token"]
+    (cluster,) = fleet_config["clusters"]
+    assert cluster["cluster"]["certificate-authority-data"]
+    assert "insecure-skip-tls-verify" not in cluster["cluster"]
+    admin = yaml.safe_load(outputs["west_kube_config"]) if ":" in outputs["west_kube_config"] else None
+    assert admin is None or token not in yaml.safe_dump(admin)
+    # The token's permissions on the worker: what MultiKueue needs, no Secrets, no nodes.
+    review = client.AuthorizationV1Api(apis["west"])
+    account = "system:serviceaccount:kueue-system:fleet-multikueue"
+
+    def allowed(verb: str, group: str, resource: str) -> bool:
+        body = client.V1SubjectAccessReview(
+            spec=client.V1SubjectAccessReviewSpec(
+                user=account,
+                resource_attributes=client.V1ResourceAttributes(
+                    verb=verb, group=group, resource=resource, namespace="default"
+                ),
+            )
+        )
+        return bool(review.create_subject_access_review(body).status.allowed)
+
+    assert allowed("create", "jobset.x-k8s.io", "jobsets")
+    assert allowed("create", "kueue.x-k8s.io", "workloads")
+    assert not allowed("get", "", "secrets")
+    assert not allowed("delete", "", "nodes")
+    assert not allowed("create", "", "pods")
+    # No credential in the state in clear: neither the token nor a worker's admin kubeconfig.
+    state = _engine.run_pulumi(["stack", "export"], cwd=stack.project, env=stack.env, check=True).stdout
+    assert token not in state
+    assert outputs["west_kube_config"] not in state
+
+
+def cluster_id_of(stack: Stack, worker: str) -> str:
+    """The emulator's id of the example's worker cluster ``worker`` (``east``, ``west``)."""
+    return next(
+        c["cluster_id"]
+        for c in stack.emulator.admin.clusters()
+        if c["cluster_name"].startswith(f"fleet-{worker}")
+    )
+
+
+def preemptible_nodes(api: client.ApiClient) -> list[str]:
+    return [
+        n.metadata.name
+        for n in client.CoreV1Api(api).list_node().items
+        if (n.metadata.labels or {}).get("together.ai/compute-class") == "preemptible"
+        and not n.spec.unschedulable
+    ]
+
+
+def test_a_sweep_whose_region_loses_its_preemptible_nodes_moves_to_the_region_that_gains_some(
+    stack: Stack,
+) -> None:
+    apis = deploy(stack)
+    wait_for_trials(apis, "west")
+    # us-east-2 gains capacity (the eastern worker's pool fills), us-central-8 loses its own.
+    stack.emulator.admin.set_capacity(EAST, GPU, 8)
+    wait_for(lambda: preemptible_nodes(apis["east"]) or None, "a preemptible node in the east", 180)
+    stack.emulator.admin.set_capacity(REGION, GPU, 0)
+    stack.emulator.admin.preempt(cluster_id_of(stack, "west"))
+    # Polled until both trials run in the east: never running in both regions at one moment.
+    both: list[str] = []
+
+    def moved() -> bool | None:
+        for trial in TRIALS:
+            if running_on(apis["west"], trial) and running_on(apis["east"], trial):
+                both.append(trial)
+        return all(running_on(apis["east"], t) for t in TRIALS) or None
+
+    wait_for(moved, "both trials running in the east", 420)
+    assert not both, f"ran in two regions at once: {both}"
+    east_nodes = set(preemptible_nodes(apis["east"]))
+    assert all(set(running_on(apis["east"], t)) <= east_nodes for t in TRIALS)
+    assert not any(running_on(apis["west"], t) for t in TRIALS)
+    for name, api in apis.items():
+        assert not failed_workloads(api), name
+    # Back as it was for the next test: capacity in the west again, none in the east.
+    stack.emulator.admin.set_capacity(REGION, GPU, 64)
+
+
+def multikueue_cluster_active(hub: client.ApiClient, name: str) -> bool:
+    found = client.CustomObjectsApi(hub).get_cluster_custom_object(*KUEUE, "multikueueclusters", name)
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
+
+
+def test_a_worker_that_stops_answering_loses_its_work_to_the_other_and_keeps_no_copy_when_back(
+    stack: Stack,
+) -> None:
+    apis = deploy(stack)
+    # After the failover above: the trials run in the east, and the west has its preemptible node back.
+    wait_for_trials(apis, "east")
+    wait_for(lambda: preemptible_nodes(apis["west"]) or None, "a preemptible node in the west again", 180)
+    answering = (
+        stack.emulator.base_url + f"/_emulator/kubernetes/clusters/{cluster_id_of(stack, 'east')}/api-server"
+    )
+    old_pods = {p.metadata.uid for t in TRIALS for p in pods_of(apis["east"], t)}
+    assert httpx.post(answering, json={"answering": False}, timeout=30).status_code == 200
+    try:
+        with pytest.raises(urllib3.exceptions.HTTPError):
+            client.CoreV1Api(apis["east"]).list_node(_request_timeout=3)
+        wait_for(
+            lambda: not multikueue_cluster_active(apis["hub"], "fleet-east") or None,
+            "the manager seeing the eastern worker lost",
+            180,
+        )
+        # Past worker_lost_timeout_seconds (120 s), the manager admits the trials again where capacity is.
+        wait_for_trials(apis, "west", timeout=420)
+    finally:
+        assert httpx.post(answering, json={"answering": True}, timeout=30).status_code == 200
+    wait_for(
+        lambda: multikueue_cluster_active(apis["hub"], "fleet-east") or None, "the eastern worker back", 180
+    )
+    # The region that comes back does not resume what was moved: its old pods are removed.
+    wait_for(
+        lambda: not (old_pods & {p.metadata.uid for t in TRIALS for p in pods_of(apis["east"], t)}) or None,
+        "the eastern copies removed",
+        300,
+    )
+    # And each trial settles in one region (Kueue may admit it again after the worker's return), never two.
+    both: list[str] = []
+
+    def settled() -> dict[str, list[str]] | None:
+        places = {t: [w for w in ("east", "west") if running_on(apis[w], t)] for t in TRIALS}
+        both.extend(t for t, found in places.items() if len(found) > 1)
+        return places if all(len(found) == 1 for found in places.values()) else None
+
+    wait_for(settled, "each trial running in one region", 420)
+    assert not both, f"ran in two regions at once: {both}; {manager_workloads(apis['hub'])}"
+
+
+def manager_workloads(hub: client.ApiClient) -> dict[str, Any]:
+    """Each Workload on the manager: the worker it is assigned to and its conditions (for failure messages)."""
+    found = client.CustomObjectsApi(hub).list_namespaced_custom_object(*KUEUE, "default", "workloads")[
+        "items"
+    ]
+    return {
+        w["metadata"]["name"]: {
+            "cluster": (w.get("status") or {}).get("clusterName"),
+            "conditions": [
+                (c["type"], c["status"], c.get("reason"))
+                for c in (w.get("status") or {}).get("conditions") or []
+            ],
+        }
+        for w in found
+    }
