@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from together_clusters.platform import ComputeClass
+from together_clusters.platform import JOBSET_API, ComputeClass
 from together_clusters.platform.charts import KUEUE, KUEUE_API_VERSION
 
 from ..args import FleetQueueArgs
@@ -59,11 +59,11 @@ WORKER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete", "get", "list", "watch"]},
     {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
     {
-        "apiGroups": ["jobset.x-k8s.io"],
-        "resources": ["jobsets"],
+        "apiGroups": [JOBSET_API.group],
+        "resources": [JOBSET_API.plural],
         "verbs": ["create", "delete", "get", "list", "watch"],
     },
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
+    {"apiGroups": [JOBSET_API.group], "resources": [f"{JOBSET_API.plural}/status"], "verbs": ["get"]},
     {
         "apiGroups": ["kueue.x-k8s.io"],
         "resources": ["workloads"],
