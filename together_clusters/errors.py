@@ -31,8 +31,9 @@
         └── TwinTimeout (TimeoutError)  a control plane was not ready in time
 
 Beside the tree, the checkpoint runtime's own errors (it installs alone, in training images, without this
-module): ``CorruptCheckpoint`` (a checkpoint's manifest and files disagree) and ``S3ExtraMissing``
-(ImportError: S3 checkpoints without boto3), defined in ``together_clusters.components.checkpoint.errors``
+module): ``CorruptCheckpoint`` (a checkpoint's manifest and files disagree), ``S3ExtraMissing``
+(ImportError: S3 checkpoints without boto3) and ``CheckpointSuperseded`` (another copy of the workload holds
+the checkpoint lease: this copy's saves no longer count), defined in ``together_clusters.components.checkpoint.errors``
 and re-exported here.
 
 The errors of a subpackage are importable from it too (``together_clusters.provider.NotFoundError`` is
@@ -51,6 +52,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 # The runtime's errors, re-exported beside the tree (the "as" marks the re-export for linters and mypy).
+from together_clusters.components.checkpoint.errors import CheckpointSuperseded as CheckpointSuperseded
 from together_clusters.components.checkpoint.errors import CorruptCheckpoint as CorruptCheckpoint
 from together_clusters.components.checkpoint.errors import S3ExtraMissing as S3ExtraMissing
 

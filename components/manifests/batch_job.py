@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..args import BatchJobArgs, queue_name_of
 from ..placement import Placement, placement_for
 from ..violations import Violation
-from .checkpoints import CheckpointBinding, checkpoint_binding
+from .checkpoints import CheckpointBinding, checkpoint_binding, lease_holder_label
 from .checks import (
     at_least,
     container_violations,
@@ -85,6 +85,7 @@ def _binding(job_name: str, args: BatchJobArgs) -> CheckpointBinding:
         f"{job_name}/{key}",
         args.checkpointing.keep_checkpoints,
         args.pod.grace_period_seconds,
+        lease_holder_label(args.queue, runs_as_job_set=args.retries.fresh_job_per_attempt),
     )
 
 

@@ -9,6 +9,8 @@ from together_clusters.platform import (
     CHECKPOINT_ANNOTATION,
     CHECKPOINT_NONE,
     CHECKPOINT_USER_MANAGED,
+    JOB_UID_LABEL,
+    JOBSET_UID_LABEL,
 )
 
 from ..args import (
@@ -17,7 +19,8 @@ from ..args import (
     SharedVolume,
 )
 from ..checkpoint import contract
-from .common import CHECKPOINT_VOLUME, Manifest, env_entry, secret_env_entry
+from ..fleet_checks import is_fleet
+from .common import CHECKPOINT_VOLUME, Manifest, env_entry, label_env_entry, secret_env_entry
 
 
 @dataclass(frozen=True)
@@ -30,12 +33,26 @@ class CheckpointBinding:
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
 
 
+def lease_holder_label(queue: object, runs_as_job_set: bool) -> str | None:
+    """The pod label a workload's copies hold the checkpoint lease under, for the workloads of a FleetQueue (a
+    copy may be left running in a region the workload moved out of); None elsewhere (one copy at a time)."""
+    if not is_fleet(queue):
+        return None
+    return JOBSET_UID_LABEL if runs_as_job_set else JOB_UID_LABEL
+
+
 def checkpoint_binding(
-    storage: CheckpointChoice | None, subpath: str, keep: int, grace_period_seconds: int
+    storage: CheckpointChoice | None,
+    subpath: str,
+    keep: int,
+    grace_period_seconds: int,
+    lease_label: str | None = None,
 ) -> CheckpointBinding:
     """Mounts and environment that tell the checkpoint runtime where this workload's checkpoints live.
 
     ``subpath`` separates workloads sharing one volume or bucket; it may reference earlier env vars.
+    ``lease_label`` (:func:`lease_holder_label`): the pod label naming the copy that holds the checkpoint lease,
+    given to S3 checkpoints (a fleet's only kind).
     """
     if storage is None:
         return CheckpointBinding()
@@ -76,4 +93,6 @@ def checkpoint_binding(
             contract.ENV_S3_SECRET_ACCESS_KEY, storage.credentials_secret, storage.secret_access_key_key
         ),
     ]
+    if lease_label is not None:
+        env.append(label_env_entry(contract.ENV_LEASE_HOLDER, lease_label))
     return CheckpointBinding(env=(*env, *common))

@@ -83,6 +83,11 @@ def index_env_entry(name: str) -> Manifest:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
+def label_env_entry(name: str, label: str) -> Manifest:
+    """A container environment entry holding the value of one of the pod's labels (empty if it has none)."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{label}']"}}}
+
+
 def object_metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> Manifest:
     """An object's metadata. Without a namespace, pulumi-kubernetes uses its provider's (``default`` if it
     has none)."""

@@ -10,7 +10,7 @@ from ..args import SweepArgs, queue_name_of
 from ..checkpoint import contract
 from ..placement import placement_for
 from ..violations import Violation, argument_violation
-from .checkpoints import checkpoint_binding
+from .checkpoints import checkpoint_binding, lease_holder_label
 from .checks import (
     at_least,
     container_violations,
@@ -147,7 +147,11 @@ def _indexed_job(sweep_name: str, args: SweepArgs, config_map_name: str) -> Mani
     count = len(args.trials)
     labels = labels_for(sweep_name, "trial", args.pod.labels)
     binding = checkpoint_binding(
-        args.checkpoint, sweep_name, args.checkpointing.keep_checkpoints, args.pod.grace_period_seconds
+        args.checkpoint,
+        sweep_name,
+        args.checkpointing.keep_checkpoints,
+        args.pod.grace_period_seconds,
+        lease_holder_label(args.queue, runs_as_job_set=False),
     )
     env = [
         index_env_entry(contract.ENV_TRIAL_INDEX),
@@ -230,6 +234,7 @@ def trial_job_sets(sweep_name: str, args: SweepArgs) -> list[Manifest]:
             f"{sweep_name}/{key}",
             args.checkpointing.keep_checkpoints,
             args.pod.grace_period_seconds,
+            lease_holder_label(args.queue, runs_as_job_set=True),
         )
         env = [
             env_entry(contract.ENV_TRIAL_INDEX, str(index)),

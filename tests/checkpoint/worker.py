@@ -1,6 +1,7 @@
 """A workload process for the checkpoint tests, configured through the contract's environment.
 
 python worker.py train TOTAL     step until TOTAL (printing STEP n), checkpointing on SIGTERM
+python worker.py periodic TOTAL EVERY   the same, also saving every EVERY steps (printing SAVED n)
 python worker.py slow-save       save step 1, then hang half-way through writing step 2
 python worker.py launch -- CMD   the launch wrapper around CMD
 """
@@ -227,6 +228,28 @@ def slow_save() -> int:
     return 0
 
 
+def periodic(total: int, every: int) -> int:
+    """Train as a user's loop does: save every ``every`` steps and on SIGTERM; whatever a save raises ends
+    the process, as it would a user's (CheckpointSuperseded: exit 1 and its line on stderr)."""
+    ckpt = Checkpointer.from_env()
+    resumed = ckpt.restore()
+    step = 0
+    if resumed is not None:
+        step = json.loads(resumed.files["state.json"])["step"]
+        assert resumed.files == state_for(step), "resumed state is not the one saved"
+    latest = Snapshot(step, state_for(step))
+    handler = PreemptionHandler(ckpt, lambda: latest).install()
+    say(f"START {step}")  # once SIGTERM is handled: a test may send it as soon as it reads this
+    while step < total and not handler.stopping.is_set():
+        time.sleep(0.02)
+        step += 1
+        latest = Snapshot(step, state_for(step))
+        if step % every == 0:
+            ckpt.save(step, state_for(step))
+            say(f"SAVED {step}")
+    return 0
+
+
 def drain() -> int:
     requests = iter(f"r{i}" for i in range(1000))
 
@@ -250,6 +273,7 @@ MODES = {
     "capped": lambda: roundtrip_under_a_memory_cap(int(sys.argv[2])),
     "slow-save": slow_save,
     "drain": drain,
+    "periodic": lambda: periodic(int(sys.argv[2]), int(sys.argv[3])),
     "hold-log-lock": train_holding_the_log_lock,
 }
 

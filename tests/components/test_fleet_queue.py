@@ -3,6 +3,7 @@ servers are the oracles in tests/twin/test_engine_fleet.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -220,3 +221,53 @@ def test_a_training_run_is_not_dispatched_apart_from_its_coordinator() -> None:
     (violation,) = fleet_workload_violations(run, hub)
     assert violation.field == "queue"
     assert "WorkloadQueue" in violation.fix
+
+
+def lease_env(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The CHECKPOINT_LEASE_HOLDER entries of a rendered workload's containers (JobSet or Job)."""
+    spec = manifest["spec"]
+    if manifest["kind"] == "JobSet":
+        templates = [job["template"]["spec"]["template"] for job in spec["replicatedJobs"]]
+    else:
+        templates = [spec["template"]]
+    return [
+        entry
+        for template in templates
+        for c in template["spec"]["containers"]
+        for entry in c.get("env", [])
+        if entry["name"] == "CHECKPOINT_LEASE_HOLDER"
+    ]
+
+
+def test_a_fleet_workloads_pods_hold_the_checkpoint_lease_as_the_object_that_runs_them() -> None:
+    """A copy MultiKueue makes on another worker is a new JobSet (or Job) with a new uid, read from the label its
+    controller puts on the pods: the runtime's lease then lets only the newest copy commit (tests/checkpoint)."""
+    from together_clusters.components import SweepArgs
+    from together_clusters.components.manifests.batch_job import batch_job
+    from together_clusters.components.manifests.sweep import sweep
+
+    fleet = fleet_queue(object(), {})
+    s3 = S3Bucket(bucket="b", credentials_secret="s3")
+    trials = sweep(
+        "ablation",
+        SweepArgs(container=ContainerSpec(image=IMAGE), trials=[{"lr": 1}], checkpoint=s3, queue=fleet),
+    )
+    (job_set,) = [m for m in trials if m["kind"] == "JobSet"]
+    path = "metadata.labels['jobset.sigs.k8s.io/jobset-uid']"
+    assert lease_env(job_set) == [
+        {"name": "CHECKPOINT_LEASE_HOLDER", "valueFrom": {"fieldRef": {"fieldPath": path}}}
+    ]
+
+    plain = BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=s3, queue=fleet)
+    plain = dataclasses.replace(
+        plain, retries=dataclasses.replace(plain.retries, fresh_job_per_attempt=False)
+    )
+    (job,) = batch_job("eval", plain)
+    assert job["kind"] == "Job"
+    assert lease_env(job)[0]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.labels['batch.kubernetes.io/controller-uid']"
+    )
+
+    # One cluster's queue runs one copy at a time: no lease, the checkpoints behave as before.
+    alone = batch_job("eval", BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=s3, queue="q"))
+    assert lease_env(alone[0]) == []

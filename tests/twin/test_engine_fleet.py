@@ -22,6 +22,7 @@ from kubernetes import client
 
 from tests import _engine
 from together_clusters.emulator.kubernetes.options import TwinOptions
+from together_clusters.platform import JOBSET_UID_LABEL
 
 from ._twin import GPU, REGION, Stack, failed_workloads, kube_clients, twin_stack, up, wait_for
 
@@ -72,6 +73,12 @@ def deploy(stack: Stack) -> dict[str, client.ApiClient]:
 def pods_of(api: client.ApiClient, job_set: str) -> list[Any]:
     selector = f"jobset.sigs.k8s.io/jobset-name={job_set}"
     return list(client.CoreV1Api(api).list_namespaced_pod("default", label_selector=selector).items)
+
+
+def lease_holders(api: client.ApiClient, job_set: str) -> set[str]:
+    """The checkpoint lease identities of the JobSet's pods in one cluster: its copy's uid, from the label the
+    worker's JobSet controller puts on them (what CHECKPOINT_LEASE_HOLDER reads)."""
+    return {(p.metadata.labels or {}).get(JOBSET_UID_LABEL, "") for p in pods_of(api, job_set)}
 
 
 def running_on(api: client.ApiClient, job_set: str) -> list[str]:
@@ -171,6 +178,7 @@ def test_a_sweep_whose_region_loses_its_preemptible_nodes_moves_to_the_region_th
 ) -> None:
     apis = deploy(stack)
     wait_for_trials(apis, "west")
+    before = {t: lease_holders(apis["west"], t) for t in TRIALS}
     # us-east-2 gains capacity (the eastern worker's pool fills), us-central-8 loses its own.
     stack.emulator.admin.set_capacity(EAST, GPU, 8)
     wait_for(lambda: preemptible_nodes(apis["east"]) or None, "a preemptible node in the east", 180)
@@ -190,6 +198,12 @@ def test_a_sweep_whose_region_loses_its_preemptible_nodes_moves_to_the_region_th
     east_nodes = set(preemptible_nodes(apis["east"]))
     assert all(set(running_on(apis["east"], t)) <= east_nodes for t in TRIALS)
     assert not any(running_on(apis["west"], t) for t in TRIALS)
+    # The copy in the east is another object than the one in the west: its pods hold the checkpoint lease
+    # under a new identity, which supersedes the old one's (tests/checkpoint/test_lease.py).
+    after = {t: lease_holders(apis["east"], t) for t in TRIALS}
+    for trial in TRIALS:
+        assert len(before[trial]) == 1 and len(after[trial]) == 1 and "" not in before[trial] | after[trial]
+        assert before[trial] != after[trial], trial
     for name, api in apis.items():
         assert not failed_workloads(api), name
     # Back as it was for the next test: capacity in the west again, none in the east.

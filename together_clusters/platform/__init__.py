@@ -340,3 +340,12 @@ JOBSET_API = CustomKind(group="jobset.x-k8s.io", version="v1alpha2", kind="JobSe
 """JobSet (sigs.k8s.io/jobset; the version ``ClusterControllers`` installs serves ``v1alpha2``): the kind
 ``BatchJob`` and ``TrainingRun`` render, that the guard, Kueue's integration, the drill and the emulator's
 twin know. Its one spelling in the package: tests/platform/test_jobset_identity.py finds any other."""
+
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+"""The label the JobSet controller puts on a JobSet's Jobs and pods: the JobSet's uid. A copy MultiKueue makes of a
+JobSet on a worker is a new object with a uid of its own, while a pod restarted in place keeps it: the
+identity a fleet workload's checkpoint lease is held under."""
+
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+"""The label the Job controller puts on a Job's pods: the Job's uid (the lease identity of a workload run as a
+plain Job)."""

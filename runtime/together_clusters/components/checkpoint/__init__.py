@@ -50,6 +50,7 @@ _EXPORTS = {
     "S3Backend": ".storage",
     "trial_parameters": ".trials",
     "CorruptCheckpoint": ".errors",
+    "CheckpointSuperseded": ".errors",
     "WorldCheckpointer": ".world",
 }
 
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from .checkpointer import Checkpoint, Checkpointer, Resumed, VerifiedFiles
     from .contract import PREEMPTED_EXIT_CODE, RuntimeConfig
     from .drain import RequestDrain
-    from .errors import CorruptCheckpoint
+    from .errors import CheckpointSuperseded, CorruptCheckpoint
     from .preemption import PreemptionHandler, Snapshot
     from .storage import Backend, FilesystemBackend, S3Backend
     from .trials import trial_parameters
@@ -78,6 +79,7 @@ __all__ = [
     "PREEMPTED_EXIT_CODE",
     "Backend",
     "Checkpoint",
+    "CheckpointSuperseded",
     "Checkpointer",
     "CorruptCheckpoint",
     "FilesystemBackend",

@@ -32,6 +32,7 @@ from typing import IO, Any, Generic, TypeVar, cast
 from .contract import BACKEND_FILESYSTEM, BACKEND_S3, SAVED_REPORT, RuntimeConfig, report, report_resumed
 from .digests import WholeFileDigest, Written, expected_digest
 from .hashing import check, size_problem
+from .lease import Lease, LeaseStore
 from .storage import Backend, FilesystemBackend, S3Backend, read_all
 from .verifying import CorruptCheckpoint, ReadAhead, VerifyingReader
 
@@ -132,14 +133,35 @@ def as_chunks(data: FileData) -> Iterable[bytes]:
 
 
 class Checkpointer:
-    """Writes checkpoints atomically to a backend, reads back the newest good one, keeps the last N."""
+    """Writes checkpoints atomically to a backend, reads back the newest good one, keeps the last N.
 
-    def __init__(self, backend: Backend, keep: int = 3, config: RuntimeConfig | None = None) -> None:
+    With a ``lease_holder`` (CHECKPOINT_LEASE_HOLDER, set for the workloads of a FleetQueue), only the copy
+    of the workload holding the location's lease commits, and only committed checkpoints are resumed from
+    (:mod:`.lease`): a copy left running in a region its workload moved out of stops at its next save with
+    CheckpointSuperseded, and never resumes.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        keep: int = 3,
+        config: RuntimeConfig | None = None,
+        lease_holder: str | None = None,
+    ) -> None:
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         self.backend = backend
         self.keep = keep
         self.config = config or RuntimeConfig(keep=keep)
+        holder = lease_holder if lease_holder is not None else self.config.lease_holder
+        self.lease: Lease | None = None
+        if holder:
+            if not isinstance(backend, LeaseStore):
+                raise ValueError(
+                    f"lease_holder={holder!r} needs a backend that keeps a lease (read_versioned, write_if); "
+                    f"{backend!r} does not"
+                )
+            self.lease = Lease(backend, holder, keep, existing=self)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Checkpointer:
@@ -158,6 +180,12 @@ class Checkpointer:
             raise ValueError(f"unknown CHECKPOINT_BACKEND {config.backend!r}: use filesystem or s3")
         return cls(backend, keep=config.keep, config=config)
 
+    def claim(self) -> None:
+        """Take the location's lease now rather than at the first read or write (no-op without a lease);
+        CheckpointSuperseded if this copy lost it."""
+        if self.lease is not None:
+            self.lease.claim()
+
     def save(
         self, step: int, files: Mapping[str, FileData], metadata: Mapping[str, Any] | None = None
     ) -> str:
@@ -171,7 +199,11 @@ class Checkpointer:
     def write(
         self, step: int, files: Mapping[str, FileData], metadata: Mapping[str, Any] | None = None
     ) -> str:
-        """Write every file, then the manifest; no logging and no pruning (the SIGTERM path uses this)."""
+        """Write every file, then the manifest, then commit it under the lease if there is one; no logging and
+        no pruning (the SIGTERM path uses this). CheckpointSuperseded if another copy holds the lease: the
+        entry is written but never counts."""
+        if self.lease is not None and not self.lease.claimed:
+            self.lease.claim()  # before writing anything: a superseded copy stops here
         name = entry_name(step, time.time_ns())
         recorded = {}
         for file_name, data in files.items():
@@ -186,10 +218,24 @@ class Checkpointer:
             "metadata": dict(metadata or {}),
         }
         self.backend.write(name, MANIFEST, [json.dumps(manifest, sort_keys=True).encode()])
+        if self.lease is not None:
+            self.lease.commit(name)
         return name
 
     def _entries_newest_first(self) -> list[str]:
         return sorted((e for e in self.backend.entries() if e.startswith(ENTRY_PREFIX)), reverse=True)
+
+    def _candidates_newest_first(self) -> list[str]:
+        """The entries a resume may read, newest first: under a lease, the committed ones in the order they
+        were committed (claimed first); without one, every entry by name."""
+        if self.lease is None:
+            return self._entries_newest_first()
+        return list(reversed(self.lease.claim().committed))
+
+    def complete_oldest_first(self) -> list[str]:
+        """The entries with a manifest, oldest first (complete, not necessarily intact): what a location's
+        first lease commits."""
+        return [name for name in reversed(self._entries_newest_first()) if self._has_manifest(name)]
 
     def _manifest(self, name: str) -> dict[str, Any] | None:
         try:
@@ -295,7 +341,7 @@ class Checkpointer:
     def _complete_newest_first(self, checked_first: bool) -> Iterator[Checkpoint]:
         """Each complete checkpoint that opens (see :meth:`_open`), newest first; the others are skipped with
         a log line saying why. Opened one at a time, as the caller asks for the next."""
-        for name in self._entries_newest_first():
+        for name in self._candidates_newest_first():
             try:
                 checkpoint = self._open(name, checked_first)
             except CorruptCheckpoint as e:
@@ -363,6 +409,9 @@ class Checkpointer:
         delete the very checkpoint it wrote.
         """
         self.backend.sweep()
+        if self.lease is not None:
+            self._prune_under_lease(just_saved)
+            return
         kept = 0 if just_saved is None else 1
         seen_complete = False
         for name in self._entries_newest_first():
@@ -379,6 +428,22 @@ class Checkpointer:
             elif seen_complete:
                 # Without a manifest and older than a complete checkpoint: a write that died. A newer one
                 # may still be in progress, so it stays.
+                self.backend.delete(name)
+
+    def _prune_under_lease(self, just_saved: str | None) -> None:
+        """Under a lease the committed entries are the ones kept (the lease holds the newest ``keep``); an
+        entry outside it is dropped when it is complete (a superseded copy's save, or one committed past
+        ``keep``) or older than the newest committed one (a write that died). Only the holder prunes."""
+        assert self.lease is not None
+        state = self.lease.current()
+        if state is None or state.holder != self.lease.holder:
+            return
+        committed = set(state.committed)
+        newest = max(committed, default="")
+        for name in self._entries_newest_first():
+            if name in committed or name == just_saved:
+                continue
+            if name < newest or self._has_manifest(name):
                 self.backend.delete(name)
 
     def _has_manifest(self, name: str) -> bool:

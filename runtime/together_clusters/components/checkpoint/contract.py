@@ -41,6 +41,10 @@ ENV_RUN_KEYS_FILE = "CHECKPOINT_RUN_KEYS_FILE"
 A run key names what defines the run (image, command, arguments, env, trial parameters) or the run id
 the user gave, so a changed trial never resumes another trial's state and an unchanged one resumes.
 """
+ENV_LEASE_HOLDER = "CHECKPOINT_LEASE_HOLDER"
+"""Who this copy of the workload is, for the checkpoint lease (``lease.py``): the uid of its JobSet, or of its
+Job, read from the pod's labels. Set for the workloads of a FleetQueue, whose copy on another worker is a new
+object with a new uid; unset or empty, there is no lease."""
 ENV_TRIAL_INDEX = "TRIAL_INDEX"
 ENV_TRIAL_PARAMETERS_FILE = "TRIAL_PARAMETERS_FILE"
 """An Indexed Job's trials: a JSON list, entry TRIAL_INDEX is this pod's."""
@@ -120,6 +124,7 @@ class RuntimeConfig:
     resume: bool = False
     save_budget_seconds: float = float(save_budget_seconds(GRACE_PERIOD_LIMIT_SECONDS))
     run_key: str | None = None
+    lease_holder: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RuntimeConfig:
@@ -141,6 +146,7 @@ class RuntimeConfig:
             keep=int(environ.get(ENV_KEEP, DEFAULT_KEEP)),
             resume=_truthy(environ.get(ENV_RESUME)),
             save_budget_seconds=float(budget) if budget else cls.save_budget_seconds,
+            lease_holder=environ.get(ENV_LEASE_HOLDER) or None,
         )
 
 

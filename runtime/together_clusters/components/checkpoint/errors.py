@@ -2,8 +2,9 @@
 
     CorruptCheckpoint (Exception)    a checkpoint's manifest and files disagree
     S3ExtraMissing (ImportError)     S3 checkpoints were asked for without boto3; names the pip install
+    CheckpointSuperseded (Exception) another copy of the workload holds the checkpoint lease (.lease)
 
-The main distribution's error tree (``together_clusters.errors``) re-exports both beside its own root:
+The main distribution's error tree (``together_clusters.errors``) re-exports them beside its own root:
 they are not ``TogetherError``\\ s, since this distribution does not ship that tree. Standard library only.
 """
 
@@ -23,3 +24,8 @@ class S3ExtraMissing(ImportError):
             "pip install 'together-gpu-checkpoint[s3]' (or 'together-gpu-clusters[s3]')",
             name=module,
         )
+
+
+class CheckpointSuperseded(Exception):
+    """Another copy of this workload holds the checkpoint lease: this copy's saves no longer count and it
+    must not resume (the workload was moved to another cluster; see :mod:`.lease`)."""

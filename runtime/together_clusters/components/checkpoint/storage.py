@@ -21,6 +21,7 @@ from typing import IO, Any, Protocol
 from .digests import Written
 from .errors import S3ExtraMissing
 from .hashing import ChunkHasher
+from .lease import exclusive_lock, file_tag
 from .threads import start_in
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -180,6 +181,33 @@ class FilesystemBackend:
             return
         shutil.rmtree(doomed, ignore_errors=True)
 
+    def read_versioned(self, name: str) -> tuple[bytes, str] | None:
+        try:
+            data = (self.root / _check_name(name)).read_bytes()
+        except FileNotFoundError:
+            return None
+        return data, file_tag(data)
+
+    def write_if(self, name: str, data: bytes, expected_tag: str | None) -> bool:
+        """Compare and swap under an exclusive lock on a hidden file beside it: whoever holds the lock reads,
+        compares and renames the new content into place before the next one reads."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        release = exclusive_lock(str(self.root / f".{_check_name(name)}.lock"))
+        try:
+            found = self.read_versioned(name)
+            if (None if found is None else found[1]) != expected_tag:
+                return False
+            temporary = self.root / f".{name}.tmp-{os.getpid()}"
+            with open(temporary, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temporary, self.root / name)
+            _fsync_dir(self.root)
+            return True
+        finally:
+            release()
+
     def sweep(self) -> None:
         if not self.root.is_dir():
             return
@@ -334,6 +362,34 @@ class S3Backend:
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             if keys:
                 self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
+
+    def read_versioned(self, name: str) -> tuple[bytes, str] | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            found = self.client.get_object(Bucket=self.bucket, Key=f"{self._base()}{_check_name(name)}")
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
+                return None
+            raise
+        return found["Body"].read(), found["ETag"]
+
+    def write_if(self, name: str, data: bytes, expected_tag: str | None) -> bool:
+        """A conditional PUT: ``If-Match`` the ETag read, or ``If-None-Match: *`` to create. S3 answers 412
+        when the object changed (or appeared) since, and 409 when a concurrent conditional write to it is
+        in flight: both are a lost round."""
+        from botocore.exceptions import ClientError
+
+        condition = {"IfNoneMatch": "*"} if expected_tag is None else {"IfMatch": expected_tag}
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=f"{self._base()}{_check_name(name)}", Body=data, **condition
+            )
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise
+        return True
 
     def sweep(self) -> None:
         """Nothing to finish: objects are deleted outright, and an entry a killed delete left without

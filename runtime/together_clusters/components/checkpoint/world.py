@@ -71,6 +71,11 @@ class WorldCheckpointer:
     def __init__(self, checkpointer: Checkpointer, rank: int, world_size: int, round_id: str) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside a world of {world_size}")
+        if checkpointer.lease is not None:
+            # Every rank writes into one entry and rank 0 commits it: a lease has one holder per copy.
+            raise ValueError(
+                "a distributed run's checkpoints take no lease: unset CHECKPOINT_LEASE_HOLDER for a TrainingRun"
+            )
         if not round_id:
             raise ValueError(
                 "round_id is empty: pass an id every rank of this round of the world agrees on "
