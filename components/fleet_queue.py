@@ -74,8 +74,15 @@ class FleetQueue(pulumi.ComponentResource):
                 name, queue, args, worker_name, worker, worker_controllers
             )
         self._set_up_manager(name, queue, args, workers, kubeconfigs, opts)
+        # What `together-clusters status` reads of the fleet: each worker's cluster, and the manager's.
         self.register_outputs(
-            {"local_queue_name": queue, "namespace": args.namespace, "workers": list(names)}
+            {
+                "local_queue_name": queue,
+                "namespace": args.namespace,
+                "workers": list(names),
+                "worker_clusters": {n: w.cluster.urn for n, w in zip(names, workers, strict=True)},
+                "manager_cluster": manager.urn if manager is not None else None,
+            }
         )
 
     def _set_up_worker(

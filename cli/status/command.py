@@ -13,6 +13,7 @@ from ..arguments import add_fail_on_stalled, add_project_options, add_stack_opti
 from ..exit_codes import ExitCode
 from ..stack_state import StateResource, clusters
 from ..workspace import EngineSettings, StackInPlace, engine_call, export, open_workspace, selected_stack
+from .fleet import fleet_reports
 from .render import StackStatus, status_json, status_text
 from .repairs import RepairsReport, latest_repair_time, repairs_report
 from .timeline import Timeline, allocation_timeline
@@ -27,7 +28,9 @@ def add_parser(sub: Any) -> None:
         "(remediations) under way with the workloads on each node, recent "
         "lifecycle events and the hourly saving of preemptible capacity; per workload (read from the "
         "cluster's Kubernetes API), whether it is stalled for capacity and the GPU-hours it ran on standard "
-        "and preemptible nodes. Reads the state, never writes it. "
+        "and preemptible nodes; per FleetQueue, each worker (reachable from here, its free preemptible GPUs) "
+        "and each workload its manager dispatches (the worker and class of nodes it runs on, queued or moving, "
+        "its failovers so far). Reads the state, never writes it. "
         f"Exit {ExitCode.OK:d} shown, {ExitCode.STALLED:d} a workload stalled with --fail-on-stalled, "
         f"{ExitCode.ERROR:d} error. "
         "The API key and endpoint are the stack's (together:apiKey, together:baseUrl, the endpoint a "
@@ -61,7 +64,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     workspace = open_workspace(EngineSettings(project_dir=args.cwd, pulumi=args.pulumi))
     stack = StackInPlace(args.stack or selected_stack(workspace), workspace)
     config = engine_call(f"reading the config of stack {stack.name}", stack.get_all_config)
-    resources = clusters(export(stack))
+    state = export(stack)
+    resources = clusters(state)
     stack_api = api_settings.from_stack_config(config)
     snapshots = live.stack_snapshots(resources, stack_api, workloads=True, repairs=True)
     now = datetime.now(UTC)
@@ -88,7 +92,8 @@ def run(args: argparse.Namespace) -> ExitCode:
         write_png(args.png, stack.name, _timelines(resources, snapshots, start, end))
     stalled = args.fail_on_stalled and workloads.any_stalled(list(reports.values()))
     code = ExitCode.STALLED if stalled else ExitCode.OK
-    shown = StackStatus(stack.name, statuses, start, end, price, reports, repairs)
+    fleets = fleet_reports(state, resources, snapshots)
+    shown = StackStatus(stack.name, statuses, start, end, price, reports, repairs, fleets)
     if args.json:
         print(status_json(shown, exit_code=code))
     else:

@@ -10,6 +10,7 @@ from datetime import datetime
 from ..capacity import PREEMPTIBLE_DISCOUNT, ClusterStatus, parse_time
 from ..table import table
 from ..workloads import WorkloadsReport, describe_stall
+from .fleet import FleetReport
 from .repairs import RepairsReport
 
 HOURS_NOTE = "the pods the cluster still knows; a deleted pod's hours are gone with it"
@@ -37,6 +38,8 @@ class StackStatus:
     """Each cluster's workloads report, by cluster id."""
     repairs: Mapping[str, RepairsReport] = field(default_factory=dict)
     """Each cluster's node repairs (remediations), by cluster id."""
+    fleets: Sequence[FleetReport] = ()
+    """Each FleetQueue of the stack: its workers and the workloads its manager dispatches."""
 
 
 def status_json(status: StackStatus, exit_code: int = 0) -> str:
@@ -58,6 +61,7 @@ def status_json(status: StackStatus, exit_code: int = 0) -> str:
                 for s in status.clusters
             ],
             "total_hourly_saving": total_saving(status.clusters),
+            "fleets": [f.to_dict() for f in status.fleets],
         },
         indent=2,
     )
@@ -112,6 +116,8 @@ def status_text(status: StackStatus, max_events: int = 20) -> str:
         )
     else:
         parts.append("Estimated saving: give --price-per-gpu-hour to estimate it.")
+    for fleet in status.fleets:
+        parts.extend(fleet_parts(fleet))
     span = f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
     for s in statuses:
         if not s.found:
@@ -137,6 +143,37 @@ def status_text(status: StackStatus, max_events: int = 20) -> str:
             )
         )
     return "\n\n".join(parts) + "\n"
+
+
+def fleet_parts(fleet: FleetReport) -> list[str]:
+    """A fleet's workers (reachable from here, free preemptible GPUs) and the workloads its manager holds."""
+    rows = [
+        [
+            w.name,
+            w.cluster,
+            "yes" if w.reachable else f"NO ({w.error})",
+            "-" if w.free_preemptible_gpus is None else str(w.free_preemptible_gpus),
+        ]
+        for w in fleet.workers
+    ]
+    parts = [
+        f"Fleet {fleet.name} (queue {fleet.queue}): workers in order of preference\n"
+        + table(["WORKER", "CLUSTER", "REACHABLE", "FREE PREEMPTIBLE GPUS"], rows)
+    ]
+    if fleet.manager_error is not None:
+        parts.append(f"Fleet {fleet.name}: its workloads could not be read: {fleet.manager_error}")
+    elif not fleet.workloads:
+        parts.append(f"Fleet {fleet.name}: no workloads")
+    else:
+        rows = [
+            [w.name, w.state, w.worker or "-", ",".join(w.node_classes) or "-", str(w.failovers)]
+            for w in fleet.workloads
+        ]
+        parts.append(
+            f"Fleet {fleet.name}: workloads\n"
+            + table(["WORKLOAD", "STATE", "WORKER", "NODES", "FAILOVERS"], rows)
+        )
+    return parts
 
 
 def workload_parts(resource: str, report: WorkloadsReport) -> list[str]:

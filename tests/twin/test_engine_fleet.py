@@ -11,6 +11,7 @@ gives it (no credential in clear).
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +25,17 @@ from tests import _engine
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import JOBSET_UID_LABEL
 
-from ._twin import GPU, REGION, Stack, failed_workloads, kube_clients, twin_stack, up, wait_for
+from ._twin import (
+    GPU,
+    REGION,
+    Stack,
+    failed_workloads,
+    kube_clients,
+    together_clusters_status,
+    twin_stack,
+    up,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-fleet-key-0123456789abcdef"
@@ -204,10 +215,27 @@ def test_a_sweep_whose_region_loses_its_preemptible_nodes_moves_to_the_region_th
     for trial in TRIALS:
         assert len(before[trial]) == 1 and len(after[trial]) == 1 and "" not in before[trial] | after[trial]
         assert before[trial] != after[trial], trial
+    # status shows where each trial runs now, on which class of nodes, and that it moved once.
+    shown = fleet_status(stack)
+    placed = {w["name"]: w for w in shown["workloads"]}
+    for trial in TRIALS:
+        found = placed[f"default/{trial}"]
+        assert (found["state"], found["worker"], found["node_classes"]) == ("running", "east", ["preemptible"])
+        assert found["failovers"] >= 1, shown
+    assert [(w["name"], w["reachable"]) for w in shown["workers"]] == [("east", True), ("west", True)]
+    assert shown["workers"][1]["free_preemptible_gpus"] == 0  # its nodes preempted, none refilled
     for name, api in apis.items():
         assert not failed_workloads(api), name
     # Back as it was for the next test: capacity in the west again, none in the east.
     stack.emulator.admin.set_capacity(REGION, GPU, 64)
+
+
+def fleet_status(stack: Stack) -> dict[str, Any]:
+    """The fleet as ``together-clusters status --json`` shows it (the real command line, in a subprocess)."""
+    shown = together_clusters_status(stack.project, stack.env, "--json")
+    assert shown.returncode == 0, shown.stderr
+    (fleet,) = json.loads(shown.stdout)["fleets"]
+    return dict(fleet)
 
 
 def multikueue_cluster_active(hub: client.ApiClient, name: str) -> bool:
@@ -236,6 +264,10 @@ def test_a_worker_that_stops_answering_loses_its_work_to_the_other_and_keeps_no_
             "the manager seeing the eastern worker lost",
             180,
         )
+        # status says the worker does not answer, and keeps showing the other.
+        unreachable = {w["name"]: w for w in fleet_status(stack)["workers"]}
+        assert unreachable["east"]["reachable"] is False and "did not answer" in unreachable["east"]["error"]
+        assert unreachable["west"]["reachable"] is True
         # Past worker_lost_timeout_seconds (120 s), the manager admits the trials again where capacity is.
         wait_for_trials(apis, "west", timeout=420)
     finally:

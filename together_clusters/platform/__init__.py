@@ -346,6 +346,12 @@ JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 JobSet on a worker is a new object with a uid of its own, while a pod restarted in place keeps it: the
 identity a fleet workload's checkpoint lease is held under."""
 
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+"""The label the JobSet controller puts on a JobSet's Jobs and pods: the JobSet's name."""
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""The label the Job controller puts on a Job's pods: the Job's name."""
+
 JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 """The label the Job controller puts on a Job's pods: the Job's uid (the lease identity of a workload run as a
 plain Job)."""
