@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -67,6 +68,7 @@ class FleetQueue(pulumi.ComponentResource):
         self.worker_clusters = {n: w.cluster for n, w in zip(names, workers, strict=True)}
         self.manager_cluster = manager
         worker_controllers = _worker_controllers(args, controllers)
+        _refuse_mixed_gpu_types(owner, names, workers)
         kubeconfigs: dict[str, pulumi.Output[str]] = {}
         for index, (worker_name, worker) in enumerate(zip(names, workers, strict=True)):
             _refuse_slurm(owner, f"workers[{index}]", worker_name, worker.cluster)
@@ -202,6 +204,18 @@ def _worker_controllers(args: FleetQueueArgs, manager: Any) -> ClusterController
         given = manager.args
     wanted = given if isinstance(given, ClusterControllersArgs) else ClusterControllersArgs()
     return dataclasses.replace(wanted, jobset=True, kueue=True)
+
+
+def _refuse_mixed_gpu_types(owner: str, names: Sequence[str], workers: Sequence[FleetWorkerArgs]) -> None:
+    """Refuse workers of different GPU types once the types are known (at preview when given plainly)."""
+    types = [getattr(w.cluster, "gpu_type", None) for w in workers]
+
+    def check(values: list[Any]) -> None:
+        violation = builder.gpu_type_violation(names, [v if isinstance(v, str) else None for v in values])
+        if violation is not None:
+            raise ArgsError(owner, [violation])
+
+    pulumi.Output.all(*types).apply(check)
 
 
 def _refuse_slurm(owner: str, field: str, worker_name: str, cluster: Any) -> None:

@@ -173,6 +173,27 @@ def slurm_worker_violation(field: str, worker: str, cluster_type: str) -> Violat
     )
 
 
+def gpu_type_violation(workers: Sequence[str], gpu_types: Sequence[str | None]) -> Violation | None:
+    """The first worker whose GPU type is not the first worker's. A fleet workload asks for GPUs, not for a
+    type: MultiKueue may run it on any worker, so on a type it was not built or sized for (its memory, its
+    kernels); None when every known type agrees."""
+    known = [(w, t) for w, t in zip(workers, gpu_types, strict=True) if t]
+    if not known:
+        return None
+    first_worker, first_type = known[0]
+    for index, (worker, gpu_type) in enumerate(zip(workers, gpu_types, strict=True)):
+        if gpu_type and gpu_type != first_type:
+            return argument_violation(
+                "fleet-gpu-type",
+                f"workers[{index}]",
+                worker,
+                f"workers[{index}] ({worker!r}) has gpu_type {gpu_type!r} but {first_worker!r} has {first_type!r}: "
+                "a fleet workload asks for GPUs of no type, so it could run on GPUs it was not built for",
+                "give the fleet workers of one GPU type (one FleetQueue per GPU type)",
+            )
+    return None
+
+
 def multikueue_cluster_name(queue: str, worker: str) -> str:
     """The ``MultiKueueCluster`` (and kubeconfig Secret) of ``worker`` on the manager."""
     return f"{queue}-{worker}"

@@ -6,7 +6,7 @@ cost, each against its floor, and write ``results.md`` and ``results.json``.
     scripts/bench --only 1,2       # some sections only
 
 Sections: 1 engine overhead, 2 API calls per operation, 3 Ready detection lag, 4 checkpoint,
-5 emulator, 6 drift, 7 twin, 8 capacity. A section that cannot run here (no engine, no twin) says "not
+5 emulator, 6 drift, 7 twin, 8 capacity, 9 remediation gate, 10 fleet. A section that cannot run here (no engine, no twin) says "not
 available" in the table, with the reason; one that fails says so and the others still run.
 """
 
@@ -29,6 +29,7 @@ from . import (
     drift_speed,
     emulator_speed,
     engine_overhead,
+    fleet,
     ready_lag,
     remediation_gate,
     twin,
@@ -50,6 +51,7 @@ SECTIONS = {
     7: twin.SECTION,
     8: capacity.SECTION,
     9: remediation_gate.SECTION,
+    10: fleet.SECTION,
 }
 ENGINE_RUNS: dict[int, Callable[[Context, Served], list[Figure]]] = {
     1: engine_overhead.run,
@@ -63,6 +65,7 @@ PLAIN_RUNS: dict[int, Callable[[Context], list[Figure]]] = {
     7: twin.run,
     8: capacity.run,
     9: remediation_gate.run,
+    10: fleet.run,
 }
 
 

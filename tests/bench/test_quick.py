@@ -18,7 +18,7 @@ import pytest
 
 from tests import _engine
 
-from . import move_back, queue_admission, remediation_gate, twin_drill
+from . import fleet, move_back, queue_admission, remediation_gate, twin_drill
 from .__main__ import SECTIONS
 from .twin import twin_missing
 
@@ -28,7 +28,7 @@ NOT_AVAILABLE = "not available: "
 QUICK_RUN_SKIPS = "the quick run skips it"
 """Allowed for :data:`LEFT_OUT_OF_QUICK` only: ``--quick`` leaves out what needs a ``pulumi up`` of minutes of
 its own; the full benchmark measures them."""
-LEFT_OUT_OF_QUICK = {twin_drill.NAME, move_back.NAME, queue_admission.NAME, remediation_gate.NAME}
+LEFT_OUT_OF_QUICK = {twin_drill.NAME, move_back.NAME, queue_admission.NAME, remediation_gate.NAME, *fleet.NAMES}
 
 
 def allowed_reasons() -> dict[str, str]:

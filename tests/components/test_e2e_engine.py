@@ -185,6 +185,27 @@ def test_example_previews(tmp_path: Path, emulator_url: str, example: str) -> No
     assert preview.returncode == 0, _engine.output(preview)
 
 
+def test_a_fleet_of_two_gpu_types_is_refused_at_preview_naming_the_worker(
+    tmp_path: Path, emulator_url: str
+) -> None:
+    """examples/fleet with its western worker on H200s: refused by the real engine's preview, before anything
+    is created, in one line naming the field, the value and the fix."""
+    project = _engine.copy_example("fleet", tmp_path / "fleet")
+    main = project / "__main__.py"
+    source = main.read_text()
+    patched = source.replace("gpu_type=gpu_type,", 'gpu_type="H200_SXM" if name == "west" else gpu_type,')
+    assert patched != source
+    main.write_text(patched)
+    pulumi = _engine.pulumi_in(project, stack_env(tmp_path, emulator_url))
+    pulumi("stack", "init", "test")
+    preview = pulumi("preview", *_engine.PREVIEW_FLAGS, check=False)
+    assert preview.returncode != 0
+    text = preview.stdout + preview.stderr
+    assert "workers[1] ('west') has gpu_type 'H200_SXM' but 'east' has 'H100_SXM'" in text, text[-3000:]
+    assert "one FleetQueue per GPU type" in text
+    assert "Traceback" not in text, text[-3000:]
+
+
 RENAME_PROGRAM = """\
 import pulumi
 import pulumi_kubernetes as k8s

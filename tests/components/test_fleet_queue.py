@@ -271,3 +271,12 @@ def test_a_fleet_workloads_pods_hold_the_checkpoint_lease_as_the_object_that_run
     # One cluster's queue runs one copy at a time: no lease, the checkpoints behave as before.
     alone = batch_job("eval", BatchJobArgs(container=ContainerSpec(image=IMAGE), checkpoint=s3, queue="q"))
     assert lease_env(alone[0]) == []
+
+
+def test_workers_of_another_gpu_type_are_refused_naming_the_worker_and_the_fix() -> None:
+    violation = builder.gpu_type_violation(["east", "west"], ["H100_SXM", "A100_SXM_80GB"])
+    assert violation is not None and violation.field == "workers[1]"
+    assert "('west') has gpu_type 'A100_SXM_80GB' but 'east' has 'H100_SXM'" in str(violation)
+    assert "one FleetQueue per GPU type" in violation.fix
+    assert builder.gpu_type_violation(["east", "west"], ["H100_SXM", "H100_SXM"]) is None
+    assert builder.gpu_type_violation(["east", "west"], [None, "H100_SXM"]) is None  # not known yet
