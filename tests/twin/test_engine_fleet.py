@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -220,7 +223,11 @@ def test_a_sweep_whose_region_loses_its_preemptible_nodes_moves_to_the_region_th
     placed = {w["name"]: w for w in shown["workloads"]}
     for trial in TRIALS:
         found = placed[f"default/{trial}"]
-        assert (found["state"], found["worker"], found["node_classes"]) == ("running", "east", ["preemptible"])
+        assert (found["state"], found["worker"], found["node_classes"]) == (
+            "running",
+            "east",
+            ["preemptible"],
+        )
         assert found["failovers"] >= 1, shown
     assert [(w["name"], w["reachable"]) for w in shown["workers"]] == [("east", True), ("west", True)]
     assert shown["workers"][1]["free_preemptible_gpus"] == 0  # its nodes preempted, none refilled
@@ -308,3 +315,31 @@ def manager_workloads(hub: client.ApiClient) -> dict[str, Any]:
         }
         for w in found
     }
+
+
+def test_drift_sees_a_fleet_object_deleted_on_a_worker(stack: Stack) -> None:
+    """``drift`` (a ``preview --refresh`` of the whole stack) reaches the fleet's objects on each worker through the
+    worker's own provider: the binding that grants the manager its rights there, deleted by hand, is missing."""
+    apis = deploy(stack)
+    binding = "fleet-multikueue"
+    client.RbacAuthorizationV1Api(apis["west"]).delete_cluster_role_binding(binding)
+    command = [sys.executable, "-m", "together_clusters.cli", "drift", "--json", "--stack", "test"]
+    with_engine = {
+        **stack.env,
+        "PATH": f"{_engine.ROOT / '.engine' / 'bin'}{os.pathsep}{stack.env.get('PATH', '')}",
+    }
+    found = subprocess.run(
+        [*command, "--cwd", str(stack.project)],
+        env=with_engine,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=_engine.ROOT,
+    )
+    assert found.returncode == 2, found.stdout[-3000:] + found.stderr[-3000:]
+    (report,) = json.loads(found.stdout)["stacks"]
+    missing = [m["urn"] for m in report["missing"]]
+    assert [u for u in missing if u.endswith(f"west-clusterrolebinding-{binding}")], report
+    # Nothing else differs: the charts' objects the controllers keep up to date are no drift.
+    assert len(missing) == 1 and report["drift"] == [], report
