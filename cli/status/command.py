@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from ..arguments import add_fail_on_stalled, add_project_options, add_stack_opti
 from ..exit_codes import ExitCode
 from ..stack_state import StateResource, clusters
 from ..workspace import EngineSettings, StackInPlace, engine_call, export, open_workspace, selected_stack
-from .fleet import fleet_reports
+from .fleet import arrivals_by_cluster, fleet_reports
 from .render import StackStatus, status_json, status_text
 from .repairs import RepairsReport, latest_repair_time, repairs_report
 from .timeline import Timeline, allocation_timeline
@@ -86,13 +87,14 @@ def run(args: argparse.Namespace) -> ExitCode:
         for r in resources
     }
     repairs = {r.id: _repairs(snap, start) for r in resources if (snap := snapshots.get(r.id)) is not None}
+    fleets = fleet_reports(state, resources, snapshots)
     if args.png is not None:
         from .plot import write_png
 
-        write_png(args.png, stack.name, _timelines(resources, snapshots, start, end))
+        arrivals = arrivals_by_cluster(fleets)
+        write_png(args.png, stack.name, _timelines(resources, snapshots, start, end, arrivals))
     stalled = args.fail_on_stalled and workloads.any_stalled(list(reports.values()))
     code = ExitCode.STALLED if stalled else ExitCode.OK
-    fleets = fleet_reports(state, resources, snapshots)
     shown = StackStatus(stack.name, statuses, start, end, price, reports, repairs, fleets)
     if args.json:
         print(status_json(shown, exit_code=code))
@@ -112,9 +114,14 @@ def _repairs(snapshot: dict[str, Any], start: datetime) -> RepairsReport:
 
 
 def _timelines(
-    resources: Sequence[StateResource], snapshots: dict[str, Any], start: datetime, end: datetime
+    resources: Sequence[StateResource],
+    snapshots: dict[str, Any],
+    start: datetime,
+    end: datetime,
+    arrivals: Mapping[str, Sequence[str]] | None = None,
 ) -> list[tuple[str, Timeline]]:
-    """One timeline per live cluster, from the window's start or the cluster's creation, whichever is later."""
+    """One timeline per live cluster, from the window's start or the cluster's creation, whichever is later;
+    ``arrivals``: by cluster resource name, when moved fleet workloads started running there."""
     lines = []
     for res in resources:
         snap = snapshots.get(res.id)
@@ -122,5 +129,9 @@ def _timelines(
             continue
         created = snap.get("created_at")
         begin = max(start, capacity.parse_time(created)) if created else start
-        lines.append((res.name, allocation_timeline(snap, begin, end)))
+        line = allocation_timeline(snap, begin, end)
+        moved = [capacity.parse_time(t) for t in (arrivals or {}).get(res.name, ())]
+        if moved:
+            line = dataclasses.replace(line, arrivals=[t for t in moved if begin <= t <= end])
+        lines.append((res.name, line))
     return lines

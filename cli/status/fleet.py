@@ -57,6 +57,8 @@ class FleetWorkload:
     node_classes: tuple[str, ...] = ()
     """The classes of the nodes its running pods are on, in the worker (sorted)."""
     failovers: int = 0
+    arrived_at: str | None = None
+    """When its pods first ran in ``worker`` (the earliest start of its running pods there), if they run."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,7 @@ def _workload(
     cluster = status.get("clusterName")
     prefix = f"{fleet.queue}-"
     worker = cluster[len(prefix) :] if isinstance(cluster, str) and cluster.startswith(prefix) else cluster
-    classes = _running_classes(views.get(worker) if worker else None, kind, name, namespace)
+    classes, arrived = _running_classes(views.get(worker) if worker else None, kind, name, namespace)
     if _true(workload, "Finished"):
         state = "finished"
     elif worker and _true(workload, "Admitted"):
@@ -205,16 +207,20 @@ def _workload(
         state = "moving"
     else:
         state = "queued"
-    return FleetWorkload(f"{namespace}/{name}", state, worker or None, classes, failovers)
+    return FleetWorkload(f"{namespace}/{name}", state, worker or None, classes, failovers, arrived)
 
 
-def _running_classes(view: Mapping[str, Any] | None, kind: str, name: str, namespace: str) -> tuple[str, ...]:
-    """The classes of the nodes the worker's running pods of ``kind``/``name`` are on."""
+def _running_classes(
+    view: Mapping[str, Any] | None, kind: str, name: str, namespace: str
+) -> tuple[tuple[str, ...], str | None]:
+    """The classes of the nodes the worker's running pods of ``kind``/``name`` are on, and the earliest start
+    of those pods (RFC 3339, as the API gives it)."""
     if not view or view.get("error"):
-        return ()
+        return (), None
     label = JOB_NAME_LABEL if kind == "Job" else JOBSET_NAME_LABEL
     nodes = {str((n.get("metadata") or {}).get("name")): n for n in view.get("nodes") or []}
     found = set()
+    starts = []
     for pod in view.get("pods") or []:
         metadata = pod.get("metadata") or {}
         if (metadata.get("labels") or {}).get(label) != name or metadata.get(
@@ -222,6 +228,21 @@ def _running_classes(view: Mapping[str, Any] | None, kind: str, name: str, names
         ) != namespace:
             continue
         node = (pod.get("spec") or {}).get("nodeName")
-        if node and (pod.get("status") or {}).get("phase") == "Running":
+        status = pod.get("status") or {}
+        if node and status.get("phase") == "Running":
             found.add(str(node_class(node, nodes) or "unknown"))
-    return tuple(sorted(found))
+            if status.get("startTime"):
+                starts.append(str(status["startTime"]))
+    return tuple(sorted(found)), min(starts, default=None)
+
+
+def arrivals_by_cluster(reports: Sequence[FleetReport]) -> dict[str, list[str]]:
+    """The moments workloads that moved (a failover or more) started running in each worker, by the worker's
+    cluster resource name: what the PNG timeline marks on that cluster's line."""
+    found: dict[str, list[str]] = {}
+    for report in reports:
+        clusters = {w.name: w.cluster for w in report.workers}
+        for workload in report.workloads:
+            if workload.failovers and workload.arrived_at and workload.worker in clusters:
+                found.setdefault(clusters[workload.worker], []).append(workload.arrived_at)
+    return found

@@ -48,7 +48,8 @@ def distinct_labels(ticks: Sequence[datetime]) -> tuple[list[str], str]:
 
 def figure(stack: str, timelines: Sequence[tuple[str, Timeline]]) -> Any:
     """One panel per cluster: allocated preemptible GPUs as a step line, the desired count dashed,
-    preemptions as red triangles and node repairs as purple crosses above it. Returns the matplotlib Figure
+    preemptions as red triangles, node repairs as purple crosses and the arrivals of fleet workloads that
+    moved from another region as green diamonds above it. Returns the matplotlib Figure
     (the caller closes it)."""
     with requires_extra("plot", "the status chart (--png)"):
         import matplotlib
@@ -85,9 +86,10 @@ def figure(stack: str, timelines: Sequence[tuple[str, Timeline]]) -> Any:
         top = max([*values, line.desired, 1])
         _mark(ax, line.preemptions, top * 1.05, _Marker("v", "tab:red", "preemption", "-", 0.25))
         _mark(ax, line.repairs, top * 1.12, _Marker("X", "tab:purple", "node repair", ":", 0.2))
+        _mark(ax, line.arrivals, top * 1.19, _Marker("D", "tab:green", "workload moved here", "--", 0.2))
         ax.set_title(name)
         ax.set_ylabel("GPUs")
-        ax.set_ylim(bottom=0, top=max([*values, line.desired, 1]) * 1.25)
+        ax.set_ylim(bottom=0, top=max([*values, line.desired, 1]) * 1.3)
         # Ticks at a step that suits the span (seconds to months), labels told apart (see _LADDER).
         ax.xaxis.set_major_locator(mdates.AutoDateLocator(tz=UTC, minticks=3, maxticks=9))
         ax.xaxis.set_major_formatter(DistinctDates())

@@ -50,6 +50,8 @@ class Timeline:
     desired: int
     repairs: list[datetime] = field(default_factory=list)
     """The moments of the repairs' steps (each Node Event of a remediation)."""
+    arrivals: list[datetime] = field(default_factory=list)
+    """The moments fleet workloads that had moved (failed over from another worker) started running here."""
 
 
 def _node_class(node: Mapping[str, Any] | None, event: Mapping[str, Any]) -> str:

@@ -69,7 +69,7 @@ def pod(job_set: str, node_name: str, gpus: int, phase: str = "Running") -> dict
             "nodeName": node_name,
             "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
         },
-        "status": {"phase": phase},
+        "status": {"phase": phase, "startTime": "2026-12-03T07:40:05Z"},
     }
 
 
@@ -164,7 +164,9 @@ def test_the_fleet_is_in_the_text_and_the_json() -> None:
     text = "\n".join(fleet_parts(fleet))
     assert "Fleet fleet (queue fleet): workers in order of preference" in text
     assert re.search(r"^ *east +east +yes +4$", text, re.M), text
-    assert re.search(r"^ *west +west +NO \(its Kubernetes API at https://west did not answer", text, re.M), text
+    assert re.search(r"^ *west +west +NO \(its Kubernetes API at https://west did not answer", text, re.M), (
+        text
+    )
     assert re.search(r"^ *default/ablation-0 +running +east +preemptible +1$", text, re.M), text
     assert re.search(r"^ *default/ablation-1 +moving +- +- +2$", text, re.M), text
 
@@ -177,3 +179,29 @@ def test_a_manager_that_does_not_answer_is_said_and_its_workers_still_shown() ->
     assert "Fleet fleet: its workloads could not be read: its Kubernetes API at https://hub" in "\n".join(
         fleet_parts(fleet)
     )
+
+
+def test_the_timeline_marks_where_a_moved_workload_arrived() -> None:
+    from datetime import timedelta
+
+    from together_clusters.cli.status.fleet import arrivals_by_cluster
+    from together_clusters.cli.status.plot import figure
+    from together_clusters.cli.status.timeline import Timeline
+
+    (fleet,) = reports(EAST)
+    # Only ablation-0 moved (a failover) and runs: its arrival in the east, on the east cluster's line.
+    assert arrivals_by_cluster([fleet]) == {"east": ["2026-12-03T07:40:05Z"]}
+    start = datetime(2026, 12, 3, 7, 0, tzinfo=UTC)
+    arrived = datetime(2026, 12, 3, 7, 40, 5, tzinfo=UTC)
+    line = Timeline(
+        points=[(start, 8), (start + timedelta(hours=1), 8)], preemptions=[], desired=8, arrivals=[arrived]
+    )
+    drawn = figure("dev", [("east", line)])
+    try:
+        (ax,) = drawn.axes
+        labels = [text.get_text() for text in ax.get_legend().get_texts()]
+        assert "workload moved here" in labels
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(drawn)
