@@ -32,6 +32,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from . import run_errors
 from .schema import (
     FIELDS,
     OUTPUT_NAMES,
@@ -42,6 +43,9 @@ from .schema import (
     VOLUME_OUTPUT_NAMES,
     VOLUME_RESOURCE_NAME,
 )
+
+# A refused input in the program is reported as its one line, as Pulumi reports a RunError (see run_errors).
+run_errors.install()
 
 
 # What the calls do is imported on the first call, in the provider host: the program that declares

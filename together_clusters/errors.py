@@ -57,7 +57,14 @@ from together_clusters.components.checkpoint.errors import CorruptCheckpoint as 
 from together_clusters.components.checkpoint.errors import S3ExtraMissing as S3ExtraMissing
 
 
-class TogetherError(Exception):
+class _ExpectedError(Exception):
+    """TogetherError's base: a plain Exception here, which imports the standard library only; in a Pulumi program
+    Pulumi's ``RunError`` takes its place (``together_clusters.provider.run_errors``), so the language host reports a
+    refused input as its one line, without a traceback. A class of its own, not Exception itself: a base can be
+    swapped only for one of the same layout, and ``RunError`` is a Python class like this one."""
+
+
+class TogetherError(_ExpectedError):
     """Base of every error this distribution raises on purpose."""
 
     def restate(self, message: str) -> None:

@@ -174,6 +174,7 @@ def test_a_refused_layout_fails_the_preview_with_the_guard_message(tmp_path: Pat
     text = preview.stdout + preview.stderr
     assert "BatchJob 'ft' refused by the preemptible placement guard" in text
     assert "terminationGracePeriodSeconds=600" in text
+    assert "Traceback" not in text, text[-2000:]
 
 
 @pytest.mark.parametrize("example", ["finetune", "sweep", "batch_inference", "training_run"])
