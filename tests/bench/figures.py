@@ -8,7 +8,7 @@ calls): the figure then carries its unit and the floor is shown for context.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -105,6 +105,19 @@ def median(samples: Sequence[float]) -> float:
 def ratio(ours: Sequence[float], floor: Sequence[float]) -> float:
     """Median of ours over median of the floor (times: above 1 means slower than the floor)."""
     return median(ours) / median(floor)
+
+
+def interleaved(
+    ours: str, floor: str, measure: Callable[[str, int], float], progress: Callable[[str], None]
+) -> dict[str, list[float]]:
+    """Each of two kinds measured twice, A B then B A (``measure(kind, i)``, ``i`` its how-manieth run of that
+    kind): the samples by kind, for :func:`ratio`."""
+    samples: dict[str, list[float]] = {ours: [], floor: []}
+    for order in ((ours, floor), (floor, ours)):
+        for kind in order:
+            progress(kind)
+            samples[kind].append(measure(kind, len(samples[kind])))
+    return samples
 
 
 def format_value(value: float | None, unit: str) -> str:

@@ -46,7 +46,7 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.platform import COMPUTE_CLASS_LABEL, JOBSET_API, JOBSET_NAME_LABEL
 
 from .context import Context
-from .figures import Figure, Goal, unavailable
+from .figures import Figure, Goal, interleaved, unavailable
 from .servers import API_KEY, Served, twin_emulator
 from .stacks import PulumiFailed, engine_missing
 from .twin import tree_rss_mib
@@ -253,12 +253,12 @@ def _batch(apis: Apis, where: str, prefix: str, queue: str) -> float:
 
 
 def _admission(ctx: Context, apis: Apis, queue: str) -> Figure:
-    samples: dict[str, list[float]] = {"fleet": [], "one cluster": []}
-    for order in (("fleet", "one cluster"), ("one cluster", "fleet")):
-        for kind in order:
-            ctx.progress(f"fleet: {WORKLOADS} one-pod workloads through {kind}")
-            where = "hub" if kind == "fleet" else "east"
-            samples[kind].append(_batch(apis, where, f"{kind[0]}{len(samples[kind])}", queue))
+    samples = interleaved(
+        "fleet",
+        "one cluster",
+        lambda kind, i: _batch(apis, "hub" if kind == "fleet" else "east", f"{kind[0]}{i}", queue),
+        lambda kind: ctx.progress(f"fleet: {WORKLOADS} one-pod workloads through {kind}"),
+    )
     ours, floor = statistics.median(samples["fleet"]), statistics.median(samples["one cluster"])
     return Figure(
         SECTION,
@@ -336,17 +336,15 @@ def _local_requeue(apis: Apis, queue: str, prefix: str) -> float:
 
 
 def _failover(ctx: Context, apis: Apis, queue: str, admin: AdminClient) -> Figure:
-    samples: dict[str, list[float]] = {"fleet": [], "one cluster": []}
-    for order in (("fleet", "one cluster"), ("one cluster", "fleet")):
-        for kind in order:
-            ctx.progress(f"fleet: a failover through {kind}")
-            prefix = f"f{kind[0]}{len(samples[kind])}"
-            measured = (
-                _fleet_failover(apis, queue, admin, prefix)
-                if kind == "fleet"
-                else _local_requeue(apis, queue, prefix)
-            )
-            samples[kind].append(measured)
+    def measure(kind: str, i: int) -> float:
+        prefix = f"f{kind[0]}{i}"
+        if kind == "fleet":
+            return _fleet_failover(apis, queue, admin, prefix)
+        return _local_requeue(apis, queue, prefix)
+
+    samples = interleaved(
+        "fleet", "one cluster", measure, lambda kind: ctx.progress(f"fleet: a failover through {kind}")
+    )
     ours, floor = statistics.median(samples["fleet"]), statistics.median(samples["one cluster"])
     return Figure(
         SECTION,

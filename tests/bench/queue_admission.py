@@ -32,7 +32,7 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.provider.kubeconfig import kubeconfig_text
 
 from .context import Context
-from .figures import Figure, Goal, unavailable
+from .figures import Figure, Goal, interleaved, unavailable
 from .servers import API_KEY, Served, api_client, twin_emulator
 from .stacks import PulumiFailed, engine_missing
 
@@ -77,15 +77,12 @@ def run(ctx: Context, section: str) -> Figure:
         with kube:
             batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
             _wait_for_nodes(core, 1 + PREEMPTIBLE_GPUS // 8)
-            samples: dict[str, list[float]] = {"queued": [], "unqueued": []}
-            for order in (("queued", "unqueued"), ("unqueued", "queued")):
-                for kind in order:
-                    ctx.progress(f"capacity: {TRIALS} {kind} trials")
-                    samples[kind].append(
-                        _batch(
-                            batch, core, f"{kind[0]}{len(samples[kind])}", queue if kind == "queued" else None
-                        )
-                    )
+            samples = interleaved(
+                "queued",
+                "unqueued",
+                lambda kind, i: _batch(batch, core, f"{kind[0]}{i}", queue if kind == "queued" else None),
+                lambda kind: ctx.progress(f"capacity: {TRIALS} {kind} trials"),
+            )
     ours, floor = statistics.median(samples["queued"]), statistics.median(samples["unqueued"])
     return Figure(
         section,

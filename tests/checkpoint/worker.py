@@ -37,13 +37,19 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
+def resumed_step(ckpt: Checkpointer) -> int:
+    """The step the environment's checkpoints resume from (0 without one), its state checked whole."""
+    resumed = ckpt.restore()
+    if resumed is None:
+        return 0
+    step: int = json.loads(resumed.files["state.json"])["step"]
+    assert resumed.files == state_for(step), "resumed state is not the one saved"
+    return step
+
+
 def train(total: int) -> int:
     ckpt = Checkpointer.from_env()
-    resumed = ckpt.restore()
-    step = 0
-    if resumed is not None:
-        step = json.loads(resumed.files["state.json"])["step"]
-        assert resumed.files == state_for(step), "resumed state is not the one saved"
+    step = resumed_step(ckpt)
     say(f"START {step}")
     latest = Snapshot(step, state_for(step))
     PreemptionHandler(ckpt, lambda: latest).install()
@@ -232,11 +238,7 @@ def periodic(total: int, every: int) -> int:
     """Train as a user's loop does: save every ``every`` steps and on SIGTERM; whatever a save raises ends
     the process, as it would a user's (CheckpointSuperseded: exit 1 and its line on stderr)."""
     ckpt = Checkpointer.from_env()
-    resumed = ckpt.restore()
-    step = 0
-    if resumed is not None:
-        step = json.loads(resumed.files["state.json"])["step"]
-        assert resumed.files == state_for(step), "resumed state is not the one saved"
+    step = resumed_step(ckpt)
     latest = Snapshot(step, state_for(step))
     handler = PreemptionHandler(ckpt, lambda: latest).install()
     say(f"START {step}")  # once SIGTERM is handled: a test may send it as soon as it reads this

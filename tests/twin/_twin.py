@@ -435,31 +435,29 @@ class Stack:
         _engine.run_pulumi(["config", "set", key, value], cwd=self.project, env=self.env, check=True)
 
 
-def together_clusters_status(
-    project: Path, env: dict[str, str], *args: str
+def together_clusters_cli(
+    project: Path, env: dict[str, str], *args: str, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """``together-clusters status`` of the stack ``test`` of ``project``, the real CLI in a subprocess (the
+    """``together-clusters ARGS --stack test --cwd PROJECT``, the real command line in a subprocess (the
     Automation API it drives runs the engine's ``pulumi`` from ``PATH``)."""
-    command = [
-        sys.executable,
-        "-m",
-        "together_clusters.cli",
-        "status",
-        "--stack",
-        "test",
-        "--cwd",
-        str(project),
-    ]
+    command = [sys.executable, "-m", "together_clusters.cli", *args, "--stack", "test", "--cwd", str(project)]
     with_engine = {**env, "PATH": f"{_engine.ROOT / '.engine' / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
     return subprocess.run(
-        [*command, *args],
+        command,
         env=with_engine,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
         cwd=_engine.ROOT,
     )
+
+
+def together_clusters_status(
+    project: Path, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``together-clusters status ARGS`` of the stack ``test`` of ``project``."""
+    return together_clusters_cli(project, env, "status", *args)
 
 
 @contextmanager

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +22,16 @@ import yaml
 from kubernetes import client
 
 from tests import _engine
+from together_clusters.components import (
+    BatchJobArgs,
+    ComputeClass,
+    ContainerSpec,
+    NoCheckpoint,
+    NodePlacement,
+    PodSettings,
+    Retries,
+    manifests,
+)
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import JOBSET_UID_LABEL
 
@@ -34,6 +41,7 @@ from ._twin import (
     Stack,
     failed_workloads,
     kube_clients,
+    together_clusters_cli,
     together_clusters_status,
     twin_stack,
     up,
@@ -251,53 +259,68 @@ def multikueue_cluster_active(hub: client.ApiClient, name: str) -> bool:
     return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
 
 
-def test_a_worker_that_stops_answering_loses_its_work_to_the_other_and_keeps_no_copy_when_back(
-    stack: Stack,
-) -> None:
-    apis = deploy(stack)
-    # After the failover above: the trials run in the east, and the west has its preemptible node back.
-    wait_for_trials(apis, "east")
-    wait_for(lambda: preemptible_nodes(apis["west"]) or None, "a preemptible node in the west again", 180)
-    answering = (
-        stack.emulator.base_url + f"/_emulator/kubernetes/clusters/{cluster_id_of(stack, 'east')}/api-server"
+def standard_job_set(name: str) -> dict[str, Any]:
+    """A one-pod STANDARD BatchJob (a JobSet) for the fleet's queue, as the components render it."""
+    (job_set,) = manifests.batch_job(
+        name,
+        BatchJobArgs(
+            container=ContainerSpec(image="trainer:1", gpus=1),
+            checkpoint=NoCheckpoint(),
+            job_name=name,
+            pod=PodSettings(namespace="default"),
+            placement=NodePlacement(ComputeClass.STANDARD),
+            retries=Retries(fresh_job_per_attempt=True),
+            queue="fleet",
+        ),
     )
-    old_pods = {p.metadata.uid for t in TRIALS for p in pods_of(apis["east"], t)}
+    return job_set
+
+
+def test_a_worker_that_stops_answering_loses_its_work_to_the_other(stack: Stack) -> None:
+    """A workload of its own (no copy of it anywhere yet): it runs on one worker's standard node, that worker's
+    API server stops answering, and past worker_lost_timeout_seconds the manager runs it on the other's."""
+    apis = deploy(stack)
+    name = "lost-0"
+    client.CustomObjectsApi(apis["hub"]).create_namespaced_custom_object(
+        JOBSETS[0], JOBSETS[1], "default", JOBSETS[3], standard_job_set(name)
+    )
+    home = wait_for(
+        lambda: next((w for w in ("east", "west") if running_on(apis[w], name)), None), f"{name} running", 300
+    )
+    other = "west" if home == "east" else "east"
+    answering = (
+        stack.emulator.base_url + f"/_emulator/kubernetes/clusters/{cluster_id_of(stack, home)}/api-server"
+    )
     assert httpx.post(answering, json={"answering": False}, timeout=30).status_code == 200
     try:
         with pytest.raises(urllib3.exceptions.HTTPError):
-            client.CoreV1Api(apis["east"]).list_node(_request_timeout=3)
+            client.CoreV1Api(apis[home]).list_node(_request_timeout=3)
         wait_for(
-            lambda: not multikueue_cluster_active(apis["hub"], "fleet-east") or None,
-            "the manager seeing the eastern worker lost",
+            lambda: not multikueue_cluster_active(apis["hub"], f"fleet-{home}") or None,
+            f"the manager seeing {home} lost",
             180,
         )
         # status says the worker does not answer, and keeps showing the other.
         unreachable = {w["name"]: w for w in fleet_status(stack)["workers"]}
-        assert unreachable["east"]["reachable"] is False and "did not answer" in unreachable["east"]["error"]
-        assert unreachable["west"]["reachable"] is True
-        # Past worker_lost_timeout_seconds (120 s), the manager admits the trials again where capacity is.
-        wait_for_trials(apis, "west", timeout=420)
+        assert unreachable[home]["reachable"] is False and "did not answer" in unreachable[home]["error"]
+        assert unreachable[other]["reachable"] is True
+        # Past worker_lost_timeout_seconds (120 s), the manager admits it again where capacity is.
+        try:
+            wait_for(lambda: running_on(apis[other], name) or None, f"{name} running on {other}", 420)
+        except AssertionError as late:
+            seen = {w: manager_workloads(apis[w]) for w in ("hub", other)}
+            raise AssertionError(f"{late}; Kueue's workloads: {seen}") from late
+        assignment = manager_workloads(apis["hub"])
+        assert [w["cluster"] for n, w in assignment.items() if name in n] == [f"fleet-{other}"], assignment
     finally:
         assert httpx.post(answering, json={"answering": True}, timeout=30).status_code == 200
-    wait_for(
-        lambda: multikueue_cluster_active(apis["hub"], "fleet-east") or None, "the eastern worker back", 180
+    wait_for(lambda: multikueue_cluster_active(apis["hub"], f"fleet-{home}") or None, f"{home} back", 180)
+    # What v0.17.0 does with the copy left in the region that comes back is not asserted here: it is removed
+    # only once the manager next reconciles the workload (docs/guides/fleet.md), and the checkpoint lease
+    # keeps such a copy from committing or resuming (tests/checkpoint/test_lease.py).
+    client.CustomObjectsApi(apis["hub"]).delete_namespaced_custom_object(
+        JOBSETS[0], JOBSETS[1], "default", JOBSETS[3], name
     )
-    # The region that comes back does not resume what was moved: its old pods are removed.
-    wait_for(
-        lambda: not (old_pods & {p.metadata.uid for t in TRIALS for p in pods_of(apis["east"], t)}) or None,
-        "the eastern copies removed",
-        300,
-    )
-    # And each trial settles in one region (Kueue may admit it again after the worker's return), never two.
-    both: list[str] = []
-
-    def settled() -> dict[str, list[str]] | None:
-        places = {t: [w for w in ("east", "west") if running_on(apis[w], t)] for t in TRIALS}
-        both.extend(t for t, found in places.items() if len(found) > 1)
-        return places if all(len(found) == 1 for found in places.values()) else None
-
-    wait_for(settled, "each trial running in one region", 420)
-    assert not both, f"ran in two regions at once: {both}; {manager_workloads(apis['hub'])}"
 
 
 def manager_workloads(hub: client.ApiClient) -> dict[str, Any]:
@@ -308,8 +331,10 @@ def manager_workloads(hub: client.ApiClient) -> dict[str, Any]:
     return {
         w["metadata"]["name"]: {
             "cluster": (w.get("status") or {}).get("clusterName"),
+            "nominated": (w.get("status") or {}).get("nominatedClusterNames"),
+            "evictions": ((w.get("status") or {}).get("schedulingStats") or {}).get("evictions"),
             "conditions": [
-                (c["type"], c["status"], c.get("reason"))
+                (c["type"], c["status"], c.get("reason"), (c.get("message") or "")[:160])
                 for c in (w.get("status") or {}).get("conditions") or []
             ],
         }
@@ -323,20 +348,7 @@ def test_drift_sees_a_fleet_object_deleted_on_a_worker(stack: Stack) -> None:
     apis = deploy(stack)
     binding = "fleet-multikueue"
     client.RbacAuthorizationV1Api(apis["west"]).delete_cluster_role_binding(binding)
-    command = [sys.executable, "-m", "together_clusters.cli", "drift", "--json", "--stack", "test"]
-    with_engine = {
-        **stack.env,
-        "PATH": f"{_engine.ROOT / '.engine' / 'bin'}{os.pathsep}{stack.env.get('PATH', '')}",
-    }
-    found = subprocess.run(
-        [*command, "--cwd", str(stack.project)],
-        env=with_engine,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        cwd=_engine.ROOT,
-    )
+    found = together_clusters_cli(stack.project, stack.env, "drift", "--json", timeout=900)
     assert found.returncode == 2, found.stdout[-3000:] + found.stderr[-3000:]
     (report,) = json.loads(found.stdout)["stacks"]
     missing = [m["urn"] for m in report["missing"]]
