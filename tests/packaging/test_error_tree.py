@@ -30,7 +30,10 @@ PRODUCT_TREES = ("provider", "components", "cli")
 ROOT_CLASSES = {
     name: obj
     for name, obj in vars(errors).items()
-    if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == errors.__name__
+    if inspect.isclass(obj)
+    and issubclass(obj, BaseException)
+    and obj.__module__ == errors.__name__
+    and not name.startswith("_")  # TogetherError's private base, swapped for pulumi.RunError in a program
 }
 
 
@@ -72,6 +75,16 @@ def test_every_error_of_the_root_is_a_together_error():
     assert [n for n, cls in ROOT_CLASSES.items() if not issubclass(cls, TogetherError)] == []
 
 
+def test_the_only_private_error_class_is_together_errors_base():
+    private = [
+        n
+        for n, o in vars(errors).items()
+        if inspect.isclass(o) and n.startswith("_") and issubclass(o, BaseException)
+    ]
+    assert private == ["_ExpectedError"]
+    assert [c for c in errors._ExpectedError.__subclasses__() if c is not TogetherError] == []
+
+
 def test_every_error_class_in_the_trees_docstring_exists_and_every_one_is_drawn():
     drawn = {
         line.split("──", 1)[1].split()[0] for line in (errors.__doc__ or "").splitlines() if "──" in line
@@ -88,14 +101,16 @@ def test_every_exported_error_is_a_together_error_of_the_root():
         if ROOT_CLASSES.get(o.__name__) is not o and not _runtime_error(o)
     }
     assert not_roots == {}, "exported errors that are not together_clusters.errors' own"
-    assert [w for w, o in exported.items() if not issubclass(o, TogetherError) and not _runtime_error(o)] == []
+    assert [
+        w for w, o in exported.items() if not issubclass(o, TogetherError) and not _runtime_error(o)
+    ] == []
 
 
 def test_the_runtime_s_errors_are_re_exported_and_named_beside_the_tree():
     runtime = importlib.import_module(RUNTIME_ERRORS)
     defined = {n for n, o in vars(runtime).items() if inspect.isclass(o) and issubclass(o, BaseException)}
     defined = {n for n in defined if getattr(runtime, n).__module__ == RUNTIME_ERRORS}
-    assert defined == {"CorruptCheckpoint", "S3ExtraMissing"}
+    assert defined == {"CheckpointSuperseded", "CorruptCheckpoint", "S3ExtraMissing"}
     assert all(getattr(errors, n) is getattr(runtime, n) for n in defined)
     assert all(f"``{n}``" in (errors.__doc__ or "") for n in defined), "errors.py names them beside its tree"
 
