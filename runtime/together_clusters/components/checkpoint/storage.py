@@ -270,6 +270,16 @@ def transfer_config(**overrides: Any) -> Any:
     return config
 
 
+_MISSING = ("404", "NoSuchKey")
+"""The error codes of a GET of a key that does not exist."""
+
+
+def _error_code(error: Any) -> str | None:
+    """The S3 error code of a botocore ClientError."""
+    code: str | None = error.response.get("Error", {}).get("Code")
+    return code
+
+
 class S3Backend:
     """Checkpoints as key prefixes ``<prefix>/<entry>/`` in an S3-compatible bucket.
 
@@ -311,6 +321,10 @@ class S3Backend:
     def _base(self) -> str:
         return f"{self.prefix}/" if self.prefix else ""
 
+    def _root_key(self, name: str) -> str:
+        """The key of a file at the prefix itself, beside the entries (the lease)."""
+        return f"{self._base()}{_check_name(name)}"
+
     def _key(self, entry: str, name: str) -> str:
         return f"{self._base()}{_check_name(entry)}/{_check_name(name)}"
 
@@ -346,7 +360,7 @@ class S3Backend:
             self.client.download_fileobj(self.bucket, key, spool, Config=self.download_config)
         except ClientError as e:
             spool.close()
-            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
+            if _error_code(e) in _MISSING:
                 raise FileNotFoundError(key) from e
             raise
         except BaseException:
@@ -367,9 +381,9 @@ class S3Backend:
         from botocore.exceptions import ClientError
 
         try:
-            found = self.client.get_object(Bucket=self.bucket, Key=f"{self._base()}{_check_name(name)}")
+            found = self.client.get_object(Bucket=self.bucket, Key=self._root_key(name))
         except ClientError as e:
-            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
+            if _error_code(e) in _MISSING:
                 return None
             raise
         return found["Body"].read(), found["ETag"]
@@ -382,11 +396,9 @@ class S3Backend:
 
         condition = {"IfNoneMatch": "*"} if expected_tag is None else {"IfMatch": expected_tag}
         try:
-            self.client.put_object(
-                Bucket=self.bucket, Key=f"{self._base()}{_check_name(name)}", Body=data, **condition
-            )
+            self.client.put_object(Bucket=self.bucket, Key=self._root_key(name), Body=data, **condition)
         except ClientError as e:
-            if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+            if _error_code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
                 return False
             raise
         return True
