@@ -82,7 +82,7 @@ class FleetQueue(pulumi.ComponentResource):
                 "local_queue_name": queue,
                 "namespace": args.namespace,
                 "workers": list(names),
-                "worker_clusters": {n: w.cluster.urn for n, w in zip(names, workers, strict=True)},
+                "worker_clusters": {n: cluster.urn for n, cluster in self.worker_clusters.items()},
                 "manager_cluster": manager.urn if manager is not None else None,
             }
         )
