@@ -47,6 +47,7 @@ from together_clusters.platform import COMPUTE_CLASS_LABEL, JOBSET_API, JOBSET_N
 
 from .context import Context
 from .figures import Figure, Goal, interleaved, unavailable
+from .nodes import ready_for_pods, wait_for_ready_nodes
 from .servers import API_KEY, Served, twin_emulator
 from .stacks import PulumiFailed, engine_missing
 from .twin import tree_rss_mib
@@ -109,7 +110,7 @@ def run(ctx: Context) -> list[Figure]:
             admin.set_capacity(region, GPU, 2 * PREEMPTIBLE_GPUS)
         apis, queue = _deploy(ctx, emulator)
         for worker in ("east", "west"):
-            _wait_for_nodes(apis[worker], 1 + PREEMPTIBLE_GPUS // 8)
+            wait_for_ready_nodes(client.CoreV1Api(apis[worker]), 1 + PREEMPTIBLE_GPUS // 8, WAIT_S)
         memory = tree_rss_mib(emulator.pid)
         admission = _admission(ctx, apis, queue)
         failover = _failover(ctx, apis, queue, admin)
@@ -147,19 +148,6 @@ def _deploy(ctx: Context, emulator: Served) -> tuple[Apis, str]:
         for name in ("hub", "east", "west")
     }
     return apis, str(outputs["queue"])
-
-
-def _ready(node: Any) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []) and not any(
-        t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or []
-    )
-
-
-def _wait_for_nodes(api: client.ApiClient, count: int) -> None:
-    _wait(
-        lambda: len([n for n in client.CoreV1Api(api).list_node().items if _ready(n)]) >= count,
-        f"{count} Ready nodes",
-    )
 
 
 def _wait(done: Callable[[], bool], what: str, timeout: float = WAIT_S) -> float:
@@ -277,7 +265,7 @@ def _preemptible_nodes(api: client.ApiClient) -> list[str]:
         n.metadata.name
         for n in client.CoreV1Api(api).list_node().items
         if (n.metadata.labels or {}).get(COMPUTE_CLASS_LABEL) == ComputeClass.PREEMPTIBLE
-        and _ready(n)
+        and ready_for_pods(n)
         and not n.spec.unschedulable
     ]
 

@@ -33,6 +33,7 @@ from together_clusters.provider.kubeconfig import kubeconfig_text
 
 from .context import Context
 from .figures import Figure, Goal, interleaved, unavailable
+from .nodes import wait_for_ready_nodes
 from .servers import API_KEY, Served, api_client, twin_emulator
 from .stacks import PulumiFailed, engine_missing
 
@@ -76,7 +77,7 @@ def run(ctx: Context, section: str) -> Figure:
         kube, queue = _deploy(ctx, emulator)
         with kube:
             batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
-            _wait_for_nodes(core, 1 + PREEMPTIBLE_GPUS // 8)
+            wait_for_ready_nodes(core, 1 + PREEMPTIBLE_GPUS // 8, WAIT_S)
             samples = interleaved(
                 "queued",
                 "unqueued",
@@ -111,21 +112,6 @@ def _deploy(ctx: Context, emulator: Served) -> tuple[client.ApiClient, str]:
         [cluster] = api.get("/v1/compute/clusters").json()["clusters"]
     kube = config.new_client_from_config_dict(yaml.safe_load(kubeconfig_text(cluster["kube_config"]) or ""))
     return kube, queue
-
-
-def _wait_for_nodes(core: client.CoreV1Api, count: int) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        ready = [
-            n
-            for n in core.list_node().items
-            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
-            and not any(t.key.startswith("node.kubernetes.io/") for t in n.spec.taints or [])
-        ]
-        if len(ready) >= count:
-            return
-        time.sleep(0.5)
-    raise RuntimeError(f"fewer than {count} Ready nodes within {WAIT_S:g}s")
 
 
 def _jobs(prefix: str, queue: str | None) -> list[dict[str, Any]]:
