@@ -23,6 +23,7 @@ from together_clusters.components.checkpoint import (
     FilesystemBackend,
     RuntimeConfig,
     S3Backend,
+    WorldCheckpointer,
 )
 from together_clusters.components.checkpoint.checkpointer import MANIFEST
 from together_clusters.components.checkpoint.lease import LEASE_FILE, LeaseState
@@ -177,12 +178,63 @@ def test_an_unreadable_lease_stops_every_copy_rather_than_guessing(make_backend:
         copy(make_backend, "jobset-uid-west").restore()
 
 
-def test_a_distributed_run_refuses_a_lease(tmp_path: Path) -> None:
-    from together_clusters.components.checkpoint import WorldCheckpointer
+def world_copy(make_backend: Callable[..., Any], holder: str, round_id: str) -> list[WorldCheckpointer]:
+    """Both ranks of one copy of a distributed run (a TrainingRun's JobSet): one lease holder, a process each."""
+    return [WorldCheckpointer(copy(make_backend, holder), rank, 2, round_id=round_id) for rank in range(2)]
 
-    leased = Checkpointer(FilesystemBackend(tmp_path), lease_holder="jobset-uid")
-    with pytest.raises(ValueError, match="unset CHECKPOINT_LEASE_HOLDER"):
-        WorldCheckpointer(leased, 0, 2, "round-1")
+
+def save_world(world: list[WorldCheckpointer], step: int) -> None:
+    for rank in world:
+        rank.save_shard(step, {"s": f"{rank.rank}@{step}".encode()})
+    assert world[0].commit(step, timeout_seconds=5)
+
+
+def world_steps(world: list[WorldCheckpointer]) -> list[int | None]:
+    found = []
+    for rank in world:
+        latest = rank.latest()
+        if latest is not None:
+            with latest:
+                assert latest.files["s"] == f"{rank.rank}@{latest.step}".encode()
+        found.append(None if latest is None else latest.step)
+    return found
+
+
+def test_a_distributed_run_moved_elsewhere_counts_only_the_new_copys_commits(
+    make_backend: Callable[..., Any],
+) -> None:
+    east = world_copy(make_backend, "jobset-uid-east", "round-east")
+    save_world(east, 10)
+    # Both ranks of the old copy wrote their shards of step 20; then the run's new copy claims.
+    for rank in east:
+        rank.save_shard(20, {"s": f"{rank.rank}@20".encode()})
+    west = world_copy(make_backend, "jobset-uid-west", "round-west")
+    assert world_steps(west) == [10, 10]  # every rank of the new copy resumes from the old one's last commit
+
+    # The old copy's rank 0 commits step 20: refused, and step 20 never counts though its manifest was written.
+    with pytest.raises(CheckpointSuperseded, match="lost the checkpoint lease to jobset-uid-west"):
+        east[0].commit(20, timeout_seconds=5)
+    assert world_steps(west) == [10, 10]
+    # Its other ranks learn it too: waiting for the commit, and at their next shard.
+    with pytest.raises(CheckpointSuperseded):
+        east[1].wait_for_commit(20, timeout_seconds=1)
+    with pytest.raises(CheckpointSuperseded):
+        east[1].save_shard(30, {"s": b"1@30"})
+
+    save_world(west, 15)  # a lower step than the old copy's uncounted 20: the lease's order decides
+    assert world_steps(world_copy(make_backend, "jobset-uid-west", "round-west-2")) == [15, 15]
+    assert world_steps(world_copy(make_backend, "jobset-uid-west-2", "round-3")) == [15, 15]
+
+
+def test_a_distributed_run_restarted_within_its_copy_keeps_the_lease(
+    make_backend: Callable[..., Any],
+) -> None:
+    save_world(world_copy(make_backend, "jobset-uid-west", "round-1"), 10)
+    # A preemption restarts the world under the same JobSet: a new round, the same holder.
+    again = world_copy(make_backend, "jobset-uid-west", "round-2")
+    assert world_steps(again) == [10, 10]
+    save_world(again, 20)
+    assert world_steps(again) == [20, 20]
 
 
 @pytest.fixture

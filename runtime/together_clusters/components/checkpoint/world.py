@@ -19,6 +19,11 @@ round id: agents do not synchronise it (a replacement starts at 0 while survivor
 and a re-rendezvous does not change it. Entries committed before rounds were recorded (no ``round`` in
 their manifests) still restore.
 
+Under a checkpoint lease (a TrainingRun in a FleetQueue, :mod:`.lease`), one copy of the run is one holder
+(its JobSet's uid, shared by every rank): every rank checks the lease before each shard, rank 0's commit
+counts only once the lease records it, and resuming and waiting for a commit read the lease's record. A copy
+the run was moved away from stops with CheckpointSuperseded on every rank, and its steps never count.
+
 Only checkpoints of the same world size are restored: resharding is the training code's business.
 A preempted rank cannot commit alone, so the world resumes from its last periodic commit: save every
 few minutes, not on SIGTERM.
@@ -71,11 +76,6 @@ class WorldCheckpointer:
     def __init__(self, checkpointer: Checkpointer, rank: int, world_size: int, round_id: str) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside a world of {world_size}")
-        if checkpointer.lease is not None:
-            # Every rank writes into one entry and rank 0 commits it: a lease has one holder per copy.
-            raise ValueError(
-                "a distributed run's checkpoints take no lease: unset CHECKPOINT_LEASE_HOLDER for a TrainingRun"
-            )
         if not round_id:
             raise ValueError(
                 "round_id is empty: pass an id every rank of this round of the world agrees on "
@@ -94,7 +94,12 @@ class WorldCheckpointer:
         return cls(Checkpointer.from_env(env), int(env[ENV_RANK]), int(env[ENV_WORLD_SIZE]), round_id)
 
     def save_shard(self, step: int, files: Mapping[str, FileData]) -> str:
-        """Write this rank's files of ``step``, then its manifest. Not a checkpoint until committed."""
+        """Write this rank's files of ``step``, then its manifest. Not a checkpoint until committed.
+
+        Under a lease, every rank checks it before each shard (one small read): a copy of the run that
+        another copy superseded stops here with CheckpointSuperseded, on every rank, not only rank 0."""
+        if self.checkpointer.lease is not None:
+            self.checkpointer.lease.claim()
         entry = world_entry_name(step, self.world_size)
         recorded = {}
         for name, data in files.items():
@@ -131,6 +136,9 @@ class WorldCheckpointer:
             "round": self.round_id,
         }
         self.backend.write(entry, MANIFEST, [json.dumps(manifest, sort_keys=True).encode()])
+        if self.checkpointer.lease is not None:
+            # The step counts only once the lease records it (CheckpointSuperseded if another copy holds it).
+            self.checkpointer.lease.commit(entry)
         log.info("committed step %d for a world of %d", step, self.world_size)
         self.checkpointer.prune(just_saved=entry)
         return True
@@ -140,13 +148,33 @@ class WorldCheckpointer:
         entry = world_entry_name(step, self.world_size)
         deadline = time.monotonic() + timeout_seconds
         while True:
-            try:
-                self.backend.open(entry, MANIFEST).close()
+            if self._committed(entry):
                 return True
-            except FileNotFoundError:
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(poll_seconds)
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_seconds)
+
+    def _committed(self, entry: str) -> bool:
+        """Whether rank 0 committed ``entry``: its MANIFEST.json, and under a lease the lease's record of it."""
+        lease = self.checkpointer.lease
+        if lease is not None:
+            return entry in lease.claim().committed
+        try:
+            self.backend.open(entry, MANIFEST).close()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _candidates_newest_first(self) -> list[str]:
+        """The entries of this world size a resume may read, newest first: under a lease, the ones it
+        records as committed (a superseded copy's later steps never count), else every entry by name."""
+        suffix = f"-world{self.world_size}"
+        lease = self.checkpointer.lease
+        if lease is not None:
+            entries = list(reversed(lease.claim().committed))
+        else:
+            entries = sorted(self.backend.entries(), reverse=True)
+        return [e for e in entries if e.endswith(suffix)]
 
     def _missing_ranks(self, entry: str) -> list[int]:
         """The ranks with no manifest of this round in ``entry`` (none, or a stale one of another round)."""
@@ -163,8 +191,7 @@ class WorldCheckpointer:
 
     def latest(self) -> Checkpoint | None:
         """This rank's shard of the newest committed step of this world size, or None."""
-        suffix = f"-world{self.world_size}"
-        for entry in sorted((e for e in self.backend.entries() if e.endswith(suffix)), reverse=True):
+        for entry in self._candidates_newest_first():
             try:
                 committed = json.loads(read_all(self.backend, entry, MANIFEST))
             except FileNotFoundError:
