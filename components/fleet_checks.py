@@ -35,16 +35,16 @@ def fleet_workload_violations(args: Any, cluster: Any) -> list[Violation]:
                 "create it with the manager's provider, the one the FleetQueue was created with",
             )
         )
-    if hasattr(args, "coordinator"):
+    if getattr(args, "login", None) is not None:
         found.append(
             argument_violation(
-                "fleet-training-run",
-                "queue",
-                queue.local_queue_name,
-                f"queue={queue.local_queue_name!r} is a FleetQueue, which does not take a TrainingRun yet: its "
-                "coordinator and its workers would be dispatched apart, to clusters that cannot reach each other",
-                "submit the TrainingRun to a WorkloadQueue of the cluster it runs on, or run it as a BatchJob in "
-                "the fleet",
+                "fleet-login",
+                "login",
+                "ContainerSpec(...)",
+                f"queue={queue.local_queue_name!r} is a FleetQueue: the run goes whole to one worker cluster, "
+                "and a login pod would stay on the manager, which reaches none of its pods",
+                "leave login unset for a run in a fleet, and reach its pods through the worker cluster it "
+                "runs in (together-clusters status names it)",
             )
         )
     checkpoint = getattr(args, "checkpoint", None)

@@ -118,7 +118,7 @@ class FleetQueue(pulumi.ComponentResource):
             lambda gpus: standard_quota(gpus, reserve)
         )
         manifests = workload_queue(
-            queue, queue_args, standard=standard, preemptible=queue_args.preemptible_gpus
+            queue, queue_args, standard=standard, preemptible=queue_args.preemptible_gpus, counts_pods=True
         )
         access = builder.worker_access_objects(queue)
         waits = wait_for_controllers(f"FleetQueue {name!r} on {worker_name!r}", manifests, worker_opts)

@@ -57,7 +57,13 @@ from .run_keys import (
     run_key,
 )
 from .sweep import sweep, trial_job_sets, trial_run_keys, trials_config_map_data, trials_config_map_name
-from .training_run import TORCHRUN_RDZV_BACKEND, coordinator_host, torchrun_env, training_run
+from .training_run import (
+    TORCHRUN_RDZV_BACKEND,
+    coordinator_host,
+    fleet_coordinator_name,
+    torchrun_env,
+    training_run,
+)
 
 __all__ = [
     "ATTEMPT_REPLICATED_JOB",
@@ -100,6 +106,7 @@ __all__ = [
     "container",
     "container_volumes",
     "coordinator_host",
+    "fleet_coordinator_name",
     "finish_deferred_digests",
     "labels_for",
     "placement_for",

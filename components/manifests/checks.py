@@ -15,7 +15,7 @@ from ..args import Checkpointing, ContainerSpec, PodSettings, Retries
 from ..checkpoint import contract
 from ..violations import Violation, argument_violation
 from .common import RESERVED_ENV
-from .jobs import DNS_LABEL, DNS_LABEL_MAX, longest_pod_name
+from .jobs import ATTEMPT_REPLICATED_JOB, DNS_LABEL, DNS_LABEL_MAX, longest_pod_name
 from .pods import probe_action, taken_volume_names, volume_sources
 from .run_keys import run_id_names_a_directory
 
@@ -203,10 +203,17 @@ def run_id_violations(run_id: str | None) -> list[Violation]:
 
 
 def job_set_name_violations(
-    field: str, given: str, job_set_name: str, completions: int = 1
+    field: str,
+    given: str,
+    job_set_name: str,
+    completions: int = 1,
+    job: str = ATTEMPT_REPLICATED_JOB,
+    attempts_optional: bool = True,
 ) -> list[Violation]:
-    """A name whose attempt JobSet (``job_set_name``, made from ``given``) would name pods Kubernetes refuses."""
-    longest = longest_pod_name(job_set_name, completions)
+    """A name whose JobSet (``job_set_name``, made from ``given``) would name the pods of its replicated Job
+    ``job`` (an attempt JobSet's one Job by default) in a way Kubernetes refuses. ``attempts_optional``: the
+    workload runs without a JobSet when ``fresh_job_per_attempt`` is off (the fix says so)."""
+    longest = longest_pod_name(job_set_name, completions, job)
     if len(longest) <= DNS_LABEL_MAX and DNS_LABEL.fullmatch(longest):
         return []
     room = len(given) + DNS_LABEL_MAX - len(longest)
@@ -218,6 +225,7 @@ def job_set_name_violations(
             f"{field}={given!r}: its JobSet {job_set_name!r} would name pods like {longest!r} "
             f"({len(longest)} characters), which Kubernetes refuses (a DNS label: at most {DNS_LABEL_MAX} "
             "characters of lowercase letters, digits and '-', starting with a letter)",
-            f"use a name of at most {room} characters that starts with a letter, or set retries=Retries(fresh_job_per_attempt=False)",
+            f"use a name of at most {room} characters that starts with a letter"
+            + (", or set retries=Retries(fresh_job_per_attempt=False)" if attempts_optional else ""),
         )
     ]

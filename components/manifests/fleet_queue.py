@@ -221,7 +221,7 @@ def manager_objects(
             resource_flavor(queue, compute_class, labels, args.preemptible_taint, topology=None)
             for compute_class in FLAVOR_ORDER
         ),
-        cluster_queue(queue, labels, quotas, admission_checks=[queue]),
+        cluster_queue(queue, labels, quotas, admission_checks=[queue], counts_pods=True),
         local_queue(queue, args.namespace, labels),
         {
             "apiVersion": KUEUE_API_VERSION,

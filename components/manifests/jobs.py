@@ -142,13 +142,63 @@ POD_NAME_SUFFIX = "-abcde"
 """The random suffix of a pod's name, as JobSet's webhook counts it."""
 
 
-def longest_pod_name(job_set_name: str, completions: int) -> str:
-    """The longest pod name of an attempt JobSet (``<jobset>-attempt-0-<last index>-xxxxx``).
+def longest_pod_name(job_set_name: str, completions: int, job: str = ATTEMPT_REPLICATED_JOB) -> str:
+    """The longest pod name of replicated Job ``job`` of a JobSet (``<jobset>-attempt-0-<last index>-xxxxx``).
 
     JobSet's webhook refuses the JobSet at apply unless it is a DNS label (RFC 1035) of at most 63
     characters; the argument checks refuse it at preview instead.
     """
-    return f"{job_set_name}-{ATTEMPT_REPLICATED_JOB}-0-{completions - 1}{POD_NAME_SUFFIX}"
+    return f"{job_set_name}-{job}-0-{completions - 1}{POD_NAME_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class GangMember:
+    """One replicated Job of a gang JobSet: its name in the JobSet, its labels, its pods and their limits."""
+
+    job: str
+    labels: Mapping[str, str]
+    pod_labels: Mapping[str, str]
+    spec_of_pod: Manifest
+    pod_annotations: Mapping[str, str]
+    limits: AttemptLimits
+
+
+def _attempt_job_spec(member: GangMember) -> Manifest:
+    """The Job of one attempt: indexed, a crash counted per index, a preemption failing the Job (FailJob,
+    which the JobSet's ``preempted`` rule recreates uncounted)."""
+    pod_annotations = member.pod_annotations
+    if member.spec_of_pod.get("priorityClassName") == FALLBACK_PRIORITY_CLASS:
+        pod_annotations = {**pod_annotations, **NO_PRIORITY_LABEL_ANNOTATIONS}
+    limits = member.limits
+    job_spec: Manifest = {
+        "completionMode": "Indexed",
+        "completions": limits.completions,
+        "parallelism": limits.parallelism,
+        "backoffLimitPerIndex": limits.backoff_limit,
+        "maxFailedIndexes": 0,
+        "podFailurePolicy": pod_failure_policy(limits.non_retriable_exit_codes, "FailIndex", "FailJob"),
+        "podReplacementPolicy": "Failed",
+        "template": {
+            "metadata": template_metadata_of(member.pod_labels, pod_annotations),
+            "spec": member.spec_of_pod,
+        },
+    }
+    if limits.active_deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = limits.active_deadline_seconds
+    return {
+        "name": member.job,
+        "replicas": 1,
+        "template": {"metadata": {"labels": dict(member.labels)}, "spec": job_spec},
+    }
+
+
+def _job_set(name: str, namespace: str | None, labels: Mapping[str, str], spec: Manifest) -> Manifest:
+    return {
+        "apiVersion": JOBSET_API.api_version,
+        "kind": JOBSET_API.kind,
+        "metadata": object_metadata(name, namespace, labels),
+        "spec": {"failurePolicy": json.loads(json.dumps(JOBSET_FAILURE_POLICY)), **spec},
+    }
 
 
 def attempt_job_set(
@@ -168,38 +218,32 @@ def attempt_job_set(
     crashes against ``limits.backoff_limit`` (per index, within one attempt), non-retriable exit codes at
     once (FailIndex with maxFailedIndexes 0 fails the Job with a reason JobSet does not restart).
     """
-    if spec_of_pod.get("priorityClassName") == FALLBACK_PRIORITY_CLASS:
-        pod_annotations = {**pod_annotations, **NO_PRIORITY_LABEL_ANNOTATIONS}
-    template_metadata = template_metadata_of(pod_labels, pod_annotations)
-    job_spec: Manifest = {
-        "completionMode": "Indexed",
-        "completions": limits.completions,
-        "parallelism": limits.parallelism,
-        "backoffLimitPerIndex": limits.backoff_limit,
-        "maxFailedIndexes": 0,
-        "podFailurePolicy": pod_failure_policy(limits.non_retriable_exit_codes, "FailIndex", "FailJob"),
-        "podReplacementPolicy": "Failed",
-        "template": {"metadata": template_metadata, "spec": spec_of_pod},
-    }
-    if limits.active_deadline_seconds is not None:
-        job_spec["activeDeadlineSeconds"] = limits.active_deadline_seconds
+    member = GangMember(ATTEMPT_REPLICATED_JOB, labels, pod_labels, spec_of_pod, pod_annotations, limits)
     spec: Manifest = {
-        "failurePolicy": json.loads(json.dumps(JOBSET_FAILURE_POLICY)),
         # No Service per JobSet, and the pod template's own subdomain (a TrainingRun's workers') kept.
         "network": {"enableDNSHostnames": False},
-        "replicatedJobs": [
-            {
-                "name": ATTEMPT_REPLICATED_JOB,
-                "replicas": 1,
-                "template": {"metadata": {"labels": dict(labels)}, "spec": job_spec},
-            }
-        ],
+        "replicatedJobs": [_attempt_job_spec(member)],
     }
     if limits.ttl_seconds_after_finished is not None:
         spec["ttlSecondsAfterFinished"] = limits.ttl_seconds_after_finished
-    return {
-        "apiVersion": JOBSET_API.api_version,
-        "kind": JOBSET_API.kind,
-        "metadata": object_metadata(name, namespace, labels),
-        "spec": spec,
+    return _job_set(name, namespace, labels, spec)
+
+
+def gang_job_set(
+    name: str, namespace: str | None, labels: Mapping[str, str], members: Sequence[GangMember]
+) -> Manifest:
+    """One JobSet holding several replicated Jobs that only work together (one Kueue workload: admitted, and
+    dispatched by MultiKueue, whole or not at all). A preemption of any member fails its Job and the JobSet
+    recreates them all (``BlockingRecreate``). JobSet's own headless Service (named after the JobSet) gives
+    each pod the DNS name ``<jobset>-<job>-0-<index>.<jobset>``, in whichever cluster the JobSet runs."""
+    spec: Manifest = {
+        "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
+        "replicatedJobs": [_attempt_job_spec(member) for member in members],
     }
+    return _job_set(name, namespace, labels, spec)
+
+
+def gang_pod_hostname(job_set: str, job: str, index: int = 0) -> str:
+    """The hostname JobSet gives pod ``index`` of the first Job of replicated Job ``job`` (DNS names need
+    the subdomain after it: ``<hostname>.<jobset>``)."""
+    return f"{job_set}-{job}-0-{index}"

@@ -10,10 +10,11 @@ from together_clusters.platform import ComputeClass
 
 from ..args import TrainingRunArgs, queue_name_of
 from ..checkpoint import contract
+from ..fleet_checks import is_fleet
 from ..placement import Placement, placement_for
 from ..violations import Violation
 from .awaiting import DEPLOYMENT_ACCEPTED_ANNOTATIONS
-from .checkpoints import CheckpointBinding, checkpoint_binding
+from .checkpoints import CheckpointBinding, checkpoint_binding, lease_holder_label
 from .checks import (
     at_least,
     container_violations,
@@ -33,7 +34,15 @@ from .common import (
     selector_for,
     template_metadata_of,
 )
-from .jobs import AttemptLimits, attempt_job_set, plain_job
+from .jobs import (
+    AttemptLimits,
+    GangMember,
+    attempt_job_set,
+    gang_job_set,
+    gang_pod_hostname,
+    longest_pod_name,
+    plain_job,
+)
 from .pods import container, job_pod_spec, pod_spec
 from .run_keys import run_definition, run_key
 from .workload_queue import submitted_to
@@ -49,6 +58,17 @@ def coordinator_host(service_name: str, namespace: str | None) -> str:
     completes it. Without a namespace, the Service is in the pod's own namespace.
     """
     return f"{service_name}.{namespace}.svc" if namespace is not None else service_name
+
+
+FLEET_COORDINATOR_JOB = "coordinator"
+FLEET_WORKERS_JOB = "workers"
+"""The replicated Jobs of a TrainingRun in a FleetQueue (one JobSet named after the run)."""
+
+
+def fleet_coordinator_name(run: str) -> str:
+    """The coordinator's DNS name relative to its namespace in a fleet: its pod's hostname under the
+    JobSet's own headless Service, which the worker cluster's JobSet controller creates where the run lands."""
+    return f"{gang_pod_hostname(run, FLEET_COORDINATOR_JOB)}.{run}"
 
 
 TORCHRUN_RDZV_BACKEND = "c10d"
@@ -102,6 +122,16 @@ def argument_violations(name: str, args: TrainingRunArgs) -> list[Violation]:
         spec = getattr(args, field_name)
         if spec is not None:
             found += container_violations(spec, field=field_name)
+    if is_fleet(args.queue):
+        # One JobSet named after the run, whatever fresh_job_per_attempt says (see _fleet_job_set).
+        job, completions = max(
+            ((FLEET_COORDINATOR_JOB, 1), (FLEET_WORKERS_JOB, max(args.num_workers, 1))),
+            key=lambda member: len(longest_pod_name(run, member[1], member[0])),
+        )
+        return [
+            *found,
+            *job_set_name_violations(NAME_FIELD, run, run, completions, job, attempts_optional=False),
+        ]
     if args.retries.fresh_job_per_attempt and args.num_workers >= 1:
         if args.queue is not None:
             found += job_set_name_violations(NAME_FIELD, run, f"{run}-workers", args.num_workers)
@@ -124,6 +154,8 @@ class _Run:
     rendezvous: tuple[Manifest, ...]
     world: tuple[Manifest, ...]
     storage: CheckpointBinding
+    coordinator_address: str
+    """The coordinator's DNS name, as workers reach it."""
 
     @property
     def coordinator_service(self) -> str:
@@ -139,6 +171,8 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
     worker (or one Indexed Job for all), on preemptible nodes, optional login; see :class:`TrainingRunArgs`."""
     refuse_invalid(f"TrainingRun {name!r}", argument_violations(name, args))
     run = _run(args.run_name or name, args)
+    if is_fleet(args.queue):
+        return [submitted_to(_fleet_job_set(run, args), queue_name_of(args.queue))]
     objects = [
         _coordinator_service(run, args),
         _coordinator_job(run, args),
@@ -156,7 +190,10 @@ def training_run(name: str, args: TrainingRunArgs) -> list[Manifest]:
 
 
 def _run(name: str, args: TrainingRunArgs) -> _Run:
-    host = coordinator_host(f"{name}-coordinator", args.pod.namespace)
+    in_fleet = is_fleet(args.queue)
+    host = coordinator_host(
+        fleet_coordinator_name(name) if in_fleet else f"{name}-coordinator", args.pod.namespace
+    )
     key = run_key(args.checkpointing.run_id, run_definition(args.coordinator), run_definition(args.worker))
     return _Run(
         name=name,
@@ -175,7 +212,10 @@ def _run(name: str, args: TrainingRunArgs) -> _Run:
             f"{name}/{key}",
             args.checkpointing.keep_checkpoints,
             args.pod.grace_period_seconds,
+            # Every rank of one copy of the run holds the lease under the JobSet's uid (one JobSet in a fleet).
+            lease_holder_label(args.queue, runs_as_job_set=True),
         ),
+        coordinator_address=host,
     )
 
 
@@ -189,23 +229,28 @@ def _coordinator_service(run: _Run, args: TrainingRunArgs) -> Manifest:
     )
 
 
-def _coordinator_job(run: _Run, args: TrainingRunArgs) -> Manifest:
-    """The coordinator: on standard nodes (never preempted), critical, hosting the rendezvous store."""
-    labels = labels_for(run.name, "coordinator", args.pod.labels)
+def _coordinator_pod(run: _Run, args: TrainingRunArgs) -> Manifest:
+    """The coordinator's pod: on standard nodes (never preempted), hosting the rendezvous store."""
     coordinator_container = container(
         args.coordinator,
         [*run.rendezvous, *run.world, *run.storage.env],
         run.storage.mounts,
         extra={"ports": [{"name": "rendezvous", "containerPort": args.coordinator_port, "protocol": "TCP"}]},
     )
+    return job_pod_spec(
+        coordinator_container, args.coordinator, CRITICAL_PLACEMENT, args.pod, run.storage.volumes
+    )
+
+
+def _coordinator_job(run: _Run, args: TrainingRunArgs) -> Manifest:
+    """The coordinator: on standard nodes (never preempted), critical, hosting the rendezvous store."""
+    labels = labels_for(run.name, "coordinator", args.pod.labels)
     return plain_job(
         run.coordinator_service,
         args.pod.namespace,
         labels,
         pod_labels_of(labels, critical=True, placement=CRITICAL_PLACEMENT),
-        job_pod_spec(
-            coordinator_container, args.coordinator, CRITICAL_PLACEMENT, args.pod, run.storage.volumes
-        ),
+        _coordinator_pod(run, args),
         {"backoffLimit": args.retries.backoff_limit, "completions": 1, "parallelism": 1},
         args.retries.non_retriable_exit_codes,
         pod_annotations=pod_annotations(args.coordinator),
@@ -217,7 +262,7 @@ def _worker_pod(run: _Run, args: TrainingRunArgs, rank: Manifest) -> Manifest:
     worker_spec = (
         args.worker if args.worker.shm_size else dataclasses.replace(args.worker, shm_size=args.shm_size)
     )
-    endpoint = f"{coordinator_host(run.coordinator_service, args.pod.namespace)}:{args.coordinator_port}"
+    endpoint = f"{run.coordinator_address}:{args.coordinator_port}"
     worker_container = container(
         worker_spec,
         [rank, *run.world, *run.rendezvous, *torchrun_env(args, endpoint, run.key), *run.storage.env],
@@ -230,9 +275,11 @@ def _worker_pod(run: _Run, args: TrainingRunArgs, rank: Manifest) -> Manifest:
         args.pod,
         run.storage.volumes,
     )
-    # Indexed Job pods are named <job>-<index> (a worker JobSet's Job: <jobset>-attempt-0); with the
-    # subdomain they resolve as <job>-<index>.<service>, the address torchrun agents publish to each other.
-    pod["subdomain"] = run.workers_service
+    if not is_fleet(args.queue):
+        # Indexed Job pods are named <job>-<index> (a worker JobSet's Job: <jobset>-attempt-0); with the
+        # subdomain they resolve as <job>-<index>.<service>, the address torchrun agents publish to each
+        # other. In a fleet, the JobSet's own Service and subdomain do it.
+        pod["subdomain"] = run.workers_service
     return pod
 
 
@@ -287,6 +334,41 @@ def _queued_workers(
         pod_annotations(args.worker),
         limits,
     )
+
+
+def _fleet_job_set(run: _Run, args: TrainingRunArgs) -> Manifest:
+    """The whole run as one JobSet, for a FleetQueue: one Kueue workload, which MultiKueue dispatches whole to
+    one worker cluster (the coordinator and the workers must reach each other, and clusters in different
+    regions cannot). Two replicated Jobs: ``coordinator`` (one pod, standard nodes) and ``workers`` (an index
+    per worker, preemptible nodes). A preempted worker fails its Job and the JobSet recreates both, so the
+    run starts again where its copy landed, from the last world checkpoint (which the rendezvous does
+    anyway). No login pod: it would run on the manager, which reaches neither."""
+    coordinator_labels = labels_for(run.name, "coordinator", args.pod.labels)
+    worker_labels = labels_for(run.name, "worker", args.pod.labels)
+    members = [
+        GangMember(
+            FLEET_COORDINATOR_JOB,
+            coordinator_labels,
+            pod_labels_of(coordinator_labels, critical=True, placement=CRITICAL_PLACEMENT),
+            _coordinator_pod(run, args),
+            pod_annotations(args.coordinator),
+            AttemptLimits.one_pod(args.retries.backoff_limit, args.retries.non_retriable_exit_codes),
+        ),
+        GangMember(
+            FLEET_WORKERS_JOB,
+            worker_labels,
+            pod_labels_of(worker_labels, critical=False, placement=_worker_placement(run, args)),
+            _worker_pod(run, args, index_env_entry(contract.ENV_WORKER_RANK)),
+            pod_annotations(args.worker),
+            AttemptLimits(
+                completions=args.num_workers,
+                parallelism=args.num_workers,
+                backoff_limit=args.retries.backoff_limit,
+                non_retriable_exit_codes=args.retries.non_retriable_exit_codes,
+            ),
+        ),
+    ]
+    return gang_job_set(run.name, args.pod.namespace, labels_for(run.name, "run", args.pod.labels), members)
 
 
 def _indexed_workers(

@@ -67,13 +67,23 @@ def argument_violations(args: WorkloadQueueArgs) -> list[Violation]:
     return at_least("reserve_standard_gpus", args.reserve_standard_gpus, 0)
 
 
+POD_QUOTA = 100_000
+"""The pods a flavor of a queue that counts pods admits at once: no limit in practice (a node's own pod
+capacity is the real one, which Topology Aware Scheduling checks)."""
+
+
 def workload_queue(
-    name: str, args: WorkloadQueueArgs, standard: Any = None, preemptible: Any = None
+    name: str,
+    args: WorkloadQueueArgs,
+    standard: Any = None,
+    preemptible: Any = None,
+    counts_pods: bool = False,
 ) -> list[Manifest]:
     """The Topology, the two ResourceFlavors, the ClusterQueue and the LocalQueue of ``args``.
 
     ``standard`` and ``preemptible`` are the GPU quotas as the shell has them (ints, or outputs it derived
-    with :func:`standard_quota`); by default those of ``args``, which must then be ints.
+    with :func:`standard_quota`); by default those of ``args``, which must then be ints. ``counts_pods``: see
+    :func:`cluster_queue`.
     """
     refuse_invalid(f"WorkloadQueue {name!r}", argument_violations(args))
     queue = args.queue_name or name
@@ -95,7 +105,7 @@ def workload_queue(
             resource_flavor(queue, compute_class, labels, args.preemptible_taint, topology)
             for compute_class in FLAVOR_ORDER
         ),
-        cluster_queue(queue, labels, quotas),
+        cluster_queue(queue, labels, quotas, counts_pods=counts_pods),
         local_queue(queue, args.namespace, labels),
     ]
 
@@ -105,10 +115,16 @@ def cluster_queue(
     labels: Mapping[str, str],
     quotas: Mapping[ComputeClass, Any],
     admission_checks: Sequence[str] = (),
+    counts_pods: bool = False,
 ) -> Manifest:
     """The ClusterQueue of ``queue``: GPU quota per flavor (``quotas``, ints or outputs), tried in
     :data:`FLAVOR_ORDER`, falling through to the next flavor rather than preempting; ``admission_checks`` a
-    workload must pass once it has quota (a FleetQueue's MultiKueue)."""
+    workload must pass once it has quota (a FleetQueue's MultiKueue).
+
+    ``counts_pods``: the flavors also cover ``pods`` (:data:`POD_QUOTA`), so that a pod set without GPUs (a
+    fleet TrainingRun's coordinator) is given a flavor. Kueue v0.17.0 assigns flavors per requested covered
+    resource only, and under Topology Aware Scheduling a pod set with no flavor is refused ("no TAS flavor
+    assigned", ``tas_flavorassigner.go``), which would keep the whole workload out."""
     spec: Manifest = {
         "namespaceSelector": {},
         "queueingStrategy": "BestEffortFIFO",
@@ -116,11 +132,14 @@ def cluster_queue(
         "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
         "resourceGroups": [
             {
-                "coveredResources": [GPU_RESOURCE],
+                "coveredResources": [GPU_RESOURCE, *(["pods"] if counts_pods else [])],
                 "flavors": [
                     {
                         "name": flavor_name(queue, compute_class),
-                        "resources": [{"name": GPU_RESOURCE, "nominalQuota": quotas[compute_class]}],
+                        "resources": [
+                            {"name": GPU_RESOURCE, "nominalQuota": quotas[compute_class]},
+                            *([{"name": "pods", "nominalQuota": POD_QUOTA}] if counts_pods else []),
+                        ],
                     }
                     for compute_class in FLAVOR_ORDER
                 ],

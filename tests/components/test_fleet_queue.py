@@ -18,12 +18,14 @@ from together_clusters.components import (
     FleetQueue,
     FleetQueueArgs,
     FleetWorkerArgs,
+    PodSettings,
     S3Bucket,
     SharedVolume,
     provider_for,
 )
 from together_clusters.components.controllers.releases import KueueSettings, kueue_manager_config
 from together_clusters.components.fleet_checks import fleet_workload_violations
+from together_clusters.components.guard import check_manifests
 from together_clusters.components.manifests import fleet_queue as builder
 from together_clusters.errors import ArgsError
 from together_clusters.platform import COMPUTE_CLASS_LABEL, PREEMPTIBLE
@@ -56,6 +58,8 @@ def test_the_manager_queue_waits_for_multikueue_which_lists_the_workers_in_order
         ("fleet-preemptible", 16),
         ("fleet-standard", 8),
     ]
+    # Pods are counted too, so a TrainingRun's coordinator (no GPUs) is given a flavor.
+    assert queue["resourceGroups"][0]["coveredResources"] == ["nvidia.com/gpu", "pods"]
     # The manager's flavors fit no pods (it has no GPU nodes): no topology, but the class's labels.
     preemptible = objects["ResourceFlavor/fleet-preemptible"]["spec"]
     assert "topologyName" not in preemptible
@@ -215,12 +219,83 @@ def test_a_fleet_workload_keeps_its_checkpoints_where_every_region_reaches_them(
     assert fleet_workload_violations(plain, hub) == []
 
 
-def test_a_training_run_is_not_dispatched_apart_from_its_coordinator() -> None:
+def fleet_training_run(**extra: Any) -> list[dict[str, Any]]:
+    from together_clusters.components import TrainingRunArgs
+    from together_clusters.components.manifests.training_run import training_run
+
+    args = TrainingRunArgs(
+        coordinator=ContainerSpec(image=IMAGE),
+        worker=ContainerSpec(image=IMAGE, gpus=4),
+        num_workers=3,
+        checkpoint=S3Bucket(bucket="b", credentials_secret="s3"),
+        pod=PodSettings(namespace="research"),
+        queue=fleet_queue(object(), {}),
+        **extra,
+    )
+    return training_run("llm", args)
+
+
+def env_of(template: dict[str, Any]) -> dict[str, Any]:
+    (container,) = template["spec"]["containers"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def test_a_training_run_in_a_fleet_is_one_job_set_so_its_coordinator_goes_where_its_workers_go() -> None:
+    """MultiKueue dispatches one Kueue workload to one worker: the coordinator and the workers must be that one
+    workload, and reach each other there by names the worker's JobSet controller gives them."""
+    (job_set,) = fleet_training_run()
+    assert job_set["kind"] == "JobSet" and job_set["metadata"]["name"] == "llm"
+    assert job_set["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "fleet"
+    spec = job_set["spec"]
+    assert spec["network"] == {
+        "enableDNSHostnames": True,
+        "subdomain": "llm",
+        "publishNotReadyAddresses": True,
+    }
+    jobs = {job["name"]: job["template"]["spec"] for job in spec["replicatedJobs"]}
+    assert list(jobs) == ["coordinator", "workers"]
+    assert (jobs["coordinator"]["completions"], jobs["workers"]["completions"]) == (1, 3)
+    coordinator, workers = (jobs[name]["template"] for name in ("coordinator", "workers"))
+    # JobSet names the first coordinator pod llm-coordinator-0-0 under the JobSet's Service llm.
+    address = "llm-coordinator-0-0.llm.research.svc"
+    assert env_of(workers)["PET_RDZV_ENDPOINT"] == f"{address}:29500"
+    assert env_of(coordinator)["COORDINATOR_HOST"] == env_of(workers)["COORDINATOR_HOST"] == address
+    assert "subdomain" not in workers["spec"]  # the JobSet's own, not a Service the fleet would not copy
+    # Standard nodes for the coordinator, preemptible for the workers (the guard's labels and affinity).
+    assert coordinator["metadata"]["labels"]["together.ai/critical"] == "true"
+    classes = {
+        name: template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        for name, template in (("coordinator", coordinator), ("workers", workers))
+    }
+    (coordinator_class,) = classes["coordinator"]["nodeSelectorTerms"][0]["matchExpressions"]
+    assert coordinator_class == {"key": COMPUTE_CLASS_LABEL, "operator": "NotIn", "values": [PREEMPTIBLE]}
+    assert {"key": COMPUTE_CLASS_LABEL, "operator": "In", "values": [PREEMPTIBLE]} in (
+        classes["workers"]["nodeSelectorTerms"][0]["matchExpressions"]
+    )
+    # Every rank of the copy holds the checkpoint lease under the JobSet's uid (one holder per copy).
+    path = "metadata.labels['jobset.sigs.k8s.io/jobset-uid']"
+    assert (
+        lease_env(job_set)
+        == [{"name": "CHECKPOINT_LEASE_HOLDER", "valueFrom": {"fieldRef": {"fieldPath": path}}}] * 2
+    )
+    # The placement guard (the rule table every component's objects pass) finds nothing to refuse.
+    assert check_manifests([job_set]) == []
+
+
+def test_a_training_run_in_a_fleet_whose_pods_would_get_names_kubernetes_refuses_is_refused() -> None:
+    with pytest.raises(ArgsError) as refused:
+        fleet_training_run(run_name="r" * 48)
+    message = str(refused.value)
+    assert "run_name" in message and "-coordinator-0-0-" in message and "at most 41 characters" in message
+    assert "fresh_job_per_attempt" not in message  # a fleet runs it as one JobSet either way
+
+
+def test_a_training_run_in_a_fleet_is_refused_a_login_pod() -> None:
     hub = object()
-    run = SimpleNamespace(coordinator=object(), queue=fleet_queue(hub, {}), checkpoint=None)
+    run = SimpleNamespace(login=ContainerSpec(image=IMAGE), queue=fleet_queue(hub, {}), checkpoint=None)
     (violation,) = fleet_workload_violations(run, hub)
-    assert violation.field == "queue"
-    assert "WorkloadQueue" in violation.fix
+    assert violation.field == "login"
+    assert "leave login unset" in violation.fix and "\n" not in str(violation)
 
 
 def lease_env(manifest: dict[str, Any]) -> list[dict[str, Any]]:

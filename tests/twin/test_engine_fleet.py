@@ -66,6 +66,8 @@ CONFIG = {
     "together:chartSource": str(CHARTS),
 }
 TRIALS = ("ablation-0", "ablation-1")
+RUN = "llm"
+"""The example's TrainingRun: one JobSet of a coordinator (standard node) and two workers (preemptible)."""
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +116,26 @@ def wait_for_trials(apis: dict[str, client.ApiClient], worker: str, timeout: flo
         wait_for(lambda t=trial: running_on(apis[worker], t) or None, f"{trial} running on {worker}", timeout)
 
 
+def node_classes(api: client.ApiClient) -> dict[str, str]:
+    """Each node of one cluster and its compute class (``standard`` when unlabelled)."""
+    return {
+        n.metadata.name: (n.metadata.labels or {}).get("together.ai/compute-class", "standard")
+        for n in client.CoreV1Api(api).list_node().items
+    }
+
+
+def run_whole_on(api: client.ApiClient) -> dict[str, list[str]] | None:
+    """The TrainingRun's running pods in one cluster by replicated Job, the classes of their nodes: when its
+    coordinator and both workers run there, else None."""
+    classes = node_classes(api)
+    found: dict[str, list[str]] = {}
+    for pod in pods_of(api, RUN):
+        if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
+            job = (pod.metadata.labels or {}).get("jobset.sigs.k8s.io/replicatedjob-name", "?")
+            found.setdefault(job, []).append(classes.get(pod.spec.node_name, "?"))
+    return found if len(found.get("coordinator", [])) == 1 and len(found.get("workers", [])) == 2 else None
+
+
 def test_a_preemptible_sweep_runs_in_the_region_that_has_preemptible_nodes(stack: Stack) -> None:
     apis = deploy(stack)
     west_nodes = {
@@ -137,6 +159,34 @@ def test_a_preemptible_sweep_runs_in_the_region_that_has_preemptible_nodes(stack
         for c in clusters["items"]
     }
     assert active == {"fleet-east": True, "fleet-west": True}
+
+
+def test_a_training_run_goes_whole_to_one_worker_where_its_workers_reach_its_coordinator(
+    stack: Stack,
+) -> None:
+    """The TrainingRun is one workload: the west runs its coordinator on a standard node and its workers on
+    preemptible ones; nothing of it runs in the east or on the manager. The name its workers reach the
+    coordinator at is the one the west's JobSet controller gave the coordinator's pod, under the Service it
+    made there."""
+    apis = deploy(stack)
+    placed = wait_for(lambda: run_whole_on(apis["west"]), f"{RUN} running whole in the west", 300)
+    assert placed == {"coordinator": ["standard"], "workers": ["preemptible", "preemptible"]}
+    assert not pods_of(apis["east"], RUN) and not pods_of(apis["hub"], RUN)
+    pods = {
+        (p.metadata.labels or {})["jobset.sigs.k8s.io/replicatedjob-name"]: p
+        for p in pods_of(apis["west"], RUN)
+    }
+    coordinator = pods["coordinator"]
+    # Relative to the pod's namespace (the example gives none): its DNS search path completes the name.
+    address = f"{coordinator.spec.hostname}.{coordinator.spec.subdomain}"
+    service = client.CoreV1Api(apis["west"]).read_namespaced_service(coordinator.spec.subdomain, "default")
+    assert service.spec.cluster_ip == "None"
+    assert coordinator.metadata.labels.items() >= service.spec.selector.items()
+    worker_env = {e.name: e.value for e in pods["workers"].spec.containers[0].env or []}
+    assert worker_env["PET_RDZV_ENDPOINT"] == f"{address}:29500"
+    outputs = _engine.stack_outputs(stack.project, stack.env)
+    assert outputs["coordinator_host"] == address
+    assert not failed_workloads(apis["west"])
 
 
 def test_the_manager_reaches_each_worker_as_a_service_account_not_as_admin(stack: Stack) -> None:
@@ -200,30 +250,53 @@ def test_a_sweep_whose_region_loses_its_preemptible_nodes_moves_to_the_region_th
 ) -> None:
     apis = deploy(stack)
     wait_for_trials(apis, "west")
-    before = {t: lease_holders(apis["west"], t) for t in TRIALS}
+    wait_for(lambda: run_whole_on(apis["west"]), f"{RUN} running whole in the west", 300)
+    workloads = (*TRIALS, RUN)
+    before = {t: lease_holders(apis["west"], t) for t in workloads}
     # us-east-2 gains capacity (the eastern worker's pool fills), us-central-8 loses its own.
-    stack.emulator.admin.set_capacity(EAST, GPU, 8)
-    wait_for(lambda: preemptible_nodes(apis["east"]) or None, "a preemptible node in the east", 180)
+    stack.emulator.admin.set_capacity(EAST, GPU, 16)
+    wait_for(
+        lambda: len(preemptible_nodes(apis["east"])) >= 2 or None, "two preemptible nodes in the east", 180
+    )
     stack.emulator.admin.set_capacity(REGION, GPU, 0)
-    stack.emulator.admin.preempt(cluster_id_of(stack, "west"))
+    # Every preemptible node of the west goes (two: the sweep and the run share them), none comes back.
+    stack.emulator.admin.preempt(cluster_id_of(stack, "west"), count=len(preemptible_nodes(apis["west"])))
     # Polled until both trials run in the east: never running in both regions at one moment.
     both: list[str] = []
 
     def moved() -> bool | None:
-        for trial in TRIALS:
-            if running_on(apis["west"], trial) and running_on(apis["east"], trial):
-                both.append(trial)
-        return all(running_on(apis["east"], t) for t in TRIALS) or None
+        for workload in workloads:
+            if running_on(apis["west"], workload) and running_on(apis["east"], workload):
+                both.append(workload)
+        return (
+            all(running_on(apis["east"], t) for t in TRIALS) and run_whole_on(apis["east"]) is not None
+        ) or None
 
-    wait_for(moved, "both trials running in the east", 420)
+    try:
+        wait_for(moved, "both trials and the training run running in the east", 420)
+    except AssertionError as late:
+        pods = {
+            worker: {
+                w: [(p.spec.node_name, p.status.phase) for p in pods_of(apis[worker], w)] for w in workloads
+            }
+            for worker in ("east", "west")
+        }
+        seen = {w: manager_workloads(apis[w]) for w in ("hub", "east", "west")}
+        raise AssertionError(f"{late}; pods: {pods}; Kueue's workloads: {seen}") from late
     assert not both, f"ran in two regions at once: {both}"
+    # The run moved whole: its coordinator on the east's standard node, its workers on preemptible ones.
+    assert run_whole_on(apis["east"]) == {
+        "coordinator": ["standard"],
+        "workers": ["preemptible", "preemptible"],
+    }
+    assert not running_on(apis["west"], RUN)
     east_nodes = set(preemptible_nodes(apis["east"]))
     assert all(set(running_on(apis["east"], t)) <= east_nodes for t in TRIALS)
     assert not any(running_on(apis["west"], t) for t in TRIALS)
     # The copy in the east is another object than the one in the west: its pods hold the checkpoint lease
     # under a new identity, which supersedes the old one's (tests/checkpoint/test_lease.py).
-    after = {t: lease_holders(apis["east"], t) for t in TRIALS}
-    for trial in TRIALS:
+    after = {t: lease_holders(apis["east"], t) for t in workloads}
+    for trial in workloads:
         assert len(before[trial]) == 1 and len(after[trial]) == 1 and "" not in before[trial] | after[trial]
         assert before[trial] != after[trial], trial
     # status shows where each trial runs now, on which class of nodes, and that it moved once.
