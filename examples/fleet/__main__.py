@@ -85,12 +85,19 @@ sweep = Sweep(
     opts=pulumi.ResourceOptions(provider=hub_k8s),
 )
 
+# The rendezvous store the workers' torchrun agents join as clients (as in examples/training_run).
+RENDEZVOUS_STORE = (
+    "import os, time, torch.distributed as d; "
+    "store = d.TCPStore('0.0.0.0', int(os.environ['COORDINATOR_PORT']), is_master=True, wait_for_workers=False); "
+    "time.sleep(10**9)"
+)
+
 # Workers reach the coordinator at run.coordinator_host, a name of the JobSet's own Service in whichever
 # worker cluster the run lands in.
 run = TrainingRun(
     "llm",
     TrainingRunArgs(
-        coordinator=ContainerSpec(image=image, command=("python", "-m", "rendezvous_store")),
+        coordinator=ContainerSpec(image=image, command=("python", "-c", RENDEZVOUS_STORE)),
         worker=ContainerSpec(
             image=image,
             command=(
