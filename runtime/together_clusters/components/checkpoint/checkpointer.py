@@ -225,7 +225,7 @@ class Checkpointer:
     def _entries_newest_first(self) -> list[str]:
         return sorted((e for e in self.backend.entries() if e.startswith(ENTRY_PREFIX)), reverse=True)
 
-    def _candidates_newest_first(self) -> list[str]:
+    def candidates_newest_first(self) -> list[str]:
         """The entries a resume may read, newest first: under a lease, the committed ones in the order they
         were committed (claimed first); without one, every entry by name."""
         if self.lease is None:
@@ -235,7 +235,7 @@ class Checkpointer:
     def complete_oldest_first(self) -> list[str]:
         """The entries with a manifest, oldest first (complete, not necessarily intact): what a location's
         first lease commits."""
-        return [name for name in reversed(self._entries_newest_first()) if self._has_manifest(name)]
+        return [name for name in reversed(self._entries_newest_first()) if self.has_manifest(name)]
 
     def _manifest(self, name: str) -> dict[str, Any] | None:
         try:
@@ -341,7 +341,7 @@ class Checkpointer:
     def _complete_newest_first(self, checked_first: bool) -> Iterator[Checkpoint]:
         """Each complete checkpoint that opens (see :meth:`_open`), newest first; the others are skipped with
         a log line saying why. Opened one at a time, as the caller asks for the next."""
-        for name in self._candidates_newest_first():
+        for name in self.candidates_newest_first():
             try:
                 checkpoint = self._open(name, checked_first)
             except CorruptCheckpoint as e:
@@ -418,7 +418,7 @@ class Checkpointer:
             if name == just_saved:
                 seen_complete = True
                 continue
-            complete = self._has_manifest(name)
+            complete = self.has_manifest(name)
             if complete:
                 seen_complete = True
                 if kept < self.keep:
@@ -443,10 +443,11 @@ class Checkpointer:
         for name in self._entries_newest_first():
             if name in committed or name == just_saved:
                 continue
-            if name < newest or self._has_manifest(name):
+            if name < newest or self.has_manifest(name):
                 self.backend.delete(name)
 
-    def _has_manifest(self, name: str) -> bool:
+    def has_manifest(self, name: str) -> bool:
+        """Whether entry ``name`` has its manifest (written last: the entry is complete, not yet verified)."""
         try:
             self.backend.open(name, MANIFEST).close()
         except FileNotFoundError:

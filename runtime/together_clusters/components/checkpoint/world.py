@@ -159,22 +159,7 @@ class WorldCheckpointer:
         lease = self.checkpointer.lease
         if lease is not None:
             return entry in lease.claim().committed
-        try:
-            self.backend.open(entry, MANIFEST).close()
-        except FileNotFoundError:
-            return False
-        return True
-
-    def _candidates_newest_first(self) -> list[str]:
-        """The entries of this world size a resume may read, newest first: under a lease, the ones it
-        records as committed (a superseded copy's later steps never count), else every entry by name."""
-        suffix = f"-world{self.world_size}"
-        lease = self.checkpointer.lease
-        if lease is not None:
-            entries = list(reversed(lease.claim().committed))
-        else:
-            entries = sorted(self.backend.entries(), reverse=True)
-        return [e for e in entries if e.endswith(suffix)]
+        return self.checkpointer.has_manifest(entry)
 
     def _missing_ranks(self, entry: str) -> list[int]:
         """The ranks with no manifest of this round in ``entry`` (none, or a stale one of another round)."""
@@ -191,7 +176,9 @@ class WorldCheckpointer:
 
     def latest(self) -> Checkpoint | None:
         """This rank's shard of the newest committed step of this world size, or None."""
-        for entry in self._candidates_newest_first():
+        # The Checkpointer's candidates (under a lease, only what it records as committed), of this world size.
+        suffix = f"-world{self.world_size}"
+        for entry in (e for e in self.checkpointer.candidates_newest_first() if e.endswith(suffix)):
             try:
                 committed = json.loads(read_all(self.backend, entry, MANIFEST))
             except FileNotFoundError:
