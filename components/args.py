@@ -660,6 +660,26 @@ class FleetWorkerArgs:
     name: str | None = None
 
 
+@dataclass(frozen=True)
+class FleetDispatchArgs:
+    """The fleet's dispatcher: a small controller on the manager that tells MultiKueue which one worker each
+    admitted workload goes to (MultiKueue's External dispatch mode), half price first and then the order of
+    ``workers`` (see :mod:`together_clusters.components.fleet_dispatch`).
+
+    ``image``: any image with Python 3.11 or later; the dispatcher uses the standard library only and its code
+    comes in a ConfigMap of the component's, so no image of this package is needed. ``interval_seconds``
+    between passes (each pass reads the manager's pending workloads and each worker's nodes and pods).
+    ``patience_seconds``: how long a workload stays with the worker it was sent to, not yet admitted there,
+    before it is sent to a better one (the dispatcher's count of free GPUs may be a moment behind a worker's
+    Kueue). ``pod_annotations``: annotations on the dispatcher's pod.
+    """
+
+    image: str = "python:3.12-slim"
+    interval_seconds: int = 2
+    patience_seconds: int = 30
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+
+
 FLEET_WORKER_LOST_TIMEOUT_SECONDS = 900
 """The default of :attr:`FleetQueueArgs.worker_lost_timeout_seconds`: Kueue's own (15 minutes)."""
 
@@ -678,7 +698,10 @@ class FleetQueueArgs:
     Shorter moves work off a dead region sooner; but the lost worker may still be running it, so the old
     copy runs on until that region comes back (it is then removed) and, for that while, two copies may write
     checkpoints. ``worker_controllers``: what is installed on each worker (default: the manager's
-    ``ClusterControllersArgs``, with Kueue): JobSet and Kueue from their official charts.
+    ``ClusterControllersArgs``, with Kueue): JobSet and Kueue from their official charts. ``dispatch``: the
+    dispatcher that sends each workload to one worker, half price first and then in the order of ``workers``
+    (:class:`FleetDispatchArgs`); ``None`` leaves it to MultiKueue's default, which copies each workload to
+    every worker and lets the first to admit it run it, in no order.
     """
 
     workers: Sequence[Any]
@@ -688,6 +711,7 @@ class FleetQueueArgs:
     worker_controllers: Any = None
     """A ``ClusterControllersArgs`` for every worker (``None``: the manager's, with Kueue)."""
     preemptible_taint: Taint | None = DEFAULT_PREEMPTIBLE_TAINT
+    dispatch: FleetDispatchArgs | None = field(default_factory=FleetDispatchArgs)
 
     def worker_args(self) -> tuple[FleetWorkerArgs, ...]:
         """Every worker as a :class:`FleetWorkerArgs`, in order of preference."""

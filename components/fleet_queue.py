@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import pulumi
+import yaml
 
 from . import kube
-from .args import FleetQueueArgs, FleetWorkerArgs, WorkloadQueueArgs
+from .args import FleetDispatchArgs, FleetQueueArgs, FleetWorkerArgs, WorkloadQueueArgs
 from .cluster_controllers import ClusterControllers, ClusterControllersArgs
 from .controller_needs import wait_for_controllers
 from .fleet_credentials import fleet_kubeconfig
+from .manifests import fleet_dispatch as dispatch_builder
 from .manifests import fleet_queue as builder
 from .manifests.checks import refuse_invalid
 from .manifests.workload_queue import standard_quota, workload_queue
@@ -59,7 +62,10 @@ class FleetQueue(pulumi.ComponentResource):
         refuse_invalid(owner, builder.fleet_violations(name, args, views))
         controllers = kube.controllers_of(opts)
         if isinstance(controllers, ClusterControllers):
-            controllers.use_multikueue(owner, builder.multikueue_settings(args.worker_lost_timeout_seconds))
+            controllers.use_multikueue(
+                owner,
+                builder.multikueue_settings(args.worker_lost_timeout_seconds, args.dispatch is not None),
+            )
         super().__init__(f"{TYPE_PREFIX}:FleetQueue", name, None, opts)
         self.local_queue_name = queue
         self.namespace = args.namespace
@@ -70,12 +76,17 @@ class FleetQueue(pulumi.ComponentResource):
         worker_controllers = _worker_controllers(args, controllers)
         _refuse_mixed_gpu_types(owner, names, workers)
         kubeconfigs: dict[str, pulumi.Output[str]] = {}
+        readers: dict[str, pulumi.Output[str]] = {}
         for index, (worker_name, worker) in enumerate(zip(names, workers, strict=True)):
             _refuse_slurm(owner, f"workers[{index}]", worker_name, worker.cluster)
-            kubeconfigs[worker_name] = self._set_up_worker(
+            kubeconfigs[worker_name], reader = self._set_up_worker(
                 name, queue, args, worker_name, worker, worker_controllers
             )
+            if reader is not None:
+                readers[worker_name] = reader
         self._set_up_manager(name, queue, args, workers, kubeconfigs, opts)
+        if args.dispatch is not None:
+            self._set_up_dispatcher(name, queue, args, args.dispatch, readers, opts)
         # What `together-clusters status` reads of the fleet: each worker's cluster, and the manager's.
         self.register_outputs(
             {
@@ -95,9 +106,10 @@ class FleetQueue(pulumi.ComponentResource):
         worker_name: str,
         worker: FleetWorkerArgs,
         controllers: ClusterControllersArgs,
-    ) -> pulumi.Output[str]:
-        """Declare the worker's provider, controllers, queue and the manager's ServiceAccount there; the
-        worker's fleet kubeconfig (a secret output, known once the token is)."""
+    ) -> tuple[pulumi.Output[str], pulumi.Output[str] | None]:
+        """Declare the worker's provider, controllers, queue, the manager's ServiceAccount there and the
+        dispatcher's read-only one; the worker's fleet kubeconfig and the dispatcher's (secret outputs, known
+        once the tokens are; the second ``None`` without a dispatcher)."""
         provider = provider_for(
             worker.cluster,
             name=f"{name}-{worker_name}",
@@ -125,25 +137,19 @@ class FleetQueue(pulumi.ComponentResource):
         child_opts = pulumi.ResourceOptions(
             parent=self, provider=provider, deleted_with=worker.cluster, depends_on=waits
         )
-        created: dict[str, pulumi.CustomResource] = {}
-        for manifest in [*manifests, *access]:
-            kind, object_name = manifest["kind"], manifest["metadata"]["name"]
-            object_opts = child_opts
-            if kind == "Secret":
-                # After its ServiceAccount: the API server deletes a token Secret whose account does not exist.
-                object_opts = pulumi.ResourceOptions.merge(
-                    child_opts, pulumi.ResourceOptions(depends_on=[created["ServiceAccount"]])
-                )
-            created[kind] = kube.create(
-                f"{name}-{worker_name}-{kind.lower()}-{object_name}", manifest, object_opts
-            )
-        token_secret = builder.worker_service_account(queue)
         admin = pulumi.Output.secret(worker.cluster.kube_config)
-        # Known once the token Secret exists (never at a preview of a new worker); read in memory, kept secret.
-        return pulumi.Output.secret(
-            pulumi.Output.all(admin, created["Secret"].id, created["ClusterRoleBinding"].id).apply(
-                lambda values: fleet_kubeconfig(worker_name, values[0], token_secret)
-            )
+        prefix = f"{name}-{worker_name}"
+        for manifest in manifests:
+            kind, object_name = manifest["kind"], manifest["metadata"]["name"]
+            kube.create(f"{prefix}-{kind.lower()}-{object_name}", manifest, child_opts)
+        multikueue = _service_account_kubeconfig(
+            prefix, worker_name, admin, access, child_opts, json_format=False
+        )
+        if args.dispatch is None:
+            return multikueue, None
+        readers = dispatch_builder.worker_reader_objects(queue, builder.KUEUE_NAMESPACE)
+        return multikueue, _service_account_kubeconfig(
+            prefix, worker_name, admin, readers, child_opts, json_format=True
         )
 
     def _set_up_manager(
@@ -187,6 +193,74 @@ class FleetQueue(pulumi.ComponentResource):
             self.resources[f"{kind}/{object_name}"] = kube.create(
                 f"{name}-{kind.lower()}-{object_name}", manifest, object_opts
             )
+
+    def _set_up_dispatcher(
+        self,
+        name: str,
+        queue: str,
+        args: FleetQueueArgs,
+        dispatch: FleetDispatchArgs,
+        readers: dict[str, pulumi.Output[str]],
+        opts: pulumi.ResourceOptions | None,
+    ) -> None:
+        """The dispatcher on the manager: its objects, and the Secret of the workers' read-only kubeconfigs."""
+        cluster = kube.cluster_of(opts)
+        child_opts = pulumi.ResourceOptions(parent=self, deleted_with=cluster)
+        workers = [(worker, builder.multikueue_cluster_name(queue, worker)) for worker in readers]
+        secret = kube.create(
+            f"{name}-dispatcher-workers",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": {
+                    "name": dispatch_builder.workers_secret_name(queue),
+                    "namespace": builder.KUEUE_NAMESPACE,
+                    "labels": {"app.kubernetes.io/name": queue, "app.kubernetes.io/managed-by": "pulumi"},
+                },
+                "stringData": pulumi.Output.secret(readers),
+            },
+            child_opts,
+        )
+        objects = dispatch_builder.manager_dispatch_objects(
+            queue, args.namespace, builder.KUEUE_NAMESPACE, workers, dispatch
+        )
+        after_secret = pulumi.ResourceOptions.merge(child_opts, pulumi.ResourceOptions(depends_on=[secret]))
+        for manifest in objects:
+            kind, object_name = manifest["kind"], manifest["metadata"]["name"]
+            object_opts = after_secret if kind == "Deployment" else child_opts
+            kube.create(f"{name}-dispatcher-{kind.lower()}-{object_name}", manifest, object_opts)
+
+
+def _service_account_kubeconfig(
+    prefix: str,
+    worker_name: str,
+    admin: pulumi.Output[str],
+    objects: list[dict[str, Any]],
+    opts: pulumi.ResourceOptions,
+    json_format: bool,
+) -> pulumi.Output[str]:
+    """Create a ServiceAccount's objects on a worker (its token Secret after it) and return the kubeconfig of
+    its token (a secret output, known once the token is: never at a preview of a new worker; read in memory)."""
+    created: dict[str, pulumi.CustomResource] = {}
+    for manifest in objects:
+        kind, object_name = manifest["kind"], manifest["metadata"]["name"]
+        object_opts = opts
+        if kind == "Secret":
+            # After its ServiceAccount: the API server deletes a token Secret whose account does not exist.
+            object_opts = pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=[created["ServiceAccount"]])
+            )
+        created[kind] = kube.create(f"{prefix}-{kind.lower()}-{object_name}", manifest, object_opts)
+    token_secret = next(m["metadata"]["name"] for m in objects if m["kind"] == "Secret")
+
+    def kubeconfig(values: list[Any]) -> str:
+        text = fleet_kubeconfig(worker_name, values[0], token_secret)
+        return json.dumps(yaml.safe_load(text)) if json_format else text
+
+    return pulumi.Output.secret(
+        pulumi.Output.all(admin, created["Secret"].id, created["ClusterRoleBinding"].id).apply(kubeconfig)
+    )
 
 
 def _worker_name(worker: FleetWorkerArgs, index: int) -> str:

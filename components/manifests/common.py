@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from together_clusters.platform import CRITICAL_LABEL
@@ -95,3 +95,40 @@ def object_metadata(name: str, namespace: str | None, labels: Mapping[str, str])
     if namespace is not None:
         metadata["namespace"] = namespace
     return metadata
+
+
+SERVICE_ACCOUNT_TOKEN_TYPE = "kubernetes.io/service-account-token"
+"""A Secret the API server fills with a ServiceAccount's token (which does not expire) and the cluster's CA."""
+
+
+def token_service_account(
+    name: str, namespace: str, labels: Mapping[str, str], rules: Sequence[Mapping[str, Any]]
+) -> list[Manifest]:
+    """A ServiceAccount another cluster acts as: the account, a ClusterRole of ``rules`` and its binding, and
+    the Secret its token is kept in (filled by the API server; create it after the account, which the API
+    server requires)."""
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": object_metadata(name, namespace, labels)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": dict(labels)},
+            "rules": [dict(rule) for rule in rules],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": dict(labels)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": SERVICE_ACCOUNT_TOKEN_TYPE,
+            "metadata": {
+                **object_metadata(name, namespace, labels),
+                "annotations": {"kubernetes.io/service-account.name": name},
+            },
+        },
+    ]

@@ -34,7 +34,8 @@ from together_clusters.platform.charts import KUEUE, KUEUE_API_VERSION
 from ..args import FleetQueueArgs
 from ..violations import Violation, argument_violation
 from .checks import at_least
-from .common import Manifest
+from .common import Manifest, token_service_account
+from .fleet_dispatch import DISPATCHER_NAME, dispatch_violations
 from .workload_queue import FLAVOR_ORDER, cluster_queue, local_queue, resource_flavor
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -49,8 +50,6 @@ WORKER_LABEL = "together.ai/fleet-worker"
 KUBECONFIG_KEY = "kubeconfig"
 """The key of a worker's kubeconfig in its Secret on the manager (the one MultiKueue reads)."""
 
-TOKEN_SECRET_TYPE = "kubernetes.io/service-account-token"
-"""A Secret the API server fills with a ServiceAccount's token (which does not expire) and the cluster's CA."""
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABELS = {"app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/component": "fleet-queue"}
@@ -89,6 +88,8 @@ def fleet_violations(name: str, args: FleetQueueArgs, workers: Sequence[WorkerVi
     """Every problem of a FleetQueue's arguments and workers (the Slurm check waits for the cluster type)."""
     queue = args.queue_name or name
     found = at_least("worker_lost_timeout_seconds", args.worker_lost_timeout_seconds, 1)
+    if args.dispatch is not None:
+        found += dispatch_violations(args.dispatch)
     if not workers:
         found.append(
             argument_violation(
@@ -253,39 +254,8 @@ def manager_objects(
 def worker_access_objects(queue: str) -> list[Manifest]:
     """On a worker: the ServiceAccount the manager acts as, its ClusterRole and binding, and the Secret its
     token is kept in (filled by the worker's API server)."""
-    account = worker_service_account(queue)
     labels = {"app.kubernetes.io/name": queue, **_LABELS}
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": account, "namespace": KUEUE_NAMESPACE, "labels": dict(labels)},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": account, "labels": dict(labels)},
-            "rules": [dict(rule) for rule in WORKER_RULES],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": account, "labels": dict(labels)},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": KUEUE_NAMESPACE}],
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": TOKEN_SECRET_TYPE,
-            "metadata": {
-                "name": account,
-                "namespace": KUEUE_NAMESPACE,
-                "labels": dict(labels),
-                "annotations": {"kubernetes.io/service-account.name": account},
-            },
-        },
-    ]
+    return token_service_account(worker_service_account(queue), KUEUE_NAMESPACE, labels, WORKER_RULES)
 
 
 def api_server_of(admin_kubeconfig: str) -> str:
@@ -329,6 +299,10 @@ def kubeconfig_secret(queue: str, worker: str) -> Manifest:
     }
 
 
-def multikueue_settings(worker_lost_timeout_seconds: int) -> dict[str, Any]:
-    """The ``multiKueue`` section of the manager's Kueue configuration."""
-    return {"workerLostTimeout": f"{worker_lost_timeout_seconds}s"}
+def multikueue_settings(worker_lost_timeout_seconds: int, dispatched: bool = False) -> dict[str, Any]:
+    """The ``multiKueue`` section of the manager's Kueue configuration; ``dispatched``: the fleet's dispatcher
+    nominates each workload's worker (MultiKueue's External mode), else Kueue's default (AllAtOnce)."""
+    settings: dict[str, Any] = {"workerLostTimeout": f"{worker_lost_timeout_seconds}s"}
+    if dispatched:
+        settings["dispatcherName"] = DISPATCHER_NAME
+    return settings

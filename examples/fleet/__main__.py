@@ -10,7 +10,9 @@ for a fleet workload), under a lease that lets only the newest copy of a moved w
 
 Stack config: ``eastRegion``, ``westRegion``, ``gpuType``, ``image``, ``bucket``, ``s3CredentialsSecret``,
 ``podsReadyTimeoutSeconds`` (how long a trial's pods may take to run before its worker gives it back),
-``workerLostTimeoutSeconds``; ``together:chartSource`` (where the charts come from) as for every stack.
+``workerLostTimeoutSeconds``, ``dispatcherPodAnnotations`` (a JSON object: annotations on the pod of the fleet's
+dispatcher, which sends each workload to half-price GPUs first and then to ``east`` before ``west``);
+``together:chartSource`` (where the charts come from) as for every stack.
 """
 
 import pulumi
@@ -19,6 +21,7 @@ from together_clusters.components import (
     ClusterControllersArgs,
     ComputeClass,
     ContainerSpec,
+    FleetDispatchArgs,
     FleetQueue,
     FleetQueueArgs,
     KueueSettings,
@@ -60,7 +63,9 @@ hub_k8s = provider_for(hub, name="hub", controllers=ClusterControllersArgs(kueue
 fleet = FleetQueue(
     "fleet",
     FleetQueueArgs(
-        workers=[east, west], worker_lost_timeout_seconds=config.get_int("workerLostTimeoutSeconds") or 900
+        workers=[east, west],
+        worker_lost_timeout_seconds=config.get_int("workerLostTimeoutSeconds") or 900,
+        dispatch=FleetDispatchArgs(pod_annotations=config.get_object("dispatcherPodAnnotations") or {}),
     ),
     opts=pulumi.ResourceOptions(provider=hub_k8s),
 )

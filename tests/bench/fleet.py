@@ -43,6 +43,7 @@ from together_clusters.components import (
     manifests,
 )
 from together_clusters.emulator.admin_client import AdminClient
+from together_clusters.emulator.kubernetes import kwok_config
 from together_clusters.platform import COMPUTE_CLASS_LABEL, JOBSET_API, JOBSET_NAME_LABEL
 
 from .context import Context
@@ -70,7 +71,7 @@ PROGRAM = f"""\
 import pulumi
 
 from together_clusters.components import (
-    ClusterControllersArgs, FleetQueue, FleetQueueArgs, KueueSettings, provider_for,
+    ClusterControllersArgs, FleetDispatchArgs, FleetQueue, FleetQueueArgs, KueueSettings, provider_for,
 )
 from together_clusters.provider import Cluster, ClusterArgs
 
@@ -85,7 +86,10 @@ east = cluster("east", {EAST!r}, {PREEMPTIBLE_GPUS})
 west = cluster("west", {WEST!r}, {PREEMPTIBLE_GPUS})
 kueue = KueueSettings(pods_ready_timeout_seconds={PODS_READY_TIMEOUT_S})
 hub_k8s = provider_for(hub, name="hub", controllers=ClusterControllersArgs(kueue=True, kueue_settings=kueue))
-fleet = FleetQueue("fleet", FleetQueueArgs(workers=[east, west]), opts=pulumi.ResourceOptions(provider=hub_k8s))
+# The dispatcher's pod runs as a local process (the twin's kubelet), at its default interval.
+dispatch = FleetDispatchArgs(pod_annotations={{{kwok_config.RUN!r}: {kwok_config.RUN_LOCAL!r}}})
+fleet = FleetQueue("fleet", FleetQueueArgs(workers=[east, west], dispatch=dispatch),
+                   opts=pulumi.ResourceOptions(provider=hub_k8s))
 pulumi.export("queue", fleet.local_queue_name)
 pulumi.export("hub", hub.kube_config)
 pulumi.export("east", east.kube_config)

@@ -32,6 +32,7 @@ from together_clusters.components import (
     Retries,
     manifests,
 )
+from together_clusters.emulator.kubernetes import kwok_config
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import JOBSET_UID_LABEL
 
@@ -63,6 +64,8 @@ CONFIG = {
     # Short timings: a trial whose pods do not all run within 30 s is given back by its worker.
     "podsReadyTimeoutSeconds": "30",
     "workerLostTimeoutSeconds": "120",
+    # The dispatcher's pod runs as a local process with its own ServiceAccount's token (the twin's kubelet).
+    "dispatcherPodAnnotations": json.dumps({kwok_config.RUN: kwok_config.RUN_LOCAL}),
     "together:chartSource": str(CHARTS),
 }
 TRIALS = ("ablation-0", "ablation-1")
@@ -189,6 +192,112 @@ def test_a_training_run_goes_whole_to_one_worker_where_its_workers_reach_its_coo
     assert not failed_workloads(apis["west"])
 
 
+def one_gpu_job_set(name: str, compute_class: ComputeClass) -> dict[str, Any]:
+    """A one-pod, one-GPU BatchJob (a JobSet) of ``compute_class`` for the fleet's queue, as the components
+    render it."""
+    (job_set,) = manifests.batch_job(
+        name,
+        BatchJobArgs(
+            container=ContainerSpec(image="trainer:1", gpus=1),
+            checkpoint=NoCheckpoint(),
+            job_name=name,
+            pod=PodSettings(namespace="default"),
+            placement=NodePlacement(compute_class),
+            retries=Retries(fresh_job_per_attempt=True),
+            queue="fleet",
+        ),
+    )
+    return job_set
+
+
+def where_it_runs(
+    apis: dict[str, client.ApiClient], name: str, seen_twice: list[str]
+) -> tuple[str, str] | None:
+    """The worker a JobSet's pod runs on and its node's class, once it runs (recording any moment it runs on
+    both workers in ``seen_twice``)."""
+    running = {w: running_on(apis[w], name) for w in ("east", "west")}
+    if all(running.values()):
+        seen_twice.append(name)
+    for worker, nodes in running.items():
+        if nodes:
+            return worker, node_classes(apis[worker])[nodes[0]]
+    return None
+
+
+def dispatcher_log(hub: client.ApiClient) -> str:
+    """The fleet dispatcher's log on the manager (its pod's, through the API server)."""
+    core = client.CoreV1Api(hub)
+    pods = core.list_namespaced_pod(
+        "kueue-system", label_selector="app.kubernetes.io/component=fleet-dispatcher"
+    )
+    return "\n".join(str(core.read_namespaced_pod_log(p.metadata.name, "kueue-system")) for p in pods.items)
+
+
+def test_each_class_goes_to_half_price_first_then_to_the_first_listed_worker(stack: Stack) -> None:
+    """The fleet's dispatcher orders what MultiKueue v0.17.0 leaves to a race (its AllAtOnce dispatcher copies
+    a workload to both workers and the first to admit it wins). The east is listed first and has no
+    preemptible node; both have a standard node with free GPUs; the west has preemptible ones with room.
+
+    - STANDARD goes to the east, the first-listed worker with standard room;
+    - PREEMPTIBLE_FIRST goes to the west's preemptible nodes, not to the east's standard one;
+    - once the east has preemptible nodes too, PREEMPTIBLE and PREEMPTIBLE_FIRST go to the east, although
+      the west still has room."""
+    apis = deploy(stack)
+    wait_for_trials(apis, "west")
+    custom = client.CustomObjectsApi(apis["hub"])
+    twice: list[str] = []
+
+    def submit(name: str, compute_class: ComputeClass) -> tuple[str, str]:
+        custom.create_namespaced_custom_object(
+            JOBSETS[0], JOBSETS[1], "default", JOBSETS[3], one_gpu_job_set(name, compute_class)
+        )
+        try:
+            return wait_for(lambda: where_it_runs(apis, name, twice), f"{name} running", 300)
+        except AssertionError as late:
+            raise AssertionError(f"{late}; Kueue's workloads: {manager_workloads(apis['hub'])}") from late
+
+    def explained(problem: AssertionError) -> AssertionError:
+        workloads = custom.list_namespaced_custom_object(*KUEUE, "default", "workloads")["items"]
+        asked = {
+            w["metadata"]["name"]: [
+                ((p.get("template") or {}).get("metadata") or {}).get("labels") for p in w["spec"]["podSets"]
+            ]
+            for w in workloads
+        }
+        return AssertionError(
+            f"{problem}; the dispatcher's log: {dispatcher_log(apis['hub'])[-4000:]}; "
+            f"the manager's workloads' pod labels: {asked}"
+        )
+
+    submitted = ["order-standard", "order-flexible"]
+    try:
+        assert submit("order-standard", ComputeClass.STANDARD) == ("east", "standard")
+        assert submit("order-flexible", ComputeClass.PREEMPTIBLE_FIRST) == ("west", "preemptible")
+        stack.emulator.admin.set_capacity(EAST, GPU, 16)
+        wait_for(
+            lambda: len(preemptible_nodes(apis["east"])) >= 2 or None,
+            "two preemptible nodes in the east",
+            180,
+        )
+        submitted += ["order-preemptible", "order-flexible-2"]
+        assert submit("order-preemptible", ComputeClass.PREEMPTIBLE) == ("east", "preemptible")
+        assert submit("order-flexible-2", ComputeClass.PREEMPTIBLE_FIRST) == ("east", "preemptible")
+        # The ones placed first stay where they run (a dispatcher nominates waiting workloads only).
+        assert where_it_runs(apis, "order-flexible", twice) == ("west", "preemptible")
+        assert not twice, f"ran on both workers at once: {twice}"
+    except AssertionError as problem:
+        raise explained(problem) from problem
+    finally:
+        for name in submitted:
+            custom.delete_namespaced_custom_object(
+                JOBSETS[0], JOBSETS[1], "default", JOBSETS[3], name, propagation_policy="Background"
+            )
+    for worker in ("east", "west"):
+        wait_for(
+            lambda w=worker: not any(pods_of(apis[w], n) for n in submitted) or None, f"{worker} emptied", 120
+        )
+
+
 def test_the_manager_reaches_each_worker_as_a_service_account_not_as_admin(stack: Stack) -> None:
     apis = deploy(stack)
     outputs = _engine.stack_outputs(stack.project, stack.env)
@@ -210,7 +319,11 @@ def test_the_manager_reaches_each_worker_as_a_service_account_not_as_admin(stack
             spec=client.V1SubjectAccessReviewSpec(
                 user=account,
                 resource_attributes=client.V1ResourceAttributes(
-                    verb=verb, group=group, resource=resource, namespace="default"
+                    verb=verb,
+                    group=group,
+                    resource=resource.partition("/")[0],
+                    subresource=resource.partition("/")[2] or None,
+                    namespace="default",
                 ),
             )
         )
@@ -221,6 +334,29 @@ def test_the_manager_reaches_each_worker_as_a_service_account_not_as_admin(stack
     assert not allowed("get", "", "secrets")
     assert not allowed("delete", "", "nodes")
     assert not allowed("create", "", "pods")
+    # The dispatcher reads the worker's nodes and pods, and may do nothing else there.
+    account = "system:serviceaccount:kueue-system:fleet-dispatcher"
+    assert allowed("list", "", "nodes") and allowed("list", "", "pods")
+    for verb, group, resource in (
+        ("get", "", "secrets"),
+        ("create", "", "pods"),
+        ("delete", "", "pods"),
+        ("create", "kueue.x-k8s.io", "workloads"),
+        ("patch", "", "nodes"),
+    ):
+        assert not allowed(verb, group, resource), (verb, resource)
+    # On the manager it sets a workload's worker and reads nothing else of its cluster's secrets.
+    review = client.AuthorizationV1Api(apis["hub"])
+    assert allowed("patch", "kueue.x-k8s.io", "workloads/status")
+    assert not allowed("get", "", "secrets")
+    assert not allowed("delete", "kueue.x-k8s.io", "workloads")
+    dispatcher = (
+        client.CoreV1Api(apis["hub"])
+        .list_namespaced_pod("kueue-system", label_selector="app.kubernetes.io/component=fleet-dispatcher")
+        .items
+    )
+    assert [p.status.phase for p in dispatcher] == ["Running"]
+    assert node_classes(apis["hub"])[dispatcher[0].spec.node_name] == "standard"
     # No credential in the state in clear: neither the token nor a worker's admin kubeconfig.
     state = _engine.run_pulumi(["stack", "export"], cwd=stack.project, env=stack.env, check=True).stdout
     assert token not in state
@@ -332,30 +468,13 @@ def multikueue_cluster_active(hub: client.ApiClient, name: str) -> bool:
     return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
 
 
-def standard_job_set(name: str) -> dict[str, Any]:
-    """A one-pod STANDARD BatchJob (a JobSet) for the fleet's queue, as the components render it."""
-    (job_set,) = manifests.batch_job(
-        name,
-        BatchJobArgs(
-            container=ContainerSpec(image="trainer:1", gpus=1),
-            checkpoint=NoCheckpoint(),
-            job_name=name,
-            pod=PodSettings(namespace="default"),
-            placement=NodePlacement(ComputeClass.STANDARD),
-            retries=Retries(fresh_job_per_attempt=True),
-            queue="fleet",
-        ),
-    )
-    return job_set
-
-
 def test_a_worker_that_stops_answering_loses_its_work_to_the_other(stack: Stack) -> None:
     """A workload of its own (no copy of it anywhere yet): it runs on one worker's standard node, that worker's
     API server stops answering, and past worker_lost_timeout_seconds the manager runs it on the other's."""
     apis = deploy(stack)
     name = "lost-0"
     client.CustomObjectsApi(apis["hub"]).create_namespaced_custom_object(
-        JOBSETS[0], JOBSETS[1], "default", JOBSETS[3], standard_job_set(name)
+        JOBSETS[0], JOBSETS[1], "default", JOBSETS[3], one_gpu_job_set(name, ComputeClass.STANDARD)
     )
     home = wait_for(
         lambda: next((w for w in ("east", "west") if running_on(apis[w], name)), None), f"{name} running", 300

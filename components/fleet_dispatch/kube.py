@@ -1,0 +1,92 @@
+"""A small client of the Kubernetes API on the standard library: bearer token, the cluster's CA, JSON.
+
+The dispatcher reads the manager as its pod's ServiceAccount (the token file the kubelet keeps fresh, read
+again for each request, since projected tokens expire) and each worker with a token kubeconfig of a read-only
+ServiceAccount there (JSON, whose first cluster and user are read). Errors carry the status and the API
+server's message, never the token.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+REQUEST_TIMEOUT_SECONDS = 10.0
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+class KubeError(Exception):
+    """A request the API server refused or did not answer: ``status`` (0 when it did not answer)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status} {message}" if status else message)
+        self.status = status
+
+
+class KubeClient:
+    """One API server: ``server`` (``https://host:port``), a token source and the CA that signed its
+    certificate (PEM)."""
+
+    def __init__(self, server: str, token: Callable[[], str], ca_pem: str) -> None:
+        self.server = server.rstrip("/")
+        self._token = token
+        self._tls = ssl.create_default_context(cadata=ca_pem)
+
+    @classmethod
+    def in_cluster(cls, host: str, port: str, account_dir: Path) -> KubeClient:
+        """The pod's own API server, as its ServiceAccount (``account_dir`` holds ``token`` and ``ca.crt``)."""
+        server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+        token_file = account_dir / "token"
+        return cls(server, lambda: token_file.read_text().strip(), (account_dir / "ca.crt").read_text())
+
+    @classmethod
+    def from_kubeconfig(cls, text: str) -> KubeClient:
+        """A token kubeconfig in JSON (its first cluster: ``server``, ``certificate-authority-data``; its
+        first user: ``token``)."""
+        config = json.loads(text)
+        cluster = config["clusters"][0]["cluster"]
+        token = str(config["users"][0]["user"]["token"])
+        ca_pem = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        return cls(str(cluster["server"]), lambda: token, ca_pem)
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        return self._request("GET", path + query)
+
+    def apply(self, path: str, body: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
+        """A forced server-side apply of ``body`` under ``field_manager``."""
+        query = urllib.parse.urlencode({"fieldManager": field_manager, "force": "true"})
+        return self._request("PATCH", f"{path}?{query}", json.dumps(body).encode(), APPLY_PATCH)
+
+    def _request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str | None = None
+    ) -> dict[str, Any]:
+        request = urllib.request.Request(self.server + path, data=body, method=method)
+        request.add_header("Authorization", f"Bearer {self._token()}")
+        request.add_header("Accept", "application/json")
+        if content_type:
+            request.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_SECONDS, context=self._tls) as reply:
+                return dict(json.loads(reply.read() or b"{}"))
+        except urllib.error.HTTPError as error:
+            raise KubeError(error.code, _message(error)) from None
+        except (OSError, ValueError) as error:  # refused, timed out, TLS, a reply that is not JSON
+            raise KubeError(
+                0, f"{method} {self.server}{path.split('?')[0]}: {type(error).__name__}: {error}"
+            ) from None
+
+
+def _message(error: urllib.error.HTTPError) -> str:
+    """The API server's ``Status`` message, else the HTTP reason."""
+    try:
+        return str(json.loads(error.read()).get("message") or error.reason)
+    except (OSError, ValueError, AttributeError):
+        return str(error.reason)

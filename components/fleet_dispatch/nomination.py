@@ -1,0 +1,85 @@
+"""How the dispatcher writes a workload's worker (pure): the server-side apply it sends.
+
+Kueue v0.17.0 keeps ``status.clusterName`` and ``status.nominatedClusterNames`` mutually exclusive (a
+validation of the Workload CRD), and when a worker admits the workload MultiKueue sets the first and clears the
+second in one server-side apply under its field manager ``kueue-admission``. An apply clears only a field its
+own manager holds: a list the dispatcher owned under another name would stay, and every such apply would be
+refused ("clusterName and nominatedClusterNames are mutually exclusive"), leaving the workload running in the
+worker but never marked admitted on the manager (seen on the twin).
+
+So the dispatcher writes the list as Kueue's own admission does, which is also how Kueue's integration test of
+the External mode nominates (``workload.PatchAdmissionStatus``): a forced apply under ``kueue-admission`` whose
+body is every field that manager already holds, as they are now (read from the Workload's ``managedFields``),
+plus the list. Leaving one out would make the apply remove it; carrying the ``resourceVersion`` makes the API
+server refuse the apply (409) if the Workload changed since it was read, so nothing Kueue wrote in between is
+undone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+ADMISSION_MANAGER = "kueue-admission"
+"""The field manager of Kueue's admission status writes (``constants.AdmissionName``)."""
+
+
+def owned_fields(value: Any, fields: Mapping[str, Any]) -> Any:
+    """The parts of ``value`` a ``managedFields`` entry's ``fieldsV1`` tree names (``f:`` a field, ``k:`` a
+    list item by its keys, ``v:`` a set item, ``.`` the node itself); a leaf is taken whole."""
+    if not fields:
+        return value  # a leaf: the whole value
+    if set(fields) == {"."}:
+        return {} if isinstance(value, Mapping) else value  # the node, none of its fields
+    if isinstance(value, Mapping):
+        found: dict[str, Any] = {}
+        for path, sub in fields.items():
+            if path.startswith("f:") and path[2:] in value:
+                found[path[2:]] = owned_fields(value[path[2:]], sub)
+        return found
+    if isinstance(value, list):
+        items = []
+        for path, sub in fields.items():
+            if path.startswith("k:"):
+                keys = json.loads(path[2:])
+                match = next((i for i in value if all(i.get(k) == v for k, v in keys.items())), None)
+                if match is not None:
+                    items.append({**keys, **owned_fields(match, sub)})
+            elif path.startswith("v:"):
+                items.append(json.loads(path[2:]))
+        return items
+    return value
+
+
+def nomination_apply(
+    workload: Mapping[str, Any], clusters: Sequence[str], api_version: str
+) -> dict[str, Any] | None:
+    """The apply that sets ``workload``'s ``status.nominatedClusterNames`` to ``clusters``, under
+    :data:`ADMISSION_MANAGER`; None when that manager holds none of its status yet (no quota reserved)."""
+    meta = workload["metadata"]
+    entry = next(
+        (
+            m
+            for m in meta.get("managedFields") or []
+            if m.get("manager") == ADMISSION_MANAGER
+            and m.get("operation") == "Apply"
+            and m.get("subresource") == "status"
+        ),
+        None,
+    )
+    if entry is None:
+        return None
+    held = (entry.get("fieldsV1") or {}).get("f:status") or {}
+    status = owned_fields(workload.get("status") or {}, held)
+    status["nominatedClusterNames"] = list(clusters)
+    return {
+        "apiVersion": api_version,
+        "kind": "Workload",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "resourceVersion": meta["resourceVersion"],
+        },
+        "status": status,
+    }

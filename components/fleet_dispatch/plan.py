@@ -1,0 +1,237 @@
+"""Which worker each pending fleet workload goes to (pure: plain dicts in, decisions out).
+
+The order a user asked for (issue 31): a ``PREEMPTIBLE`` workload runs on preemptible nodes of whichever worker
+has room, the first-listed one when several do, and waits where none has; a ``PREEMPTIBLE_FIRST`` one takes
+preemptible room in any worker before standard room in any worker, each in the order of the workers; a
+``STANDARD`` one takes standard room in that order. A workload's pod sets may mix classes (a training run's
+coordinator on a standard node, its workers on preemptible ones): every pod set must fit on one worker.
+
+Room is counted per node, as the scheduler places pods: the GPUs a Ready, schedulable node has allocatable,
+less those of the pods bound to it that have not ended (:func:`~together_clusters.platform.pod_gpu_request`).
+A cordoned node (a preemption notice, a repair) has none. Each workload placed in a pass takes its pods' GPUs
+from the room the next one sees, so a burst is spread as it would fit.
+
+The count can be a moment behind a worker's Kueue (a workload admitted there whose pods do not exist yet), so a
+workload sent to a worker and not admitted there stays ``patience_seconds`` before it is sent to a better one;
+it is moved at once when its worker stops answering. A workload no worker has room for waits with the first
+worker that answers (its Kueue admits it as soon as room comes), and moves when another has room first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from together_clusters.platform import (
+    COMPUTE_CLASS_LABEL,
+    GPU_RESOURCE,
+    PLACEMENT_LABEL,
+    PREEMPTIBLE,
+    ComputeClass,
+    pod_gpu_request,
+)
+
+Room = dict[ComputeClass, list[int]]
+"""A worker's free GPUs: per node class (``STANDARD`` or ``PREEMPTIBLE``), the free GPUs of each node."""
+
+ENDED_PHASES = frozenset({"Succeeded", "Failed"})
+MULTIKUEUE_PENDING = "Pending"
+
+
+@dataclass(frozen=True)
+class PodSetDemand:
+    """One pod set of a workload: the class it asked for, how many pods, and the GPUs of each."""
+
+    compute_class: ComputeClass
+    count: int
+    gpus_per_pod: int
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A workload waiting for a worker: its key (``namespace/name``), its pod sets, the worker it is now sent
+    to (``None``: none) and for how many seconds it has been."""
+
+    key: str
+    demands: tuple[PodSetDemand, ...]
+    nominated: str | None = None
+    held_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where a workload is sent, and why (for the dispatcher's log)."""
+
+    worker: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A worker and the class of nodes that takes the pod sets that asked for ``PREEMPTIBLE_FIRST``."""
+
+    worker: str
+    flexible_to: ComputeClass
+
+
+# --- reading the API's objects -----------------------------------------------------------------------
+
+
+def _node_ready(node: Mapping[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def node_class(node: Mapping[str, Any]) -> ComputeClass:
+    """A node's class: preemptible by its label, standard otherwise (standard nodes may lack the label)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return (
+        ComputeClass.PREEMPTIBLE if labels.get(COMPUTE_CLASS_LABEL) == PREEMPTIBLE else ComputeClass.STANDARD
+    )
+
+
+def worker_room(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> Room:
+    """The free GPUs of each Ready, schedulable node of a worker, by class, fullest first."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if node_name and (pod.get("status") or {}).get("phase") not in ENDED_PHASES:
+            used[node_name] = used.get(node_name, 0) + pod_gpu_request(pod.get("spec") or {})
+    room: Room = {ComputeClass.STANDARD: [], ComputeClass.PREEMPTIBLE: []}
+    for node in nodes:
+        if (node.get("spec") or {}).get("unschedulable") or not _node_ready(node):
+            continue
+        allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, 0)
+        name = (node.get("metadata") or {}).get("name", "")
+        free = int(str(allocatable)) - used.get(name, 0)
+        if free > 0:
+            room[node_class(node)].append(free)
+    return {compute_class: sorted(free) for compute_class, free in room.items()}
+
+
+def demands_of(workload: Mapping[str, Any]) -> tuple[PodSetDemand, ...]:
+    """A Kueue Workload's pod sets: each one's class (its pods' :data:`PLACEMENT_LABEL`; ``STANDARD`` without
+    one, as such a pod does not tolerate preemptible nodes), count, and GPUs per pod."""
+    found = []
+    for pod_set in (workload.get("spec") or {}).get("podSets") or []:
+        template = pod_set.get("template") or {}
+        label = ((template.get("metadata") or {}).get("labels") or {}).get(PLACEMENT_LABEL)
+        known = {c.value: c for c in ComputeClass}
+        compute_class = known.get(str(label), ComputeClass.STANDARD)
+        gpus = pod_gpu_request(template.get("spec") or {})
+        found.append(PodSetDemand(compute_class, int(pod_set.get("count", 1)), gpus))
+    return tuple(found)
+
+
+def _condition_true(workload: Mapping[str, Any], kind: str) -> bool:
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def awaits_a_worker(workload: Mapping[str, Any], admission_check: str) -> bool:
+    """Whether MultiKueue waits for a worker to be nominated: quota reserved on the manager, the fleet's
+    admission check pending, no worker running it yet, not finished, not being deleted (the conditions of
+    Kueue's own Incremental dispatcher)."""
+    status = workload.get("status") or {}
+    if (workload.get("metadata") or {}).get("deletionTimestamp") or status.get("clusterName"):
+        return False
+    if _condition_true(workload, "Finished") or not _condition_true(workload, "QuotaReserved"):
+        return False
+    checks = status.get("admissionChecks") or []
+    return any(c.get("name") == admission_check and c.get("state") == MULTIKUEUE_PENDING for c in checks)
+
+
+# --- deciding ----------------------------------------------------------------------------------------
+
+
+def _take(free: list[int], gpus: int, count: int) -> bool:
+    """Place ``count`` pods of ``gpus`` GPUs each on the nodes' free GPUs (best fit), in place."""
+    for _ in range(count):
+        fitting = [index for index, left in enumerate(free) if left >= gpus]
+        if not fitting:
+            return False
+        best = min(fitting, key=lambda index: free[index])
+        free[best] -= gpus
+    return True
+
+
+def fits(demands: Sequence[PodSetDemand], room: Room, flexible_to: ComputeClass) -> Room | None:
+    """The room left once every pod set is placed (``PREEMPTIBLE_FIRST`` ones on ``flexible_to`` nodes); None
+    when one does not fit. Pod sets without GPUs take no GPU room (every cluster keeps a standard node)."""
+    left = {compute_class: list(free) for compute_class, free in room.items()}
+    for demand in sorted(demands, key=lambda d: -d.gpus_per_pod):
+        if demand.gpus_per_pod <= 0 or demand.count <= 0:
+            continue
+        wanted = demand.compute_class
+        if wanted is ComputeClass.PREEMPTIBLE_FIRST:
+            wanted = flexible_to
+        if not _take(left.setdefault(wanted, []), demand.gpus_per_pod, demand.count):
+            return None
+    return left
+
+
+def options(demands: Sequence[PodSetDemand], workers: Sequence[str]) -> list[Choice]:
+    """Where a workload may go, best first: with ``PREEMPTIBLE_FIRST`` pod sets, preemptible room in each
+    worker before standard room in each worker; otherwise each worker in order."""
+    if any(d.compute_class is ComputeClass.PREEMPTIBLE_FIRST for d in demands):
+        return [
+            Choice(worker, compute_class)
+            for compute_class in (ComputeClass.PREEMPTIBLE, ComputeClass.STANDARD)
+            for worker in workers
+        ]
+    return [Choice(worker, ComputeClass.PREEMPTIBLE) for worker in workers]
+
+
+def _first_fit(
+    demands: Sequence[PodSetDemand], choices: Sequence[Choice], rooms: Mapping[str, Room | None]
+) -> tuple[Choice, Room] | None:
+    for choice in choices:
+        room = rooms.get(choice.worker)
+        left = fits(demands, room, choice.flexible_to) if room is not None else None
+        if left is not None:
+            return choice, left
+    return None
+
+
+def _reason(demands: Sequence[PodSetDemand], choice: Choice) -> str:
+    classes = {d.compute_class for d in demands if d.gpus_per_pod > 0 and d.count > 0}
+    named = sorted({choice.flexible_to if c is ComputeClass.PREEMPTIBLE_FIRST else c for c in classes})
+    return f"room on its {' and '.join(str(c) for c in named) or 'standard'} nodes"
+
+
+def nominations(
+    pending: Sequence[Pending],
+    workers: Sequence[str],
+    rooms: Mapping[str, Room | None],
+    patience_seconds: float,
+) -> dict[str, Decision]:
+    """The worker each workload of ``pending`` (in the order submitted) is to be sent to, for those whose
+    worker changes. ``rooms``: each worker's room, ``None`` for one that does not answer."""
+    left: dict[str, Room | None] = dict(rooms)
+    changes: dict[str, Decision] = {}
+    answering = [worker for worker in workers if left.get(worker) is not None]
+    for workload in pending:
+        choices = options(workload.demands, workers)
+        best = _first_fit(workload.demands, choices, left)
+        current = workload.nominated if workload.nominated in answering else None
+        stays = current is not None and (
+            best is None or best[0].worker == current or workload.held_seconds < patience_seconds
+        )
+        if stays and current is not None:
+            here = _first_fit(workload.demands, [c for c in choices if c.worker == current], left)
+            if here is not None:
+                left[current] = here[1]
+            continue
+        if best is not None:
+            target = best[0].worker
+            left[target] = best[1]
+            reason = _reason(workload.demands, best[0])
+        elif answering:
+            target = answering[0]  # room nowhere: wait with the first worker that answers
+            reason = "no worker has room: it waits there"
+        else:
+            continue
+        if target != workload.nominated:
+            changes[workload.key] = Decision(target, reason)
+    return changes

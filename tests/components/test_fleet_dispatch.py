@@ -1,0 +1,379 @@
+"""The fleet dispatcher's decisions as plain data (:mod:`together_clusters.components.fleet_dispatch.plan`) and
+its objects (:mod:`together_clusters.components.manifests.fleet_dispatch`). The real Kueue, MultiKueue and
+API servers judge it in tests/twin/test_engine_fleet.py; here, each class's order, bursts, patience and a worker
+that stops answering, and that its code runs on a bare interpreter with nothing but what its ConfigMap holds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from together_clusters.components import FleetDispatchArgs, FleetQueueArgs
+from together_clusters.components.fleet_dispatch import plan
+from together_clusters.components.fleet_dispatch.nomination import ADMISSION_MANAGER, nomination_apply
+from together_clusters.components.fleet_dispatch.plan import Pending, PodSetDemand
+from together_clusters.components.manifests import fleet_dispatch as builder
+from together_clusters.components.manifests import fleet_queue
+from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE, ComputeClass
+
+P, F, S = ComputeClass.PREEMPTIBLE, ComputeClass.PREEMPTIBLE_FIRST, ComputeClass.STANDARD
+WORKERS = ["east", "west"]
+
+
+def room(preemptible: list[int] | None = None, standard: list[int] | None = None) -> plan.Room:
+    return {P: list(preemptible or []), S: list(standard or [])}
+
+
+def one(
+    compute_class: ComputeClass, gpus: int = 1, count: int = 1, key: str = "default/a", **kw: Any
+) -> Pending:
+    return Pending(key, (PodSetDemand(compute_class, count, gpus),), **kw)
+
+
+def decide(
+    pending: list[Pending], rooms: dict[str, plan.Room | None], patience: float = 30
+) -> dict[str, str]:
+    return {key: d.worker for key, d in plan.nominations(pending, WORKERS, rooms, patience).items()}
+
+
+# --- each class's order ----------------------------------------------------------------------------
+
+
+def test_preemptible_goes_to_the_first_listed_worker_with_preemptible_room() -> None:
+    assert decide([one(P)], {"east": room([8]), "west": room([8])}) == {"default/a": "east"}
+    assert decide([one(P)], {"east": room([], [8]), "west": room([8])}) == {"default/a": "west"}
+
+
+def test_preemptible_with_no_room_anywhere_waits_with_the_first_worker_never_on_standard() -> None:
+    assert decide([one(P)], {"east": room([], [8]), "west": room([], [8])}) == {"default/a": "east"}
+    # Already waiting there: nothing changes.
+    waiting = one(P, nominated="east", held_seconds=600)
+    assert decide([waiting], {"east": room([], [8]), "west": room([], [8])}) == {}
+
+
+def test_preemptible_first_takes_preemptible_room_anywhere_before_standard_room_in_the_first() -> None:
+    assert decide([one(F)], {"east": room([], [8]), "west": room([8])}) == {"default/a": "west"}
+    assert decide([one(F)], {"east": room([], [8]), "west": room([], [8])}) == {"default/a": "east"}
+    assert decide([one(F)], {"east": room([8]), "west": room([8])}) == {"default/a": "east"}
+    assert decide([one(F)], {"east": room([], []), "west": room([], [8])}) == {"default/a": "west"}
+
+
+def test_standard_goes_to_the_first_listed_worker_with_standard_room() -> None:
+    assert decide([one(S)], {"east": room([8], [8]), "west": room([8], [8])}) == {"default/a": "east"}
+    assert decide([one(S)], {"east": room([8], [0]), "west": room([], [8])}) == {"default/a": "west"}
+
+
+def test_a_training_runs_pod_sets_all_fit_on_one_worker() -> None:
+    """A coordinator without GPUs on a standard node, two workers of 4 GPUs on preemptible ones."""
+    run = Pending("default/llm", (PodSetDemand(S, 1, 0), PodSetDemand(P, 2, 4)))
+    # The east's 6 free GPUs are on two nodes: two 4-GPU pods do not fit there, they do on the west's node.
+    assert decide([run], {"east": room([3, 3]), "west": room([8])}) == {"default/llm": "west"}
+
+
+# --- bursts, patience, workers that stop answering -------------------------------------------------
+
+
+def test_a_burst_is_spread_as_it_fits_node_by_node() -> None:
+    burst = [one(P, gpus=8, key=f"default/w{i}") for i in range(3)]
+    assert decide(burst, {"east": room([8]), "west": room([8, 8])}) == {
+        "default/w0": "east",
+        "default/w1": "west",
+        "default/w2": "west",
+    }
+
+
+def test_a_workload_sent_to_a_worker_stays_its_patience_before_a_better_one() -> None:
+    rooms: dict[str, plan.Room | None] = {"east": room([8]), "west": room([8])}
+    assert decide([one(P, nominated="west", held_seconds=5)], rooms) == {}
+    assert decide([one(P, nominated="west", held_seconds=31)], rooms) == {"default/a": "east"}
+    # Its stay counts against the room where it is: the next workload goes elsewhere.
+    later = one(P, gpus=8, key="default/b")
+    assert decide([one(P, gpus=8, nominated="west", held_seconds=5), later], rooms) == {"default/b": "east"}
+
+
+def test_a_workload_whose_worker_stops_answering_moves_at_once() -> None:
+    rooms: dict[str, plan.Room | None] = {"east": None, "west": room([8])}
+    assert decide([one(P, nominated="east", held_seconds=1)], rooms) == {"default/a": "west"}
+    # With room nowhere it waits with a worker that answers.
+    assert decide([one(P, nominated="east")], {"east": None, "west": room([])}) == {"default/a": "west"}
+    assert decide([one(P, nominated="east")], {"east": None, "west": None}) == {}
+
+
+# --- reading the API's objects ---------------------------------------------------------------------
+
+
+def node(
+    name: str, gpus: int, preemptible: bool, ready: bool = True, cordoned: bool = False
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {COMPUTE_CLASS_LABEL: PREEMPTIBLE} if preemptible else {}},
+        "spec": {"unschedulable": True} if cordoned else {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(node_name: str, gpus: int, phase: str = "Running") -> dict[str, Any]:
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    return {
+        "spec": {"nodeName": node_name, "containers": [{"resources": resources}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_room_is_counted_per_ready_schedulable_node_less_the_pods_on_it() -> None:
+    nodes = [
+        node("p1", 8, True),
+        node("p2", 8, True, cordoned=True),  # a preemption notice: no room
+        node("p3", 8, True, ready=False),
+        node("s1", 8, False),
+    ]
+    pods = [pod("p1", 3), pod("p1", 2, phase="Succeeded"), pod("s1", 8), pod("p2", 1)]
+    assert plan.worker_room(nodes, pods) == {P: [5], S: []}
+
+
+def workload(**status: Any) -> dict[str, Any]:
+    template = {
+        "metadata": {"labels": {PLACEMENT_LABEL: "preemptible-first"}},
+        "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+    }
+    return {
+        "metadata": {"name": "a", "namespace": "default"},
+        "spec": {"podSets": [{"name": "main", "count": 3, "template": template}]},
+        "status": status,
+    }
+
+
+RESERVED = [{"type": "QuotaReserved", "status": "True"}]
+
+
+def test_a_workload_awaits_a_worker_while_multikueue_waits_and_no_worker_runs_it() -> None:
+    pending = [{"name": "fleet", "state": "Pending"}]
+    assert plan.demands_of(workload()) == (PodSetDemand(F, 3, 2),)
+    assert plan.awaits_a_worker(workload(conditions=RESERVED, admissionChecks=pending), "fleet")
+    assert not plan.awaits_a_worker(workload(conditions=RESERVED, admissionChecks=pending), "other")
+    assert not plan.awaits_a_worker(workload(admissionChecks=pending), "fleet")  # no quota yet
+    running = workload(conditions=RESERVED, admissionChecks=pending, clusterName="fleet-east")
+    assert not plan.awaits_a_worker(running, "fleet")
+
+
+ADMISSION_FIELDS = {
+    "f:status": {
+        "f:admission": {
+            "f:clusterQueue": {},
+            "f:podSetAssignments": {
+                'k:{"name":"main"}': {
+                    ".": {},
+                    "f:count": {},
+                    "f:flavors": {"f:nvidia.com/gpu": {}},
+                    "f:name": {},
+                }
+            },
+        },
+        "f:conditions": {
+            'k:{"type":"QuotaReserved"}': {".": {}, "f:reason": {}, "f:status": {}, "f:type": {}},
+        },
+    }
+}
+"""What Kueue v0.17.0's admission held of a reserved workload's status on the twin (its ``managedFields``)."""
+
+
+def test_the_worker_is_written_as_kueues_admission_writes_it_with_all_that_manager_holds() -> None:
+    """So that MultiKueue's own apply clears the list when a worker admits the workload: Kueue keeps
+    clusterName and nominatedClusterNames exclusive, and an apply clears only what its manager holds."""
+    admission = {
+        "clusterQueue": "fleet",
+        "podSetAssignments": [{"name": "main", "count": 3, "flavors": {"nvidia.com/gpu": "p"}}],
+    }
+    reserved = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"}
+    podsready = {"type": "PodsReady", "status": "False", "reason": "WaitForStart"}
+    found = workload(
+        conditions=[reserved, podsready], admission=admission, admissionChecks=[{"name": "fleet"}]
+    )
+    found["metadata"].update(
+        resourceVersion="42",
+        managedFields=[
+            {
+                "manager": "kueue",
+                "operation": "Update",
+                "subresource": "status",
+                "fieldsV1": {"f:status": {}},
+            },
+            {
+                "manager": ADMISSION_MANAGER,
+                "operation": "Apply",
+                "subresource": "status",
+                "fieldsV1": ADMISSION_FIELDS,
+            },
+        ],
+    )
+    body = nomination_apply(found, ["fleet-west"], "kueue.x-k8s.io/v1beta2")
+    assert body == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "a", "namespace": "default", "resourceVersion": "42"},
+        "status": {
+            "admission": admission,  # every field that manager holds, as it is: none removed
+            "conditions": [reserved],  # not PodsReady: another manager's
+            "nominatedClusterNames": ["fleet-west"],
+        },
+    }
+    # A workload Kueue's admission has not written yet (no quota reserved) is not nominated.
+    assert nomination_apply(workload(), ["fleet-west"], "kueue.x-k8s.io/v1beta2") is None
+
+
+# --- its objects -----------------------------------------------------------------------------------
+
+
+def objects() -> dict[str, dict[str, Any]]:
+    found = builder.manager_dispatch_objects(
+        "fleet",
+        "default",
+        "kueue-system",
+        [("east", "fleet-east"), ("west", "fleet-west")],
+        FleetDispatchArgs(),
+    )
+    return {f"{o['kind']}/{o['metadata']['name']}": o for o in found}
+
+
+def granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def test_the_manager_kueue_dispatches_externally_when_the_fleet_has_a_dispatcher() -> None:
+    assert fleet_queue.multikueue_settings(300, dispatched=True) == {
+        "workerLostTimeout": "300s",
+        "dispatcherName": builder.DISPATCHER_NAME,
+    }
+    assert "dispatcherName" not in fleet_queue.multikueue_settings(300)
+    assert builder.DISPATCHER_NAME not in (
+        "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+        "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+    )
+
+
+def test_the_dispatcher_is_granted_only_what_it_does() -> None:
+    found = objects()
+    assert granted(found["Role/fleet-dispatcher"]["rules"]) == {
+        ("kueue.x-k8s.io", "workloads", "get"),
+        ("kueue.x-k8s.io", "workloads", "list"),
+        ("kueue.x-k8s.io", "workloads/status", "patch"),
+    }
+    (cluster_rule,) = found["ClusterRole/fleet-dispatcher"]["rules"]
+    assert cluster_rule["resourceNames"] == ["fleet-east", "fleet-west"] and cluster_rule["verbs"] == ["get"]
+    readers = {f"{o['kind']}": o for o in builder.worker_reader_objects("fleet", "kueue-system")}
+    assert granted(readers["ClusterRole"]["rules"]) == {("", "nodes", "list"), ("", "pods", "list")}
+    assert readers["Secret"]["type"] == "kubernetes.io/service-account-token"
+
+
+def test_the_dispatcher_runs_one_pod_on_a_standard_node_as_nobody() -> None:
+    deployment = objects()["Deployment/fleet-dispatcher"]["spec"]
+    assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
+    spec = deployment["template"]["spec"]
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": COMPUTE_CLASS_LABEL, "operator": "NotIn", "values": [PREEMPTIBLE]}
+    ]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    (container,) = spec["containers"]
+    assert container["image"] == "python:3.12-slim"
+    assert container["command"][:3] == ["python", "-m", "together_clusters.components.fleet_dispatch"]
+
+
+def test_a_change_of_configuration_rolls_the_dispatchers_pod() -> None:
+    def digest(dispatch: FleetDispatchArgs) -> str:
+        (deployment,) = [
+            o
+            for o in builder.manager_dispatch_objects(
+                "fleet", "default", "kueue-system", [("east", "fleet-east")], dispatch
+            )
+            if o["kind"] == "Deployment"
+        ]
+        return str(deployment["spec"]["template"]["metadata"]["annotations"][builder.CONFIG_HASH_ANNOTATION])
+
+    assert digest(FleetDispatchArgs()) == digest(FleetDispatchArgs())
+    assert digest(FleetDispatchArgs()) != digest(FleetDispatchArgs(patience_seconds=60))
+
+
+def test_the_dispatchers_code_runs_on_a_bare_interpreter_with_only_its_configmap(tmp_path: Path) -> None:
+    """The ConfigMap's files, laid out as the pod's volume lays them out, on an interpreter without site
+    packages (-S): everything it imports is the standard library or in the ConfigMap."""
+    found = objects()
+    config_map = found["ConfigMap/fleet-dispatcher"]["data"]
+    volumes = {
+        v["name"]: v for v in found["Deployment/fleet-dispatcher"]["spec"]["template"]["spec"]["volumes"]
+    }
+    for item in volumes["code"]["configMap"]["items"]:
+        target = tmp_path / "code" / item["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(config_map[item["key"]])
+    (tmp_path / "config.json").write_text(config_map[builder.CONFIG_KEY])
+    (tmp_path / "workers").mkdir()
+    account = tmp_path / "account"
+    account.mkdir()
+    probe = (
+        "import sys, json; from together_clusters.components.fleet_dispatch import __main__ as m, plan; "
+        "s = m.Settings.from_json(open(sys.argv[1]).read()); "
+        "print(json.dumps([s.admission_check, [w.cluster for w in s.workers], s.interval_seconds, plan.__file__]))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-S", "-c", probe, str(tmp_path / "config.json")],
+        env={"PYTHONPATH": str(tmp_path / "code")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    check, clusters, interval, origin = json.loads(ran.stdout)
+    assert (check, clusters, interval) == ("fleet", ["fleet-east", "fleet-west"], 2)
+    assert origin.startswith(str(tmp_path / "code"))
+    # Outside a pod it says so on one line and exits non-zero.
+    outside = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-m",
+            builder.MODULE,
+            "--config",
+            str(tmp_path / "config.json"),
+            "--workers-dir",
+            str(tmp_path / "workers"),
+            "--service-account-dir",
+            str(account),
+        ],
+        env={"PYTHONPATH": str(tmp_path / "code")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert outside.returncode == 2 and "KUBERNETES_SERVICE_HOST" in outside.stdout
+
+
+@pytest.mark.parametrize(
+    ("dispatch", "field"),
+    [
+        (FleetDispatchArgs(interval_seconds=0), "dispatch.interval_seconds"),
+        (FleetDispatchArgs(patience_seconds=-1), "dispatch.patience_seconds"),
+        (FleetDispatchArgs(image=" "), "dispatch.image"),
+    ],
+)
+def test_bad_dispatch_settings_are_refused_naming_the_field(dispatch: FleetDispatchArgs, field: str) -> None:
+    found = fleet_queue.fleet_violations(
+        "fleet", FleetQueueArgs(workers=["x"], dispatch=dispatch), [fleet_queue.WorkerView("east", 1)]
+    )
+    assert [v.field for v in found] == [field]
