@@ -21,6 +21,8 @@ from together_clusters.components.manifests import fleet_dispatch as builder
 from together_clusters.components.manifests import fleet_queue
 from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE, ComputeClass
 
+from .conftest import assert_schema_valid
+
 P, F, S = ComputeClass.PREEMPTIBLE, ComputeClass.PREEMPTIBLE_FIRST, ComputeClass.STANDARD
 WORKERS = ["east", "west"]
 
@@ -377,3 +379,9 @@ def test_bad_dispatch_settings_are_refused_naming_the_field(dispatch: FleetDispa
         "fleet", FleetQueueArgs(workers=["x"], dispatch=dispatch), [fleet_queue.WorkerView("east", 1)]
     )
     assert [v.field for v in found] == [field]
+
+
+def test_the_dispatchers_objects_are_valid_kubernetes_objects() -> None:
+    """Strictly, against the Kubernetes OpenAPI schemas the package ships (no unknown or misspelt field)."""
+    for manifest in [*objects().values(), *builder.worker_reader_objects("fleet", "kueue-system")]:
+        assert_schema_valid(manifest)

@@ -360,6 +360,9 @@ def test_the_manager_reaches_each_worker_as_a_service_account_not_as_admin(stack
     # No credential in the state in clear: neither the token nor a worker's admin kubeconfig.
     state = _engine.run_pulumi(["stack", "export"], cwd=stack.project, env=stack.env, check=True).stdout
     assert token not in state
+    readers = client.CoreV1Api(apis["hub"]).read_namespaced_secret("fleet-dispatcher-workers", "kueue-system")
+    reader = json.loads(base64.b64decode(readers.data["west"]))
+    assert reader["users"][0]["user"]["token"] not in state
     assert outputs["west_kube_config"] not in state
 
 
