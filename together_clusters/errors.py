@@ -25,6 +25,7 @@
     │   └── PlacementRefused         the preemptible placement guard refuses a pod spec
     ├── DrillError                   a preemption drill could not be played
     ├── GateError                    the remediation gate refused, or its drain did not hold in time
+    ├── DispatchRequestError         a request of the fleet's dispatcher to a Kubernetes API server failed
     ├── EngineError (RuntimeError)   a Pulumi operation the command line ran failed; the cause on one line
     └── TwinError (RuntimeError)     the emulator's Kubernetes twin cannot do what was asked
         ├── BinariesMissing          the twin's control plane programs are not built
@@ -290,6 +291,16 @@ class DrillError(TogetherError):
 class GateError(TogetherError):
     """The remediation gate refused (the remediation does not await approval, is not the cluster's) or its
     drain did not hold within its timeout (the node stays cordoned and the remediation pending)."""
+
+
+class DispatchRequestError(TogetherError):
+    """A request of the fleet's dispatcher (a FleetQueue's pod on the manager) to a Kubernetes API server was
+    refused or not answered: ``status`` is the HTTP status, 0 when the server did not answer. The message is
+    the server's own, never a token. The dispatcher logs it and tries again at its next pass."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status} {message}" if status else message)
+        self.status = status
 
 
 class EngineError(TogetherError, RuntimeError):

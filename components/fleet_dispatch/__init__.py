@@ -13,6 +13,6 @@ and removes it from the others. This package is that controller, run on the mana
 - :mod:`.kube` is a small client of the Kubernetes API on the standard library;
 - ``python -m together_clusters.components.fleet_dispatch`` (:mod:`.__main__`) runs the passes.
 
-It uses the standard library and :mod:`together_clusters.platform` only, so its code travels in a ConfigMap and
-runs on any Python image: no image of this package is needed on the manager.
+It uses only the standard library, :mod:`together_clusters.platform` and the error tree, so its code travels in
+a ConfigMap and runs on any Python image: no image of this package is needed on the manager.
 """

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from together_clusters.errors import DispatchRequestError
+
 from . import plan
-from .kube import KubeClient, KubeError
+from .kube import KubeClient
 from .nomination import ADMISSION_MANAGER, nomination_apply
 
 
@@ -103,7 +105,7 @@ class Dispatcher:
                     or []
                 )
                 room = plan.worker_room(nodes, pods)
-        except (KubeError, OSError, KeyError, ValueError) as error:
+        except (DispatchRequestError, OSError, KeyError, ValueError) as error:
             problem = str(error)
         answering = room is not None
         if self.answering.get(worker.name) != answering:
@@ -122,7 +124,7 @@ class Dispatcher:
         try:
             self.manager.apply(f"{self._workloads_path()}/{meta['name']}/status", body, ADMISSION_MANAGER)
             return True
-        except KubeError as error:
+        except DispatchRequestError as error:
             if error.status != 409:  # 409: Kueue changed it since it was read; the next pass sees it anew
                 say(f"workload {meta['namespace']}/{meta['name']}: could not set its worker: {error}")
             return False
@@ -212,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         try:
             dispatcher.run_pass()
-        except KubeError as error:
+        except DispatchRequestError as error:
             say(f"the manager's API server: {error}")
         if args.once:
             return 0

@@ -14,27 +14,38 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from together_clusters.errors import DispatchRequestError
 
 REQUEST_TIMEOUT_SECONDS = 10.0
 APPLY_PATCH = "application/apply-patch+yaml"
 
 
-class KubeError(Exception):
-    """A request the API server refused or did not answer: ``status`` (0 when it did not answer)."""
+@dataclass(frozen=True)
+class Token:
+    """A bearer token: ``value`` as given, or ``file`` read again at each request (a pod's projected token,
+    which the kubelet renews before it expires)."""
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status} {message}" if status else message)
-        self.status = status
+    value: str | None = None
+    file: Path | None = None
+
+    def read(self) -> str:
+        if self.value is not None:
+            return self.value
+        if self.file is None:
+            raise ValueError("a Token needs a value or a file")
+        return self.file.read_text().strip()
 
 
 class KubeClient:
     """One API server: ``server`` (``https://host:port``), a token source and the CA that signed its
     certificate (PEM)."""
 
-    def __init__(self, server: str, token: Callable[[], str], ca_pem: str) -> None:
+    def __init__(self, server: str, token: Token, ca_pem: str) -> None:
         self.server = server.rstrip("/")
         self._token = token
         self._tls = ssl.create_default_context(cadata=ca_pem)
@@ -43,8 +54,7 @@ class KubeClient:
     def in_cluster(cls, host: str, port: str, account_dir: Path) -> KubeClient:
         """The pod's own API server, as its ServiceAccount (``account_dir`` holds ``token`` and ``ca.crt``)."""
         server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-        token_file = account_dir / "token"
-        return cls(server, lambda: token_file.read_text().strip(), (account_dir / "ca.crt").read_text())
+        return cls(server, Token(file=account_dir / "token"), (account_dir / "ca.crt").read_text())
 
     @classmethod
     def from_kubeconfig(cls, text: str) -> KubeClient:
@@ -54,7 +64,7 @@ class KubeClient:
         cluster = config["clusters"][0]["cluster"]
         token = str(config["users"][0]["user"]["token"])
         ca_pem = base64.b64decode(cluster["certificate-authority-data"]).decode()
-        return cls(str(cluster["server"]), lambda: token, ca_pem)
+        return cls(str(cluster["server"]), Token(value=token), ca_pem)
 
     def get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
@@ -69,7 +79,7 @@ class KubeClient:
         self, method: str, path: str, body: bytes | None = None, content_type: str | None = None
     ) -> dict[str, Any]:
         request = urllib.request.Request(self.server + path, data=body, method=method)
-        request.add_header("Authorization", f"Bearer {self._token()}")
+        request.add_header("Authorization", f"Bearer {self._token.read()}")
         request.add_header("Accept", "application/json")
         if content_type:
             request.add_header("Content-Type", content_type)
@@ -77,9 +87,9 @@ class KubeClient:
             with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_SECONDS, context=self._tls) as reply:
                 return dict(json.loads(reply.read() or b"{}"))
         except urllib.error.HTTPError as error:
-            raise KubeError(error.code, _message(error)) from None
+            raise DispatchRequestError(error.code, _message(error)) from None
         except (OSError, ValueError) as error:  # refused, timed out, TLS, a reply that is not JSON
-            raise KubeError(
+            raise DispatchRequestError(
                 0, f"{method} {self.server}{path.split('?')[0]}: {type(error).__name__}: {error}"
             ) from None
 

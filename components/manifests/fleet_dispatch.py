@@ -52,7 +52,9 @@ NOBODY = 65534
 
 SHIPPED_MODULES = (
     "together_clusters.platform",
+    "together_clusters.errors",
     "together_clusters.components.checkpoint.contract",
+    "together_clusters.components.checkpoint.errors",
     f"{MODULE}",
     f"{MODULE}.__main__",
     f"{MODULE}.plan",
@@ -60,7 +62,8 @@ SHIPPED_MODULES = (
     f"{MODULE}.nomination",
 )
 """The modules the dispatcher runs, as they are in this package (the platform's facts import the checkpoint
-contract); every other package on their path is an empty one (:data:`STUB_PACKAGES`)."""
+contract, the error tree the runtime's errors); every other package on their path is an empty one
+(:data:`STUB_PACKAGES`)."""
 STUB_PACKAGES = (
     "together_clusters",
     "together_clusters.components",
