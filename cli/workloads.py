@@ -25,6 +25,7 @@ from typing import Any
 from together_clusters.components.manifests.common import selector_for
 from together_clusters.platform import (
     COMPUTE_CLASS_LABEL,
+    FINISHED_POD_PHASES,
     PLACEMENT_LABEL,
     ComputeClass,
     compute_class_of_node,
@@ -49,9 +50,6 @@ KUEUE = "kueue"
 """A :class:`Stall`'s source: Kueue Workloads not admitted."""
 
 SECONDS_PER_HOUR = 3600.0
-
-FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-"""The phases of a pod whose containers are done: it holds nothing on its node any more."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +114,7 @@ def workloads_by_node(view: Mapping[str, Any]) -> dict[str, list[str]]:
     for pod in view.get("pods") or []:
         workload = workload_of(pod.get("metadata") or {})
         node = (pod.get("spec") or {}).get("nodeName")
-        if workload is None or not node or (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
+        if workload is None or not node or (pod.get("status") or {}).get("phase") in FINISHED_POD_PHASES:
             continue
         found.setdefault(str(node), set()).add(workload)
     return {node: sorted(names) for node, names in found.items()}

@@ -207,21 +207,11 @@ class FleetQueue(pulumi.ComponentResource):
         cluster = kube.cluster_of(opts)
         child_opts = pulumi.ResourceOptions(parent=self, deleted_with=cluster)
         workers = [(worker, builder.multikueue_cluster_name(queue, worker)) for worker in readers]
-        secret = kube.create(
-            f"{name}-dispatcher-workers",
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "Opaque",
-                "metadata": {
-                    "name": dispatch_builder.workers_secret_name(queue),
-                    "namespace": builder.KUEUE_NAMESPACE,
-                    "labels": {"app.kubernetes.io/name": queue, "app.kubernetes.io/managed-by": "pulumi"},
-                },
-                "stringData": pulumi.Output.secret(readers),
-            },
-            child_opts,
-        )
+        manifest = {
+            **dispatch_builder.workers_secret(queue, builder.KUEUE_NAMESPACE),
+            "stringData": pulumi.Output.secret(readers),
+        }
+        secret = kube.create(f"{name}-dispatcher-workers", manifest, child_opts)
         objects = dispatch_builder.manager_dispatch_objects(
             queue, args.namespace, builder.KUEUE_NAMESPACE, workers, dispatch
         )

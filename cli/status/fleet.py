@@ -15,17 +15,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from together_clusters.components.fleet_dispatch.plan import condition_true, free_gpus_by_node
 from together_clusters.platform import (
     COMPUTE_CLASS_LABEL,
-    GPU_RESOURCE,
     JOB_NAME_LABEL,
     JOBSET_NAME_LABEL,
     ComputeClass,
-    pod_gpu_request,
 )
 
 from ..stack_state import StateResource
-from ..workloads import FINISHED_PHASES, node_class
+from ..workloads import node_class
 
 FLEET_TYPE = "together:components:FleetQueue"
 
@@ -155,25 +154,16 @@ def _worker(name: str, cluster: StateResource | None, view: Mapping[str, Any] | 
 
 def free_preemptible_gpus(view: Mapping[str, Any]) -> int:
     """The GPUs a new preemptible pod could still take in the cluster of ``view``: allocatable on schedulable
-    preemptible nodes, less the requests of the pods the view holds there (the package's workloads)."""
-    free: dict[str, int] = {}
-    for node in view.get("nodes") or []:
-        metadata, spec = node.get("metadata") or {}, node.get("spec") or {}
-        labels = metadata.get("labels") or {}
-        if labels.get(COMPUTE_CLASS_LABEL) != ComputeClass.PREEMPTIBLE or spec.get("unschedulable"):
-            continue
-        allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE) or 0
-        free[str(metadata.get("name"))] = int(str(allocatable))
-    for pod in view.get("pods") or []:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node in free and (pod.get("status") or {}).get("phase") not in FINISHED_PHASES:
-            free[node] -= pod_gpu_request(pod.get("spec") or {})
+    preemptible nodes, less the requests of the pods the view holds there (the package's workloads); counted
+    as the fleet's dispatcher counts them."""
+    preemptible = [
+        node
+        for node in view.get("nodes") or []
+        if ((node.get("metadata") or {}).get("labels") or {}).get(COMPUTE_CLASS_LABEL)
+        == ComputeClass.PREEMPTIBLE
+    ]
+    free = free_gpus_by_node(preemptible, view.get("pods") or [])
     return sum(max(0, gpus) for gpus in free.values())
-
-
-def _true(workload: Mapping[str, Any], kind: str) -> bool:
-    conditions = (workload.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
 def _owner(workload: Mapping[str, Any]) -> tuple[str, str]:
@@ -197,11 +187,11 @@ def _workload(
     prefix = f"{fleet.queue}-"
     worker = cluster[len(prefix) :] if isinstance(cluster, str) and cluster.startswith(prefix) else cluster
     classes, arrived = _running_classes(views.get(worker) if worker else None, kind, name, namespace)
-    if _true(workload, "Finished"):
+    if condition_true(workload, "Finished"):
         state = "finished"
-    elif worker and _true(workload, "Admitted"):
+    elif worker and condition_true(workload, "Admitted"):
         state = "running" if classes else "admitted"
-    elif _true(workload, "QuotaReserved"):
+    elif condition_true(workload, "QuotaReserved"):
         state = "dispatching"
     elif failovers:
         state = "moving"

@@ -86,9 +86,7 @@ class Dispatcher:
             cluster = self.manager.get(
                 f"/apis/{self.settings.api_version}/multikueueclusters/{worker.cluster}"
             )
-            conditions = (cluster.get("status") or {}).get("conditions") or []
-            active = any(c.get("type") == "Active" and c.get("status") == "True" for c in conditions)
-            if not active:
+            if not plan.condition_true(cluster, "Active"):
                 problem = "its MultiKueueCluster is not active"
             else:
                 client = KubeClient.from_kubeconfig((self.workers_dir / worker.name).read_text())

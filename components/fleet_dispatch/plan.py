@@ -25,6 +25,7 @@ from typing import Any
 
 from together_clusters.platform import (
     COMPUTE_CLASS_LABEL,
+    FINISHED_POD_PHASES,
     GPU_RESOURCE,
     PLACEMENT_LABEL,
     PREEMPTIBLE,
@@ -35,7 +36,6 @@ from together_clusters.platform import (
 Room = dict[ComputeClass, list[int]]
 """A worker's free GPUs: per node class (``STANDARD`` or ``PREEMPTIBLE``), the free GPUs of each node."""
 
-ENDED_PHASES = frozenset({"Succeeded", "Failed"})
 MULTIKUEUE_PENDING = "Pending"
 
 
@@ -78,9 +78,11 @@ class Choice:
 # --- reading the API's objects -----------------------------------------------------------------------
 
 
-def _node_ready(node: Mapping[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+def condition_true(found: Mapping[str, Any], kind: str) -> bool:
+    """Whether an object's status condition ``kind`` is ``True`` (a Node's, a Workload's, a
+    MultiKueueCluster's)."""
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
 def node_class(node: Mapping[str, Any]) -> ComputeClass:
@@ -91,23 +93,35 @@ def node_class(node: Mapping[str, Any]) -> ComputeClass:
     )
 
 
-def worker_room(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> Room:
-    """The free GPUs of each Ready, schedulable node of a worker, by class, fullest first."""
-    used: dict[str, int] = {}
+def free_gpus_by_node(
+    nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
+) -> dict[str, int]:
+    """The GPUs each schedulable node of ``nodes`` has left, by name: allocatable less the requests of the pods
+    bound to it that have not finished (below 0 when they ask more than it has). A cordoned node (a preemption
+    notice, a repair) is left out. ``together-clusters status`` counts a worker's free GPUs with it too."""
+    free: dict[str, int] = {}
+    for node in nodes:
+        if (node.get("spec") or {}).get("unschedulable"):
+            continue
+        allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE) or 0
+        free[str((node.get("metadata") or {}).get("name"))] = int(str(allocatable))
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
-        if node_name and (pod.get("status") or {}).get("phase") not in ENDED_PHASES:
-            used[node_name] = used.get(node_name, 0) + pod_gpu_request(pod.get("spec") or {})
+        if node_name in free and (pod.get("status") or {}).get("phase") not in FINISHED_POD_PHASES:
+            free[node_name] -= pod_gpu_request(pod.get("spec") or {})
+    return free
+
+
+def worker_room(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> Room:
+    """The free GPUs of each Ready, schedulable node of a worker, by class, fullest first."""
+    ready = [node for node in nodes if condition_true(node, "Ready")]
+    free = free_gpus_by_node(ready, pods)
     room: Room = {ComputeClass.STANDARD: [], ComputeClass.PREEMPTIBLE: []}
-    for node in nodes:
-        if (node.get("spec") or {}).get("unschedulable") or not _node_ready(node):
-            continue
-        allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, 0)
-        name = (node.get("metadata") or {}).get("name", "")
-        free = int(str(allocatable)) - used.get(name, 0)
-        if free > 0:
-            room[node_class(node)].append(free)
-    return {compute_class: sorted(free) for compute_class, free in room.items()}
+    for node in ready:
+        left = free.get(str((node.get("metadata") or {}).get("name")), 0)
+        if left > 0:
+            room[node_class(node)].append(left)
+    return {compute_class: sorted(left) for compute_class, left in room.items()}
 
 
 def demands_of(workload: Mapping[str, Any]) -> tuple[PodSetDemand, ...]:
@@ -124,11 +138,6 @@ def demands_of(workload: Mapping[str, Any]) -> tuple[PodSetDemand, ...]:
     return tuple(found)
 
 
-def _condition_true(workload: Mapping[str, Any], kind: str) -> bool:
-    conditions = (workload.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
-
-
 def awaits_a_worker(workload: Mapping[str, Any], admission_check: str) -> bool:
     """Whether MultiKueue waits for a worker to be nominated: quota reserved on the manager, the fleet's
     admission check pending, no worker running it yet, not finished, not being deleted (the conditions of
@@ -136,7 +145,7 @@ def awaits_a_worker(workload: Mapping[str, Any], admission_check: str) -> bool:
     status = workload.get("status") or {}
     if (workload.get("metadata") or {}).get("deletionTimestamp") or status.get("clusterName"):
         return False
-    if _condition_true(workload, "Finished") or not _condition_true(workload, "QuotaReserved"):
+    if condition_true(workload, "Finished") or not condition_true(workload, "QuotaReserved"):
         return False
     checks = status.get("admissionChecks") or []
     return any(c.get("name") == admission_check and c.get("state") == MULTIKUEUE_PENDING for c in checks)

@@ -55,7 +55,7 @@ SHIPPED_MODULES = (
     "together_clusters.errors",
     "together_clusters.components.checkpoint.contract",
     "together_clusters.components.checkpoint.errors",
-    f"{MODULE}",
+    MODULE,
     f"{MODULE}.__main__",
     f"{MODULE}.plan",
     f"{MODULE}.kube",
@@ -109,6 +109,21 @@ def dispatcher_name(queue: str) -> str:
 def workers_secret_name(queue: str) -> str:
     """The Secret on the manager holding one read-only kubeconfig per worker (key: the worker's name)."""
     return f"{queue}-dispatcher-workers"
+
+
+def workers_secret(queue: str, namespace: str) -> Manifest:
+    """The Secret on the manager of the workers' read-only kubeconfigs (:func:`workers_secret_name`; its
+    ``stringData``, one key per worker, added by the shell as a Pulumi secret)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": workers_secret_name(queue),
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": queue, "app.kubernetes.io/managed-by": "pulumi"},
+        },
+    }
 
 
 def _labels(queue: str) -> dict[str, str]:

@@ -91,6 +91,9 @@ CHECKPOINT_OPT_OUTS = frozenset({CHECKPOINT_NONE, CHECKPOINT_USER_MANAGED})
 GPUS_PER_NODE = 8
 """GPUs of one worker node: GPU counts come in whole nodes."""
 
+FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
+"""The phases of a pod whose containers are done: it holds nothing on its node any more."""
+
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource a node's GPUs are (NVIDIA's device plugin): a worker node has :data:`GPUS_PER_NODE`
 of it allocatable, a pod asks for them in its containers' ``resources`` (see :func:`pod_gpu_request`)."""
@@ -273,7 +276,9 @@ def remediation_mode_name(mode: str | None) -> str:
 REMEDIATION_MODES_BY_NAME: dict[str, str] = {remediation_mode_name(mode): mode for mode in REMEDIATION_MODES}
 """``vm-only`` -> ``REMEDIATION_MODE_VM_ONLY``, for every mode: what ``drill --remediation``,
 ``remediations gate --modes`` and ``RemediationGateArgs.modes`` accept."""
-NODE_KEEPING_REMEDIATION_MODES = frozenset({"REMEDIATION_MODE_REBOOT_VM", "REMEDIATION_MODE_HOST_POWER_CYCLE"})
+NODE_KEEPING_REMEDIATION_MODES = frozenset(
+    {"REMEDIATION_MODE_REBOOT_VM", "REMEDIATION_MODE_HOST_POWER_CYCLE"}
+)
 """The modes after which the same node comes back (a reboot, a power cycle)."""
 
 REMEDIATION_GATE_ANNOTATION = "together.ai/remediation-gate"
