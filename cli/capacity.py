@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from together_clusters.platform import LifecycleReason
+from together_clusters.platform import GPUS_PER_NODE, ComputeClass, LifecycleReason, compute_class_of_node
 
 # Preemptible GPUs are billed at half the on-demand price: a fixed platform discount.
 PREEMPTIBLE_DISCOUNT = 0.5
@@ -25,6 +25,55 @@ class Event:
     reason: str
     node_id: str
     message: str
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    """An autoscaling cluster's standard GPUs: live, the floor the code owns, the ceiling the platform grows
+    to, and its recent scale events (standard nodes added or removed)."""
+
+    live_standard_gpus: int
+    floor_gpus: int
+    """``num_gpus``: the program's, never the platform's scaling."""
+    ceiling_gpus: int | None
+    """``auto_scale_max_gpus``: the stack's input, else the reply's extra field; ``None``: not known."""
+    scale_events: list[Event] = field(default_factory=list)
+
+
+AUTOSCALING_SETTINGS = ("auto_scale", "auto_scale_max_gpus")
+"""The Cluster inputs that say how it autoscales; the real API's reply does not report them."""
+
+
+def with_stack_inputs(snapshot: Mapping[str, Any] | None, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The snapshot with the autoscaling settings the stack's inputs hold (they win over any the reply had:
+    the real API reports none)."""
+    if snapshot is None:
+        return None
+    given = {k: inputs[k] for k in AUTOSCALING_SETTINGS if inputs.get(k) is not None}
+    return {**snapshot, **given}
+
+
+def autoscaling(snapshot: Mapping[str, Any], events: Sequence[Event]) -> Autoscaling | None:
+    """The autoscaling of a cluster whose snapshot says ``auto_scale``; ``None`` for any other."""
+    if snapshot.get("auto_scale") is not True:
+        return None
+    ceiling = snapshot.get("auto_scale_max_gpus")
+    scaled = {LifecycleReason.SCALED_UP, LifecycleReason.SCALED_DOWN}
+    classes = {n.get("node_id"): n.get("compute_class") for n in snapshot.get("nodes") or []}
+    return Autoscaling(
+        live_standard_gpus=GPUS_PER_NODE * int(snapshot.get("standard_nodes") or 0),
+        floor_gpus=int(snapshot.get("num_gpus") or 0),
+        # A state's number may be a float (32.0): inputs without a typed annotation.
+        ceiling_gpus=int(ceiling)
+        if isinstance(ceiling, int | float) and not isinstance(ceiling, bool)
+        else None,
+        scale_events=[
+            e
+            for e in events
+            if e.reason in scaled
+            and (classes.get(e.node_id) or compute_class_of_node(e.node_id)) != ComputeClass.PREEMPTIBLE
+        ],
+    )
 
 
 @dataclass(frozen=True)
@@ -43,6 +92,8 @@ class ClusterStatus:
     preemptible_nodes: int = 0
     events: list[Event] = field(default_factory=list)
     hourly_saving: float | None = None
+    autoscaling: Autoscaling | None = None
+    """Set for a cluster created with ``auto_scale``."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,6 +153,7 @@ def cluster_status(
     if snapshot is None:
         return ClusterStatus(resource=resource, cluster_id=cluster_id, found=False)
     allocated = int(snapshot.get("allocated_preemptible_gpus") or 0)
+    events = recent_events(snapshot, start, end)
     return ClusterStatus(
         resource=resource,
         cluster_id=cluster_id,
@@ -113,8 +165,9 @@ def cluster_status(
         allocated_preemptible_gpus=allocated,
         standard_nodes=int(snapshot.get("standard_nodes") or 0),
         preemptible_nodes=int(snapshot.get("preemptible_nodes") or 0),
-        events=recent_events(snapshot, start, end),
+        events=events,
         hourly_saving=None if price_per_gpu_hour is None else hourly_saving(allocated, price_per_gpu_hour),
+        autoscaling=autoscaling(snapshot, events),
     )
 
 

@@ -17,11 +17,11 @@ class ExitCode(IntEnum):
     """An exit code, the commands that can return it and what it means (one line)."""
 
     # name = code, the commands that return it, what it means
-    OK = 0, ("drift", "status", "drill", "remediations"), (
+    OK = 0, ("drift", "status", "drill", "remediations", "plugin"), (
         "nothing to act on: every stack in sync (drift), the status shown (status), every workload survived "
-        "or the dry run's plan holds (drill), done or the dry run's plan shown (remediations)"
+        "or the dry run's plan holds (drill), done or the dry run's plan shown (remediations), installed (plugin)"
     )
-    ERROR = 1, ("drift", "status", "drill", "remediations"), (
+    ERROR = 1, ("drift", "status", "drill", "remediations", "plugin"), (
         "bad arguments, or the command could not do its work (a stack could not be checked or read, "
         "the engine or the API failed, the drill could not run, its pre-check refused it or its remediation did not "
         "succeed, the gate refused)"

@@ -22,7 +22,7 @@ from together_clusters.provider.models import Cluster, GPUWorkerNode, Remediatio
 from together_clusters.provider.settings import API_KEY_CONFIG, API_KEY_ENV
 from together_clusters.provider.vocabulary import ACTIVE_REMEDIATION_STATES, ENDED_REMEDIATION_STATES
 
-from . import api_settings, kube_view
+from . import api_settings, capacity, kube_view
 from .stack_state import StateResource
 
 
@@ -65,7 +65,16 @@ def snapshot(cluster: Cluster, observed_at: datetime | None = None) -> dict[str,
             for e in cluster.node_lifecycle_events or []
         ],
         "observed_at": _iso(observed_at),
+        **_autoscaling_settings(cluster),
     }
+
+
+def _autoscaling_settings(cluster: Cluster) -> dict[str, Any]:
+    """``auto_scale`` and ``auto_scale_max_gpus`` where the reply has them: only an emulator with extra fields
+    sends them (the real reply does not define them); the stack's inputs win (capacity.with_stack_inputs)."""
+    extra = cluster.model_extra or {}
+    found = {k: extra.get(k, getattr(cluster, k, None)) for k in capacity.AUTOSCALING_SETTINGS}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 ENDED_REMEDIATIONS_READ = 20

@@ -11,6 +11,7 @@ for stacks of Together GPU clusters.
     together-clusters remediations list|approve ID|reject ID --comment TEXT|gate --modes M,...
                              [--cluster-id ID] [--kubeconfig FILE] [--context NAME] [--json]
                              [approve: --timeout S --dry-run --force]
+    together-clusters plugin install [--pulumi PATH] [--json]
 
 Without -s/--stack, drift and status use the selected stack, as pulumi does.
 """
@@ -29,11 +30,12 @@ from .arguments import Parser, add_version
 from .drift import command as drift
 from .drill import command as drill
 from .exit_codes import ExitCode, help_table
+from .plugin import command as plugin
 from .remediations import command as remediations
 from .status import command as status
 from .workspace import EngineError
 
-COMMANDS = {"drift": drift, "status": status, "drill": drill, "remediations": remediations}
+COMMANDS = {"drift": drift, "status": status, "drill": drill, "remediations": remediations, "plugin": plugin}
 """Each subcommand and its module (``cli/<name>/command.py``): ``add_parser(sub)`` registers it,
 ``run(args)`` runs it and returns its :class:`ExitCode`."""
 

@@ -15,7 +15,7 @@ from typing import Any
 from pulumi.runtime.rpc import _special_secret_sig as SECRET_MARK
 from pulumi.runtime.rpc import _special_sig_key as SECRET_SIG
 
-from together_clusters.provider.rules import parse_time
+from together_clusters.provider.plan_types import parse_time
 from together_clusters.provider.schema import CLUSTER_TYPE
 
 # The engine's secret marker, from its SDK (the one home of the fact; the SDK is pinned): a secret is a map

@@ -31,6 +31,7 @@ from together_clusters.platform import (
     compute_class_of_node,
     pod_gpu_request,
 )
+from together_clusters.platform.objects import condition, condition_true
 
 from .capacity import PREEMPTIBLE_DISCOUNT, parse_time
 
@@ -120,11 +121,6 @@ def workloads_by_node(view: Mapping[str, Any]) -> dict[str, list[str]]:
     return {node: sorted(names) for node, names in found.items()}
 
 
-def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c.get("type") == kind), None)
-
-
 def _one_line(text: str | None) -> str:
     return " ".join((text or "").split())
 
@@ -134,7 +130,7 @@ def pod_stall(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     being_deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
     if (pod.get("status") or {}).get("phase") != "Pending" or being_deleted:
         return None
-    scheduled = _condition(pod, "PodScheduled")
+    scheduled = condition(pod, "PodScheduled")
     if scheduled is None or scheduled.get("status") != "False" or scheduled.get("reason") != UNSCHEDULABLE:
         return None
     return str(scheduled.get("lastTransitionTime") or ""), _one_line(scheduled.get("message"))
@@ -146,9 +142,9 @@ def kueue_stall(workload: Mapping[str, Any]) -> tuple[str, int, str, str] | None
     Its component is read from its pod sets' template labels (the pods it would create). A Workload that
     finished or that someone deactivated (``spec.active: false``) is not waiting for capacity."""
     spec = workload.get("spec") or {}
-    if spec.get("active") is False or _true(_condition(workload, "Finished")):
+    if spec.get("active") is False or condition_true(workload, "Finished"):
         return None
-    reserved = _condition(workload, QUOTA_RESERVED)
+    reserved = condition(workload, QUOTA_RESERVED)
     if reserved is None or reserved.get("status") != "False":
         return None
     pod_sets = spec.get("podSets") or []
@@ -165,10 +161,6 @@ def kueue_stall(workload: Mapping[str, Any]) -> tuple[str, int, str, str] | None
         return None
     pods = sum(int(s.get("count") or 0) for s in pod_sets)
     return component, pods, str(reserved.get("lastTransitionTime") or ""), _one_line(reserved.get("message"))
-
-
-def _true(condition: Mapping[str, Any] | None) -> bool:
-    return condition is not None and condition.get("status") == "True"
 
 
 def _template_labels(pod_set: Mapping[str, Any]) -> Mapping[str, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pulumi
 
@@ -30,6 +30,10 @@ class ManifestComponent(pulumi.ComponentResource):
     ``ResourceOptions(aliases=[pulumi.Alias(name=old_name)])`` keeps every child's URN too.
     """
 
+    type_token: ClassVar[str | None] = None
+    """The Pulumi type the component registers as, when not ``together:components:<type_name>``: the plugin
+    ``together`` constructs its components as the package schema names them (``together:index:BatchJob``)."""
+
     resources: dict[str, pulumi.CustomResource]
     """The children, keyed by ``Kind/name`` of the object each one creates (or ``Kind`` when the name is
     only known at apply time)."""
@@ -49,7 +53,7 @@ class ManifestComponent(pulumi.ComponentResource):
         manifests = [dict(m) for m in build(plain_args)]
         # Before registering anything, so a refused layout leaves nothing half-declared in the plan.
         guard.enforce(f"{type_name} {name!r}", manifests, taint)
-        super().__init__(f"{TYPE_PREFIX}:{type_name}", name, None, opts)
+        super().__init__(self.type_token or f"{TYPE_PREFIX}:{type_name}", name, None, opts)
         self.plain_args = plain_args
         self.manifests = manifests
         """The rendered objects, with a placeholder where an Input's value goes."""
@@ -72,7 +76,9 @@ class ManifestComponent(pulumi.ComponentResource):
             resource_name = f"{name}-{kind.lower()}-{object_name}"
             self.resources[key] = kube.create(resource_name, placeholders.restore(manifest), child_opts)
         self.names = pulumi.Output.from_input(sorted(self.resources))
-        if not is_fleet(getattr(args, "queue", None)):  # the manager runs nothing: its workers' capacity counts
+        if not is_fleet(
+            getattr(args, "queue", None)
+        ):  # the manager runs nothing: its workers' capacity counts
             warn_of_scarcity(self, f"{type_name} {name!r}", manifests, cluster)
 
     def child(self, kind: str, object_name: str | None = None) -> pulumi.CustomResource:
@@ -89,7 +95,14 @@ class ManifestComponent(pulumi.ComponentResource):
         self.register_outputs({"names": self.names, **outputs})
 
 
-CAPACITY_OUTPUTS = ("gpu_type", "num_gpus", "desired_preemptible_gpus", "allocated_preemptible_gpus")
+CAPACITY_OUTPUTS = (
+    "gpu_type",
+    "num_gpus",
+    "desired_preemptible_gpus",
+    "allocated_preemptible_gpus",
+    "auto_scale",
+    "auto_scale_max_gpus",
+)
 """The ``Cluster`` outputs a workload's placement is weighed against."""
 
 

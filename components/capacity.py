@@ -16,6 +16,12 @@ otherwise idle cluster (other workloads may hold more). Standard pods go on stan
 on the allocated preemptible ones; ``PREEMPTIBLE_FIRST`` pods on the preemptible room left, then the standard
 room left: placed on standard nodes they are noted (they run at full price until preemptible capacity
 returns), not warned of.
+
+A cluster created with ``auto_scale`` grows its standard GPUs from ``num_gpus`` up to ``auto_scale_max_gpus``
+for pods Pending for lack of GPUs (standard nodes only: see the emulator's ``autoscaling`` module for what the
+platform's docs leave open). Standard and preemptible-first work that does not fit on the floor but fits
+under the ceiling is warned of as waiting for the platform to add nodes, not as short: nothing in the code
+needs to change. Preemptible work is weighed as without autoscaling.
 """
 
 from __future__ import annotations
@@ -44,18 +50,40 @@ class ClusterCapacity:
     standard_gpus: int
     desired_preemptible_gpus: int
     allocated_preemptible_gpus: int
+    autoscale_max_gpus: int | None = None
+    """The standard GPUs the platform grows the cluster to under load (``auto_scale_max_gpus``, with
+    ``auto_scale``); ``None``: it does not autoscale."""
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, Any]) -> ClusterCapacity | None:
         """From a ``Cluster``'s outputs (``gpu_type``, ``num_gpus``, ``desired_preemptible_gpus``,
-        ``allocated_preemptible_gpus``); ``None`` when a count is not known."""
+        ``allocated_preemptible_gpus``, and its inputs ``auto_scale`` and ``auto_scale_max_gpus``); ``None``
+        when a count is not known."""
         counts = [
             outputs.get(k) for k in ("num_gpus", "desired_preemptible_gpus", "allocated_preemptible_gpus")
         ]
         if not all(isinstance(c, int) for c in counts):
             return None
         standard, desired, allocated = (int(c) for c in counts)  # type: ignore[arg-type]
-        return cls(str(outputs.get("gpu_type") or "GPU"), standard, desired, allocated)
+        ceiling = _whole(outputs.get("auto_scale_max_gpus"))
+        grows = outputs.get("auto_scale") is True and ceiling is not None and ceiling > standard
+        return cls(
+            str(outputs.get("gpu_type") or "GPU"),
+            standard,
+            desired,
+            allocated,
+            autoscale_max_gpus=ceiling if grows else None,
+        )
+
+
+def _whole(value: Any) -> int | None:
+    """A count as an int: an output of an input without a typed annotation comes back from the engine as a
+    float (``32.0``); ``None`` for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, float) and value.is_integer() else None
 
 
 # --- what a workload needs ----------------------------------------------------------------------
@@ -114,9 +142,11 @@ def placement_verdict(
         sorted(needs.get(c, ()), reverse=True)
         for c in (ComputeClass.STANDARD, ComputeClass.PREEMPTIBLE, ComputeClass.PREEMPTIBLE_FIRST)
     )
+    ceiling = capacity.autoscale_max_gpus
     has = (
         f"the cluster has {capacity.allocated_preemptible_gpus} of its {capacity.desired_preemptible_gpus} "
         f"desired preemptible GPUs allocated and {capacity.standard_gpus} standard"
+        + ("" if ceiling is None else f" (autoscaling up to {ceiling})")
     )
     standard_free = _nodes(capacity.standard_gpus)
     preemptible_free = _nodes(capacity.allocated_preemptible_gpus)
@@ -130,6 +160,17 @@ def placement_verdict(
     refilled = _nodes(capacity.desired_preemptible_gpus)
     refill_places_preemptible = not _place(preemptible, refilled)
     refill_places_first = not _place(_place(first, refilled), standard_room)
+
+    # With autoscaling, the standard room the platform grows to: standard pods first, then preemptible-first.
+    grown_room = _nodes(ceiling or 0)
+    waits_for_nodes = bool(
+        ceiling is not None
+        and (standard_left or first_left)
+        and not _place(standard, grown_room)
+        and not _place(first_past_preemptible, grown_room)
+    )
+    if waits_for_nodes:
+        standard_left = first_left = []
 
     problems: list[str] = []
     fixes: list[str] = []
@@ -148,12 +189,20 @@ def placement_verdict(
         problems.append(f"{sum(first)} preemptible-first {gpu} GPUs")
         if refill_places_first:
             fixes.append("wait for the refill")
+    waiting = (
+        f"waiting for the platform to add nodes: its {sum(standard) + sum(first_past_preemptible)} standard "
+        f"{gpu} GPUs at once do not fit on the cluster's {capacity.standard_gpus} standard GPUs now; autoscaling "
+        f"adds standard nodes for its Pending pods up to {ceiling} (pulumi up does not wait for them)"
+    )
     if problems:
         fixes.append("lower its size")
         return PlacementVerdict(
             warning=f"{subject} cannot be placed now: it needs {' and '.join(problems)} at once, {has}; what "
             f"does not fit waits Pending (pulumi up does not wait for it): {_either(fixes)}"
+            + (f"; and it is {waiting}" if waits_for_nodes else "")
         )
+    if waits_for_nodes:
+        return PlacementVerdict(warning=f"{subject} is {waiting}")
     if first_past_preemptible:
         return PlacementVerdict(
             note=f"{subject}: {sum(first_past_preemptible)} of its {sum(first)} preemptible-first {gpu} GPUs run on "

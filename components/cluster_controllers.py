@@ -20,9 +20,11 @@ serves no CRD, so it is always installed when asked for.
 Every object a chart renders carries the annotation ``together.ai/installed-by`` and the label
 ``together.ai/installed-by-stack``; the controller pods get a required node affinity to standard nodes, so a
 preemption never takes the controller down with the workloads it restarts. Each chart is a
-``pulumi_kubernetes.helm.v4.Chart`` (CRDs included, server-side apply); the engine reports it created once
-every object is ready (the controller's Deployment available, its webhook Service with endpoints), and
-whatever waits for this component waits for that. ``pulumi destroy`` removes the components that depend on
+``pulumi_kubernetes.helm.v4.Chart`` (CRDs included, server-side apply, forced, without the values the
+controllers write: :mod:`.controllers.applied`); the engine reports it created once every object is ready
+(the controller's Deployment available, its webhook Service with endpoints), and JobSet counts as installed
+once the cluster then admits a JobSet (its webhooks answer: :mod:`.controllers.admission`); whatever waits
+for this component waits for that. ``pulumi destroy`` removes the components that depend on
 it first.
 
 Destroying the stack that installed the controllers removes them (and the JobSet CRD with every JobSet in
@@ -43,6 +45,8 @@ from together_clusters.errors import ArgsError
 from together_clusters.platform.charts import ChartFacts, Controller
 
 from . import kube
+from .controllers import admission
+from .controllers.applied import DATA_FIELDS, controller_written
 from .controllers.detection import Finding, Presence, find, find_priority_class
 from .controllers.priorities import PRIORITY_CLASSES, PriorityClassFacts, priority_class_manifest
 from .controllers.releases import (
@@ -138,6 +142,8 @@ class ClusterControllers(pulumi.ComponentResource):
             known = kubeconfig_value if isinstance(kubeconfig_value, str) else None
             outcome: dict[str, pulumi.Input[str]] = {}
             self._declared = True
+            charts: list[k8s.helm.v4.Chart] = []
+            jobset_namespace: str | None = None
             for release in planned:
                 if release.facts.controller is Controller.KUEUE and self._multikueue:
                     release = dataclasses.replace(
@@ -157,7 +163,17 @@ class ClusterControllers(pulumi.ComponentResource):
                         resource=self,
                     )
                 chart = self._install(name, release, this_stack, deleted_with)
+                charts.append(chart)
                 outcome[release.facts.controller.value] = chart.urn.apply(lambda _: "installed")
+                if release.facts.controller is Controller.JOBSET:
+                    jobset_namespace = release.namespace
+            if jobset_namespace is not None and known is not None:
+                # Installed, JobSet is "installed" once the cluster admits a JobSet (after every chart: Kueue's
+                # webhooks see JobSets too), so nothing creates one before its webhook answers (.admission).
+                namespace_ = jobset_namespace
+                outcome[Controller.JOBSET.value] = pulumi.Output.all(*[c.urn for c in charts]).apply(
+                    lambda _: self._admitted(owner, known, namespace_)
+                )
             for priority in PRIORITY_CLASSES.values() if args.priority_classes else ():
                 outcome[priority.name] = self._priority_class(name, priority, known, this_stack, deleted_with)
             return pulumi.Output.all(**outcome) if outcome else pulumi.Output.from_input({})
@@ -198,6 +214,21 @@ class ClusterControllers(pulumi.ComponentResource):
                 ],
             )
         self._multikueue = dict(settings)
+
+    async def _admitted(self, owner: str, kubeconfig: str, namespace: str) -> str:
+        """``"installed"`` once the cluster admits a JobSet (at ``pulumi up``; a preview does not wait)."""
+        if pulumi.runtime.is_dry_run():
+            return "installed"
+        refused = await admission.until_admitted(kubeconfig, namespace)
+        if refused is not None and refused.final:
+            pulumi.log.warn(
+                f"{owner}: could not ask the cluster whether it admits a JobSet yet ({refused.why}): not "
+                "waiting for JobSet's webhook",
+                resource=self,
+            )
+        elif refused is not None:
+            raise pulumi.RunError(f"{owner}: {refused.why}")
+        return "installed"
 
     def _priority_class(
         self,
@@ -266,18 +297,31 @@ class ClusterControllers(pulumi.ComponentResource):
 
 def chart_transform(this_stack: str, deleted_with: pulumi.Resource | None) -> pulumi.ResourceTransform:
     """The transform of every object a chart renders: the marks naming this stack, the standard-node
-    affinity where the chart has no value for it, and ``deleted_with`` the cluster (a transform, as the
+    affinity where the chart has no value for it, a forced server-side apply of all but the values the
+    controllers write (:mod:`.controllers.applied`), and ``deleted_with`` the cluster (a transform, as the
     objects are registered by the Kubernetes provider, out of the program's reach)."""
 
-    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    async def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         if not args.type_.startswith("kubernetes:") or args.type_ == CHART_TYPE:
             return None
         props: Mapping[str, Any] = args.props
         kind = args.type_.rsplit(":", 1)[-1]
         props = kept_off_preemptible(kind, props) or props
+        # Forced, so a rerun after a killed `up` takes over what the killed run applied; and so declaring
+        # nothing a controller writes (its rotated certificate), which a forced apply would take from it.
+        # A Secret's values come as a secret Output: their values are awaited to be judged.
+        known = {field: await _value(props.get(field)) for field in DATA_FIELDS} if kind == "Secret" else {}
+        left = controller_written(kind, {**props, **known})
+        props = marked({key: value for key, value in props.items() if key not in left}, this_stack)
+        props = {**props, "metadata": kube.with_forced_apply(props["metadata"])}
         options = args.opts
         if deleted_with is not None and options.deleted_with is None:
             options = pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(deleted_with=deleted_with))
-        return pulumi.ResourceTransformResult(props=marked(props, this_stack), opts=options)
+        return pulumi.ResourceTransformResult(props=props, opts=options)
 
     return transform
+
+
+async def _value(value: Any) -> Any:
+    """``value``, or the value of an Output (a Secret's data, given to a transform as a secret Output)."""
+    return await value.future() if isinstance(value, pulumi.Output) else value

@@ -1,7 +1,9 @@
 """The GPU cluster the examples deploy to, read from stack config, with its Kubernetes provider.
 
-Stack config: ``clusterName``, ``region``, ``gpuType`` override the defaults; ``renderYamlTo`` (a
-directory) writes the manifests there instead of applying them (see :func:`provider_from_stack_config`).
+Stack config, read as every stack reads it (:func:`~together_clusters.provider.stack_config.cluster_args_from_config`):
+``clusterName``, ``region``, ``gpuType`` override the defaults, ``adoptClusterId`` takes in a cluster the stack
+made but never recorded; ``renderYamlTo`` (a directory) writes the manifests there instead of applying them
+(see :func:`provider_from_stack_config`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from together_clusters.provider import Cluster, ClusterArgs
+from together_clusters.provider import Cluster
+from together_clusters.provider.stack_config import cluster_args_from_config
 
 from .providers import provider_from_stack_config
 
@@ -33,15 +36,15 @@ class DemoCluster:
 
 def demo_cluster(name_prefix: str, num_preemptible_gpus: int, num_gpus: int = 8) -> DemoCluster:
     """The cluster ``gpu`` named ``<name_prefix>-<stack>`` unless stack config ``clusterName`` says otherwise."""
-    config = pulumi.Config()
     cluster = Cluster(
         "gpu",
-        ClusterArgs(
-            cluster_name=config.get("clusterName") or f"{name_prefix}-{pulumi.get_stack()}",
-            region=config.get("region") or DEFAULT_REGION,
-            gpu_type=config.get("gpuType") or DEFAULT_GPU_TYPE,
+        cluster_args_from_config(
+            pulumi.Config(),
             num_gpus=num_gpus,
             num_preemptible_gpus=num_preemptible_gpus,
+            default_name=f"{name_prefix}-{pulumi.get_stack()}",
+            default_region=DEFAULT_REGION,
+            default_gpu_type=DEFAULT_GPU_TYPE,
         ),
     )
     return DemoCluster(cluster, provider_from_stack_config(cluster))

@@ -49,8 +49,9 @@ def cluster_inputs() -> str:
     from together_clusters.provider.schema import FIELDS, OnChange
 
     rows = [
-        "| input | on change | required | default | server default | read back | catalog | description |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| input | on change | required | default | server default | read back | catalog | checked at preview "
+        "| description |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, spec in FIELDS.items():
         effect = spec.on_change.value
@@ -60,7 +61,7 @@ def cluster_inputs() -> str:
         flags = ["yes" if flag else "" for flag in (spec.required, spec.server_default, spec.read_back, spec.catalog)]
         rows.append(
             f"| `{name}` {{ #input-{name} }} | {_cell(effect)} | {flags[0]} | {default} | {flags[1]} | {flags[2]} "
-            f"| {flags[3]} | {_cell(spec.doc)} |"
+            f"| {flags[3]} | {_cell(spec.constraint)} | {_cell(spec.doc)} |"
         )
     return "\n".join(rows) + "\n"
 

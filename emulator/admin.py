@@ -29,6 +29,23 @@ class CapacityBody(_Body):
     preemptible_gpus: int
 
 
+class DemandBody(_Body):
+    """A cluster's demand, as the scheduler would report it (see emulator/autoscaling.py)."""
+
+    cluster_id: str
+    pending_gpus: int
+    busy_node_ids: list[str] | None = None
+
+
+class CapacityPoolBody(_Body):
+    """A capacity pool: ``size_gpus`` GPUs of ``gpu_type`` in ``region`` that clusters draw on by ``pool_id``."""
+
+    pool_id: str
+    region: str
+    gpu_type: str
+    size_gpus: int
+
+
 class ProvisioningFaultBody(_Body):
     outcome: FailedOutcome
     count: int = 1
@@ -85,6 +102,27 @@ def router(platform: Platform) -> APIRouter:
     @r.get("/capacity")
     def capacity() -> dict[str, Any]:
         return {"pools": platform.capacity()}
+
+    @r.post("/autoscaling")
+    def set_demand(body: DemandBody) -> dict[str, Any]:
+        return platform.set_demand(body.cluster_id, body.pending_gpus, body.busy_node_ids)
+
+    @r.put("/capacity-pools")
+    def set_capacity_pool(body: CapacityPoolBody) -> dict[str, Any]:
+        return platform.set_capacity_pool(body.pool_id, body.region, body.gpu_type, body.size_gpus)
+
+    @r.get("/capacity-pools")
+    def capacity_pools() -> dict[str, Any]:
+        return {"capacity_pools": platform.capacity_pools()}
+
+    @r.get("/ignored-fields")
+    def ignored_fields() -> dict[str, Any]:
+        return {"requests": platform.ignored_fields()}
+
+    @r.delete("/ignored-fields")
+    def clear_ignored_fields() -> dict[str, Any]:
+        platform.clear_ignored_fields()
+        return {"requests": []}
 
     @r.post("/faults")
     def add_fault(body: FaultSpec) -> dict[str, Any]:

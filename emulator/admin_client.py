@@ -12,7 +12,10 @@ The faults a fault campaign needs, each one call:
 - :meth:`slow_reply`: the request takes effect at once; its reply comes after a delay.
 - :meth:`settings` ``list_lag_s=``: new clusters stay out of listings for a while (emulated seconds).
 - :meth:`settings` ``unique_names=``: duplicate names refused with 409 (the default) or allowed.
+- capacity pools: :meth:`set_capacity_pool` (a draw past a pool is refused), :meth:`capacity_pools`.
+- fields a client sends that the API does not define (ignored, as the API does): :meth:`ignored_fields`.
 - provisioning that ends badly: :meth:`add_provisioning_fault`; preemption: :meth:`preempt`.
+- autoscaling's demand (GPU pods pending, nodes running a pod) without a twin: :meth:`set_demand`.
 - node remediations: :meth:`raise_remediation` (an automated one with a linked Xid alert, as the health checks
   raise it), :meth:`remediation_outcome` (make one fail, or auto-resolve), :meth:`set_auto_remediation`,
   :meth:`remediations` (every one with the states it went through), :meth:`settings`
@@ -64,6 +67,39 @@ class AdminClient:
     def pool(self, region: str, gpu_type: str) -> dict[str, Any]:
         """The preemptible pool of ``region`` and ``gpu_type``."""
         return next(p for p in self.capacity() if p["region"] == region and p["gpu_type"] == gpu_type)
+
+    def set_demand(
+        self, cluster_id: str, pending_gpus: int, busy_node_ids: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Report a cluster's demand as its scheduler would (a twin reports it itself): ``pending_gpus`` GPUs
+        of pods waiting for lack of GPUs, and the nodes running a pod. A cluster created with ``auto_scale``
+        adds standard nodes for it, and removes the added ones that stay idle (see
+        :mod:`together_clusters.emulator.autoscaling`). Returns its autoscaling: the demand, the nodes added,
+        when it looks next."""
+        body: dict[str, Any] = {"cluster_id": cluster_id, "pending_gpus": pending_gpus}
+        if busy_node_ids is not None:
+            body["busy_node_ids"] = busy_node_ids
+        return self._call("POST", "/autoscaling", body)
+
+    def set_capacity_pool(self, pool_id: str, region: str, gpu_type: str, size_gpus: int) -> dict[str, Any]:
+        """Define (or resize) the capacity pool ``pool_id``: clusters created with that ``capacity_pool_id`` draw
+        their ``num_capacity_pool_gpus`` from its ``size_gpus``; a draw past it is refused (400)."""
+        body = {"pool_id": pool_id, "region": region, "gpu_type": gpu_type, "size_gpus": size_gpus}
+        return self._call("PUT", "/capacity-pools", body)
+
+    def capacity_pools(self) -> list[dict[str, Any]]:
+        """Every capacity pool: its size and region and GPU type, what is drawn and what is free."""
+        return list(self._call("GET", "/capacity-pools")["capacity_pools"])
+
+    def ignored_fields(self) -> list[dict[str, Any]]:
+        """Every API request whose body had fields the API does not define, which the emulator ignored (as the
+        real API's gateway does), oldest first: ``method``, ``route`` (the path template) and ``fields``
+        (dotted paths, in the order sent). Requests without such fields are not listed."""
+        return list(self._call("GET", "/ignored-fields")["requests"])
+
+    def clear_ignored_fields(self) -> None:
+        """Forget the requests listed by :meth:`ignored_fields` (:meth:`reset` forgets them too)."""
+        self._call("DELETE", "/ignored-fields")
 
     def add_fault(self, status: int | None = None, count: int = 1, **options: Any) -> dict[str, Any]:
         """Fail (``status``) and/or delay (``delay_s=``) the next ``count`` matching requests.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -52,6 +52,15 @@ def _json(body: BaseModel | dict[str, Any]) -> JSONResponse:
     if isinstance(body, BaseModel):
         body = body.model_dump(mode="json", exclude_none=True)
     return JSONResponse(body)
+
+
+_Body = TypeVar("_Body", bound=BaseModel)
+
+
+def _noted(platform: Platform, method: str, route: str, body: _Body) -> _Body:
+    """``body``, once the fields it sent that the API does not define (and that were ignored) are recorded."""
+    platform.record_ignored_fields(method, route, getattr(body, "ignored_fields", []))
+    return body
 
 
 class _BearerCaller(HTTPBearer):
@@ -130,6 +139,7 @@ def create_app(platform: Platform) -> FastAPI:
 
     @app.post("/v1/compute/clusters", response_model=Cluster, responses=_ERRORS, tags=["clusters"])
     async def create_cluster(caller: CallerDep, body: ClusterCreateRequest) -> JSONResponse:
+        body = _noted(platform, "POST", "/v1/compute/clusters", body)
         return _json(platform.create_cluster(caller.owner, caller.default_project_id, body))
 
     @app.get(
@@ -142,6 +152,7 @@ def create_app(platform: Platform) -> FastAPI:
         "/v1/compute/clusters/{cluster_id}", response_model=Cluster, responses=_ERRORS, tags=["clusters"]
     )
     async def update_cluster(caller: CallerDep, cluster_id: str, body: ClusterUpdateRequest) -> JSONResponse:
+        body = _noted(platform, "PUT", "/v1/compute/clusters/{cluster_id}", body)
         return _json(platform.update_cluster(caller.owner, cluster_id, body))
 
     @app.delete(
@@ -170,6 +181,7 @@ def _storage_routes(app: FastAPI, platform: Platform) -> None:
 
     @app.post(volumes, response_model=ClusterStorage, responses=_ERRORS, tags=["storage"])
     async def create_volume(caller: CallerDep, body: StorageCreateRequest) -> JSONResponse:
+        body = _noted(platform, "POST", volumes, body)
         return _json(platform.create_volume(caller.owner, caller.default_project_id, body))
 
     @app.get(volumes, response_model=StorageList, responses=_ERRORS, tags=["storage"])
@@ -184,6 +196,7 @@ def _storage_routes(app: FastAPI, platform: Platform) -> None:
 
     @app.put(volumes, response_model=ClusterStorage, responses=_ERRORS, tags=["storage"])
     async def update_volume(caller: CallerDep, body: StorageUpdateRequest) -> JSONResponse:
+        body = _noted(platform, "PUT", volumes, body)
         return _json(platform.update_volume(caller.owner, body))
 
     @app.get(f"{volumes}/{{volume_id}}", response_model=ClusterStorage, responses=_ERRORS, tags=["storage"])
@@ -207,6 +220,7 @@ def _remediation_routes(app: FastAPI, platform: Platform) -> None:
     async def create_remediation(
         caller: CallerDep, cluster_id: str, instance_id: str, body: RemediationCreateRequest
     ) -> JSONResponse:
+        body = _noted(platform, "POST", remediations, body)
         return _json(
             platform.create_remediation(caller.owner, caller.api_key_id, cluster_id, instance_id, body)
         )
@@ -260,7 +274,7 @@ def _remediation_routes(app: FastAPI, platform: Platform) -> None:
                 cluster_id,
                 instance_id,
                 remediation_id,
-                body or RemediationApproveRequest(),
+                _noted(platform, "POST", f"{one}/approve", body or RemediationApproveRequest()),
             )
         )
 
@@ -279,7 +293,7 @@ def _remediation_routes(app: FastAPI, platform: Platform) -> None:
                 cluster_id,
                 instance_id,
                 remediation_id,
-                body or RemediationRejectRequest(),
+                _noted(platform, "POST", f"{one}/reject", body or RemediationRejectRequest()),
             )
         )
 

@@ -71,6 +71,8 @@ def new_record(
         ),
         add_ons=[a.model_dump(mode="json", exclude_none=True) | {"state": {}} for a in req.add_ons or []],
         echoed=_echoed(req),
+        auto_scale=bool(req.auto_scale),
+        auto_scale_max_gpus=req.auto_scale_max_gpus if req.auto_scale else None,
     )
 
 

@@ -38,6 +38,10 @@ class NodeRecord(BaseModel):
     # Whether the platform remediates this instance without asking: its health checks' automated
     # remediations start PENDING instead of PENDING_APPROVAL (see emulator/remediations.py).
     auto_remediation_enabled: bool = False
+    # Added by autoscaling (see :mod:`together_clusters.emulator.autoscaling`): only such nodes are removed when
+    # idle. ``idle_since``: since when it has run no pod (None: it runs one, or was never seen idle).
+    autoscaled: bool = False
+    idle_since: float | None = None
 
     @property
     def appears_at(self) -> float:
@@ -152,6 +156,15 @@ class ClusterRecord(BaseModel):
     # Every remediation of the cluster's instances, oldest first; ``remediation_seq`` numbers them.
     remediations: list[RemediationRecord] = Field(default_factory=list)
     remediation_seq: int = 0
+    # Autoscaling as created (``auto_scale``, ``auto_scale_max_gpus``; neither can be updated): num_gpus is the
+    # floor, the standard GPUs grow up to the ceiling under demand (see emulator/autoscaling.py).
+    auto_scale: bool = False
+    auto_scale_max_gpus: int | None = None
+    # The demand last reported (by the twin, or the admin API): GPUs of pods waiting for lack of GPUs, and
+    # the nodes that run a pod. ``scale_at``: when autoscaling looks at the cluster next (None: no need).
+    pending_gpus: int = 0
+    busy_node_ids: list[str] = Field(default_factory=list)
+    scale_at: float | None = None
 
     @property
     def deleting(self) -> bool:

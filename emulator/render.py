@@ -205,7 +205,8 @@ def cluster(
 ) -> dict[str, Any]:
     """The cluster as ``GET /v1/compute/clusters/{id}`` shows it at emulated time ``now``, as JSON.
 
-    ``extra_fields`` adds what the SDK does not define: each GPU node's ``compute_class`` and ``labels``.
+    ``extra_fields`` adds what the SDK does not define: each GPU node's ``compute_class`` and ``labels``, and
+    an autoscaling cluster's ``auto_scale`` and ``auto_scale_max_gpus``.
     ``volumes``: the shared volumes bound to it, as the storage API shows them (the platform keeps them).
     """
     # The first phase starts at creation, so it is always visible.
@@ -258,6 +259,10 @@ def cluster(
     }
     if ready_at is not None:
         body["first_ready_at"] = _iso(ready_at)
+    if extra_fields and record.auto_scale:
+        # Sent at create, never reported by the real API (see emulator/autoscaling.py).
+        body["auto_scale"] = True
+        body["auto_scale_max_gpus"] = record.auto_scale_max_gpus
     body.update(record.echoed)
     return body
 

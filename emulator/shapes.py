@@ -11,9 +11,11 @@ here document them in OpenAPI.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
+
+from .unknown_fields import strip_unknown
 
 GpuType = Literal[
     "H100_SXM", "H200_SXM", "RTX_6000_PCI", "L40_PCIE", "B200_SXM", "H100_SXM_INF", "B300_SXM", "GB200_SXM"
@@ -101,9 +103,31 @@ class _Response(BaseModel):
 
 
 class _Request(BaseModel):
-    """Base of what the emulator accepts: a field the API does not define is refused with 400."""
+    """Base of what the emulator accepts: a field the API does not define is ignored, as the real API's
+    gateway ignores it, and named in :attr:`ignored_fields`; the fields it defines are checked strictly.
+
+    The unknown fields are taken out before validation (see :mod:`together_clusters.emulator.unknown_fields`),
+    so ``extra="forbid"`` still guards every model below the body.
+    """
 
     model_config = ConfigDict(extra="forbid")
+    _ignored_fields: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _ignore_unknown_fields(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        ignored: list[str] = []
+        if isinstance(data, dict):
+            data, ignored = strip_unknown(cls, data)
+        request = handler(data)
+        if ignored:
+            request._ignored_fields = ignored
+        return request
+
+    @property
+    def ignored_fields(self) -> list[str]:
+        """The dotted paths of the fields sent that the API does not define, in the order sent."""
+        return list(self._ignored_fields)
 
 
 # --- add-ons and cluster configuration (shared by requests and responses) -----------------------

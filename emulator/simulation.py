@@ -1,9 +1,10 @@
 """Clusters, their nodes and the preemptible pools, moved along by timed actions.
 
-Four kinds of action are due at a given emulated time: removing a preempted node once its grace period is
+Five kinds of action are due at a given emulated time: removing a preempted node once its grace period is
 over, finishing a deletion, moving a node remediation to its next state (see
-:mod:`together_clusters.emulator.remediations`), and handing free preemptible capacity to a cluster short of
-its target.
+:mod:`together_clusters.emulator.remediations`), handing free preemptible capacity to a cluster short of
+its target, and autoscaling a cluster created with ``auto_scale`` (see
+:mod:`together_clusters.emulator.autoscaling`: standard nodes added for reported demand, idle ones removed).
 :meth:`Simulation.advance_to` applies every due action in time order, so whether the clock is read often or
 rarely, the outcome is the same. Nothing here locks, stores or speaks HTTP; the platform does that.
 """
@@ -12,12 +13,12 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
 from together_clusters.platform import NODE_NAME_PREFIXES, ComputeClass, LifecycleReason
 
-from . import catalog, remediations
+from . import autoscaling, catalog, remediations
 from .catalog import DEFAULT_PREEMPTIBLE_POOL_GPUS, GPUS_PER_NODE
 from .clock import nominal
 from .errors import conflict
@@ -36,10 +37,11 @@ from .records import ClusterRecord, EventRecord, NodeRecord, RemediationRecord, 
 from .remediations import RemediationTimings, RemediationTransition
 from .shapes import RemediationState
 
-ActionKind = Literal["remove", "delete", "remediate", "fill"]
+ActionKind = Literal["remove", "delete", "remediate", "fill", "scale"]
 # When actions fall due at the same moment: removals free nodes before deletions and fills look at them;
-# a remediation moves on after its node's removal (and is cancelled by it), before a fill counts nodes.
-_ACTION_ORDER: dict[ActionKind, int] = {"remove": 0, "delete": 1, "remediate": 2, "fill": 3}
+# a remediation moves on after its node's removal (and is cancelled by it), before a fill counts nodes;
+# autoscaling (standard nodes only) comes last.
+_ACTION_ORDER: dict[ActionKind, int] = {"remove": 0, "delete": 1, "remediate": 2, "fill": 3, "scale": 4}
 Subject = NodeRecord | RemediationRecord | None
 RemediationHook = Callable[[RemediationTransition], None]
 
@@ -98,6 +100,8 @@ class Simulation:
                 self._step_remediation(record, subject, at)
             elif kind == "delete":
                 self._finish_delete(record, at)
+            elif kind == "scale":
+                self._autoscale(record, at)
             else:
                 self._fill(record, at)
 
@@ -120,6 +124,8 @@ class Simulation:
                 yield record.delete_done_at, "delete", record, None
             if record.fill_at is not None:
                 yield record.fill_at, "fill", record, None
+            if record.scale_at is not None:
+                yield record.scale_at, "scale", record, None
 
     def _next_action(self, now: float) -> tuple[float, ActionKind, ClusterRecord, Subject] | None:
         best: tuple[tuple[float, int, int, int], ActionKind, ClusterRecord, Subject] | None = None
@@ -213,18 +219,100 @@ class Simulation:
         record.deleting_since = now
         record.delete_done_at = now + self.duration(DELETE_DURATION_S)
         record.fill_at = None
+        record.scale_at = None
 
     def scale_standard(self, record: ClusterRecord, num_gpus: int, now: float) -> None:
-        """Add or remove standard nodes (newest first) to match ``num_gpus``."""
+        """Add or remove standard nodes (newest first) to match ``num_gpus``.
+
+        On an autoscaling cluster ``num_gpus`` is the floor: a higher floor takes in the nodes autoscaling
+        added (oldest first) before adding any, a lower one hands its surplus nodes to autoscaling, which
+        removes them once idle.
+        """
         self._earliest_due = None
         target = num_gpus // GPUS_PER_NODE
-        current = record.live(ComputeClass.STANDARD)
+        current = [n for n in record.live(ComputeClass.STANDARD) if not n.autoscaled]
+        if record.auto_scale:
+            added = [n for n in record.live(ComputeClass.STANDARD) if n.autoscaled]
+            for node in added[: max(0, target - len(current))]:
+                node.autoscaled, node.idle_since = False, None
+                current.append(node)
+            for node in current[target:]:
+                node.autoscaled = True
+                if node.node_id not in record.busy_node_ids:
+                    node.idle_since = _idle_from(node, now)
+            current = current[:target]
         for node in reversed(current[target:]):
             self._drop_node(record, node, now)
         appears_at = max(now, record.created_at + self.duration(DATA_PLANE_START_S))
         for _ in range(target - len(current)):
             self._add_node(record, ComputeClass.STANDARD, appears_at, event=True)
         record.num_gpus = num_gpus
+        self._want_scale(record, now)
+
+    # --- autoscaling (see emulator/autoscaling.py) ----------------------------------------------
+
+    def report_demand(
+        self, record: ClusterRecord, pending_gpus: int, busy_node_ids: Iterable[str], now: float
+    ) -> None:
+        """The cluster's demand as of ``now``: GPUs of pods waiting for lack of GPUs, and the nodes running a
+        pod. An autoscaling cluster adds standard nodes for it after a delay, and removes idle added ones."""
+        busy = sorted(set(busy_node_ids))
+        record.pending_gpus, record.busy_node_ids = max(0, pending_gpus), busy
+        for node in record.live(ComputeClass.STANDARD):
+            if not node.autoscaled:
+                continue
+            if node.node_id in busy:
+                node.idle_since = None
+            elif node.idle_since is None:
+                node.idle_since = _idle_from(node, now)
+        self._want_scale(record, now)
+
+    def _standard_nodes(self, record: ClusterRecord) -> list[autoscaling.StandardNode]:
+        busy = set(record.busy_node_ids)
+        return [
+            autoscaling.StandardNode(n.node_id, n.autoscaled, n.node_id in busy, n.idle_since)
+            for n in record.live(ComputeClass.STANDARD)
+        ]
+
+    def _want_scale(self, record: ClusterRecord, now: float) -> None:
+        """Have autoscaling look at the cluster when it has something to do: add nodes for pending demand
+        (after the delay; an earlier look already due stays), or remove the first added node gone idle."""
+        if not record.auto_scale or record.deleting:
+            return
+        self._earliest_due = None
+        nodes = self._standard_nodes(record)
+        ceiling = autoscaling.ceiling_gpus(record.num_gpus, record.auto_scale_max_gpus)
+        due: list[float] = []
+        if autoscaling.nodes_to_add(record.num_gpus, ceiling, nodes, record.pending_gpus):
+            due.append(now + self.duration(autoscaling.SCALE_UP_DELAY_S))
+        idle_check = autoscaling.next_idle_check(nodes, self.duration(autoscaling.IDLE_WINDOW_S))
+        if idle_check is not None:
+            due.append(max(now, idle_check))
+        if not due:
+            record.scale_at = None
+            return
+        record.scale_at = min(due) if record.scale_at is None else min(record.scale_at, *due)
+
+    def _autoscale(self, record: ClusterRecord, at: float) -> None:
+        """Autoscaling's look: remove the added nodes idle long enough, add nodes for pending demand."""
+        record.scale_at = None
+        if not record.auto_scale or record.deleting:
+            return
+        window = self.duration(autoscaling.IDLE_WINDOW_S)
+        by_id = {n.node_id: n for n in record.live(ComputeClass.STANDARD)}
+        for node_id in autoscaling.nodes_to_remove(record.num_gpus, self._standard_nodes(record), at, window):
+            self._drop_node(record, by_id[node_id], at)
+            _tag_event(record, node_id, "by autoscaling: idle")
+        ceiling = autoscaling.ceiling_gpus(record.num_gpus, record.auto_scale_max_gpus)
+        adding = autoscaling.nodes_to_add(
+            record.num_gpus, ceiling, self._standard_nodes(record), record.pending_gpus
+        )
+        appears_at = max(at, record.created_at + self.duration(DATA_PLANE_START_S))
+        for _ in range(adding):
+            node = self._add_node(record, ComputeClass.STANDARD, appears_at, event=True)
+            node.autoscaled, node.idle_since = True, _idle_from(node, appears_at)
+            _tag_event(record, node.node_id, f"by autoscaling: {record.pending_gpus} GPUs pending")
+        self._want_scale(record, at)
 
     def set_desired_preemptible(self, record: ClusterRecord, desired: int, now: float) -> None:
         """Change the target; surplus healthy nodes go back to the pool now, a shortfall is filled later."""
@@ -418,3 +506,17 @@ class Simulation:
             "allocated_preemptible_gpus": sum(c.allocated_preemptible_gpus for c in members),
             "desired_preemptible_gpus": sum(c.desired_preemptible_gpus for c in members if not c.deleting),
         }
+
+
+def _idle_from(node: NodeRecord, now: float) -> float | None:
+    """Since when a node running no pod counts as idle: from ``now``, or from when it is Running if that is
+    later (None: it never boots)."""
+    running = next((t.at for t in node.schedule if t.phase == "NODE_PHASE_RUNNING"), None)
+    return None if running is None else max(now, running)
+
+
+def _tag_event(record: ClusterRecord, node_id: str, why: str) -> None:
+    """Say why in the node's latest scale event (autoscaling's, not a change of the program's count)."""
+    event = next((e for e in reversed(record.events) if e.node_id == node_id), None)
+    if event is not None:
+        event.message += f" {why}"

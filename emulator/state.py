@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from . import catalog, intake, remediations, render, storage, validation
+from . import capacity_pools, catalog, intake, remediations, render, storage, validation
+from .capacity_pools import CapacityPool
 from .clock import EmulatedClock, to_datetime
 from .errors import conflict, invalid, not_found
 from .faults import FailedOutcome, FaultQueue, FaultRule, FaultSpec
@@ -61,6 +62,11 @@ class Platform:
         self._store = store
         self._sim = Simulation(self._duration, self._remediation_entered)
         self._volumes = storage.Volumes()
+        # Each request whose body had fields the API does not define, and those fields (see
+        # emulator/unknown_fields.py); kept for tests in memory only, forgotten on reset and restart.
+        self._ignored_fields: list[dict[str, Any]] = []
+        # The capacity pools clusters draw on, by id (see emulator/capacity_pools.py).
+        self._capacity_pools: dict[str, CapacityPool] = {}
         self._faults = FaultQueue()
         # The clusters the running operation changed (see _op).
         self._touched: set[str] = set()
@@ -108,6 +114,11 @@ class Platform:
                 )
             if req.volume_id is not None:
                 self._volumes.check_attach(owner, req.volume_id, req.region, self._sim.clusters)
+            if req.capacity_pool_id is not None:
+                pool = capacity_pools.check_usable(
+                    self._capacity_pools, req.capacity_pool_id, req.region, req.gpu_type
+                )
+                capacity_pools.check_draw(pool, req.num_capacity_pool_gpus or 0, self._sim.clusters.values())
             record = intake.new_record(
                 req,
                 seq=self._sim.next_seq(),
@@ -159,6 +170,7 @@ class Platform:
             if record.deleting:
                 raise conflict(f"cluster {cluster_id} is being deleted and can no longer be updated")
             validation.check_update(req, record)
+            self._check_pool_draw(record, req)
             if req.num_gpus is not None:
                 self._sim.scale_standard(record, req.num_gpus, now)
             if req.num_preemptible_gpus is not None:
@@ -454,6 +466,21 @@ class Platform:
                 "delete_at": to_datetime(now + self.clock.duration(self.grace_seconds)).isoformat(),
             }
 
+    def set_demand(
+        self, cluster_id: str, pending_gpus: int, busy_node_ids: list[str] | None = None
+    ) -> dict[str, Any]:
+        """What the scheduler would report of a cluster (the twin reports it itself): GPUs of pods waiting for
+        lack of GPUs, and the nodes running a pod. An autoscaling cluster scales on it (see
+        :mod:`together_clusters.emulator.autoscaling`)."""
+        if pending_gpus < 0:
+            raise invalid(f"pending_gpus must be >= 0; got {pending_gpus}", "pending_gpus")
+        with self._op() as now:
+            record = self._sim.clusters.get(cluster_id)
+            if record is None:
+                raise not_found(f"cluster {cluster_id} not found", "cluster_id")
+            self._sim.report_demand(record, pending_gpus, busy_node_ids or [], now)
+            return _autoscaling_info(record)
+
     def set_capacity(self, region: str, gpu_type: str, preemptible_gpus: int) -> dict[str, Any]:
         """Set the free preemptible GPUs of a pool; clusters short of their target get refilled."""
         catalog.check_offered(region, gpu_type)
@@ -468,6 +495,36 @@ class Platform:
         """Every preemptible pool: free GPUs, and what its clusters hold and want."""
         with self._op(saves="touched"):
             return [self._sim.pool_info(key) for key in self._sim.pools]
+
+    def set_capacity_pool(self, pool_id: str, region: str, gpu_type: str, size_gpus: int) -> dict[str, Any]:
+        """Define (or resize) a capacity pool; clusters already drawing on it keep their draw."""
+        pool = capacity_pools.define(pool_id, region, gpu_type, size_gpus)
+        with self._op(saves="touched"):
+            self._capacity_pools[pool.pool_id] = pool
+            return capacity_pools.info(pool, self._sim.clusters.values())
+
+    def capacity_pools(self) -> list[dict[str, Any]]:
+        """Every capacity pool: its size, what the live clusters draw and what is free."""
+        with self._op(saves="touched"):
+            return [
+                capacity_pools.info(p, self._sim.clusters.values()) for p in self._capacity_pools.values()
+            ]
+
+    def record_ignored_fields(self, method: str, route: str, fields: list[str]) -> None:
+        """Note the fields a request sent that the API does not define (and the emulator ignored), if any."""
+        if fields:
+            with self._lock:
+                self._ignored_fields.append({"method": method, "route": route, "fields": list(fields)})
+
+    def ignored_fields(self) -> list[dict[str, Any]]:
+        """Every request that sent fields the API does not define, oldest first: method, route and fields."""
+        with self._lock:
+            return [dict(entry) for entry in self._ignored_fields]
+
+    def clear_ignored_fields(self) -> None:
+        """Forget the requests recorded by :meth:`record_ignored_fields`."""
+        with self._lock:
+            self._ignored_fields = []
 
     def add_fault(self, spec: FaultSpec) -> FaultRule:
         """Queue an HTTP fault for the requests it matches."""
@@ -562,6 +619,8 @@ class Platform:
         with self._op():
             self._sim = Simulation(self._duration, self._remediation_entered)
             self._volumes = storage.Volumes()
+            self._capacity_pools = {}
+            self._ignored_fields = []
             self._faults.clear()
             self.grace_seconds = self._initial_grace
             self.list_lag_s = 0.0
@@ -628,6 +687,15 @@ class Platform:
             finally:
                 self._persist(now, None if save_all else self._touched)
 
+    def _check_pool_draw(self, record: ClusterRecord, req: ClusterUpdateRequest) -> None:
+        """Refuse an update raising the cluster's draw on its capacity pool past what the pool has free."""
+        pool_id = capacity_pools.pool_of(record)
+        draw = capacity_pools.draw_after_update(record, req.num_gpus, req.num_capacity_pool_gpus)
+        if pool_id is None or draw <= record.num_capacity_pool_gpus:
+            return
+        pool = capacity_pools.check_usable(self._capacity_pools, pool_id, record.region, record.gpu_type)
+        capacity_pools.check_draw(pool, draw, self._sim.clusters.values(), excluding=record.cluster_id)
+
     def _render(self, record: ClusterRecord, now: float) -> dict[str, Any]:
         volumes = [storage.view(v) for v in self._volumes.of_cluster(record.cluster_id)]
         return render.cluster(record, now, self.extra_fields, volumes)
@@ -652,6 +720,7 @@ class Platform:
             "pools": self._sim.pools,
             "seq": self._sim.seq,
             "volumes": self._volumes.to_json(),
+            "capacity_pools": capacity_pools.to_json(self._capacity_pools),
             **self._faults.to_json(),
         }
         if touched is None:
@@ -674,8 +743,23 @@ class Platform:
         self._sim.pools = default_pools() | {k: int(v) for k, v in saved["pools"].items()}
         self._sim.seq = int(saved["seq"])
         self._volumes.load_json(saved.get("volumes", []))
+        self._capacity_pools = capacity_pools.from_json(saved.get("capacity_pools", []))
         self._faults.load_json(saved)
         return saved
+
+
+def _autoscaling_info(record: ClusterRecord) -> dict[str, Any]:
+    """A cluster's autoscaling as the admin API shows it: settings, the demand last reported, added nodes."""
+    return {
+        "cluster_id": record.cluster_id,
+        "auto_scale": record.auto_scale,
+        "auto_scale_max_gpus": record.auto_scale_max_gpus,
+        "num_gpus": record.num_gpus,
+        "pending_gpus": record.pending_gpus,
+        "busy_node_ids": record.busy_node_ids,
+        "autoscaled_node_ids": [n.node_id for n in record.nodes if n.autoscaled],
+        "scale_at": None if record.scale_at is None else to_datetime(record.scale_at).isoformat(),
+    }
 
 
 def _check_advance(now: float, advance_s: float) -> None:

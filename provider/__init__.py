@@ -14,6 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from .errors import *  # noqa: F403  (the provider's errors: named once, in errors.__all__)
+from .nested_inputs import (
+    AcceptanceTestsArgs,
+    AddOnArgs,
+    AddOnConfigArgs,
+    ClusterConfigArgs,
+    EnabledFlagArgs,
+    OidcConfigArgs,
+    SharedVolumeArgs,
+    SlurmStartupScriptsArgs,
+)
 from .resource import Cluster, ClusterArgs, ClusterProvider, Volume, VolumeArgs, VolumeProvider
 from .retry import RetryPolicy
 
@@ -30,10 +40,18 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AcceptanceTestsArgs",
+    "AddOnArgs",
+    "AddOnConfigArgs",
     "Cluster",
     "ClusterArgs",
+    "ClusterConfigArgs",
     "ClusterProvider",
+    "EnabledFlagArgs",
+    "OidcConfigArgs",
     "RetryPolicy",
+    "SharedVolumeArgs",
+    "SlurmStartupScriptsArgs",
     "TogetherClient",
     "Volume",
     "VolumeArgs",

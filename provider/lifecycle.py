@@ -77,10 +77,16 @@ def _standard_nodes_running(cluster: Cluster) -> int:
 
 
 def wait_standard_converged(
-    client: TogetherClient, cluster_id: str, num_gpus: int, timeout_s: float, before: Cluster | None = None
+    client: TogetherClient,
+    cluster_id: str,
+    num_gpus: int,
+    timeout_s: float,
+    before: Cluster | None = None,
+    ceiling: int | None = None,
 ) -> Cluster:
     """Wait until the nodes show the change of ``num_gpus`` (see ``standard_capacity_settled``);
-    ``before`` is the cluster as it was before the change, whose node ids tell the new nodes apart.
+    ``before`` is the cluster as it was before the change, whose node ids tell the new nodes apart;
+    ``ceiling`` is an autoscaling cluster's ``auto_scale_max_gpus``.
     Preemptible allocation is not waited for: it fills asynchronously and a shortfall is reported
     in the outputs."""
     target = num_gpus // GPUS_PER_NODE
@@ -90,7 +96,7 @@ def wait_standard_converged(
     added = max(0, target - (before.num_gpus or 0) // GPUS_PER_NODE) if before is not None else 0
     return wait_until(
         lambda: client.get_cluster(cluster_id, attempts=1),
-        lambda cluster: standard_capacity_settled(cluster, num_gpus, nodes_before, added),
+        lambda cluster: standard_capacity_settled(cluster, num_gpus, nodes_before, added, ceiling),
         timeout_s=timeout_s,
         what=f"waiting for cluster {cluster_id} to run {target} standard nodes",
         describe=lambda c: f"{_standard_nodes_running(c)} standard nodes running; {describe(c)}",

@@ -11,6 +11,7 @@ from typing import Any
 
 from together_clusters.platform import GPUS_PER_NODE, ComputeClass, compute_class_of_node, is_preemption
 
+from .change_planning import normalize
 from .kubeconfig import kubeconfig_text
 from .models import (
     AddOnUpdate,
@@ -19,16 +20,13 @@ from .models import (
     ClusterUpdateRequest,
     GPUWorkerNode,
 )
-from .rules import normalize
 from .schema import FIELDS, OnChange
 
 PREEMPTIBLE = ComputeClass.PREEMPTIBLE
 STANDARD = ComputeClass.STANDARD
 
 # Inputs sent on create; ours (LOCAL) and adoption are not.
-_CREATE_FIELDS = tuple(
-    n for n, s in FIELDS.items() if s.on_change is not OnChange.LOCAL and n != "adopt_cluster_id"
-)
+_CREATE_FIELDS = tuple(n for n, s in FIELDS.items() if s.on_change.sent_on_create and n != "adopt_cluster_id")
 
 
 def create_request(inputs: dict[str, Any], default_project_id: str | None = None) -> ClusterCreateRequest:
@@ -54,7 +52,9 @@ def update_request(news: dict[str, Any], fields: list[str]) -> ClusterUpdateRequ
     return ClusterUpdateRequest.model_validate(body)
 
 
-def read_inputs(cluster: Cluster, old_inputs: dict[str, Any], *, immutable: bool = False) -> dict[str, Any]:
+def read_inputs(
+    cluster: Cluster, old_inputs: dict[str, Any], *, immutable: bool = False, everything: bool = False
+) -> dict[str, Any]:
     """The inputs as the server now sees them, for refresh (and, with ``immutable``, for adoption).
 
     In-place (``UPDATE``) fields the API reports take the server's desired value, so a change made
@@ -63,7 +63,8 @@ def read_inputs(cluster: Cluster, old_inputs: dict[str, Any], *, immutable: bool
     server may spell them differently (a normalised ``cuda_version``) but cannot change them. A
     field the reply leaves out keeps its previous value: absent is not removed. Optional fields left
     unset in code stay unset, so a server-filled default is not drift; nested settings are compared
-    only on the keys the code sets.
+    only on the keys the code sets. With ``everything`` (a read by id alone: ``pulumi import``, a ``get``; no
+    code to compare with) every field the server reports set is read, as the cluster's.
     """
     server = {
         "cluster_name": cluster.cluster_name,
@@ -83,22 +84,63 @@ def read_inputs(cluster: Cluster, old_inputs: dict[str, Any], *, immutable: bool
         "slurm_shm_size_gib": cluster.slurm_shm_size_gib,
         "cluster_config": cluster.cluster_config.model_dump(mode="json") if cluster.cluster_config else None,
         "add_ons": _add_ons_as_code_sees_them(cluster, old_inputs.get("add_ons")),
+        "capacity_pool_id": cluster.capacity_pool_id,
+        "num_capacity_pool_gpus": cluster.num_capacity_pool_gpus,
+        "oidc_config": cluster.oidc_config.model_dump(mode="json") if cluster.oidc_config else None,
+        "install_traefik": cluster.install_traefik,
     }
+    server["num_gpus"] = floor_as_code_sees_it(cluster.num_gpus, old_inputs)
     inputs = {name: old_inputs.get(name) for name in FIELDS}
     for name, value in server.items():
         spec, old = FIELDS[name], old_inputs.get(name)
         if value is None or not spec.read_back:
             continue  # not reported: no news
+        if everything:
+            if value or spec.required:  # a zero, empty or false reply is the field left unset
+                inputs[name] = value
+            continue
         if spec.on_change is OnChange.REPLACE and not immutable:
             continue  # cannot have changed in place; a different spelling is no change
         if old is None and (spec.server_default or spec.default is None):
             continue  # the code leaves it to the server: whatever the server holds is no drift
-        if name == "cluster_config":
+        if name in ("cluster_config", "oidc_config"):
             value = _project_onto(value, old)
         if normalize(name, value) == normalize(name, old if old is not None else spec.default):
             continue  # same value, keep the code's spelling (e.g. of a timestamp)
         inputs[name] = value
     return {k: v for k, v in inputs.items() if v is not None}
+
+
+def autoscaling_ceiling(inputs: dict[str, Any]) -> int | None:
+    """The GPUs an autoscaling cluster may grow to (``auto_scale_max_gpus``); ``None`` when it does not scale."""
+    ceiling = inputs.get("auto_scale_max_gpus")
+    return ceiling if inputs.get("auto_scale") is True and isinstance(ceiling, int) else None
+
+
+def floor_as_code_sees_it(reported: int | None, inputs: dict[str, Any]) -> int | None:
+    """The ``num_gpus`` a refresh reads back: the reported count, except the platform's own scaling.
+
+    The docs leave open whether an autoscaling cluster reports ``num_gpus`` as the floor the code set or as
+    its live size. Either way, a count between the code's floor and the ceiling is the platform at work, not
+    a change made outside Pulumi: the floor stands. (The emulator reports the floor.)
+    """
+    ceiling, floor = autoscaling_ceiling(inputs), inputs.get("num_gpus")
+    if ceiling is None or reported is None or not isinstance(floor, int):
+        return reported
+    return floor if floor <= reported <= ceiling else reported
+
+
+def num_gpus_to_send(new_floor: int, old_floor: int | None, reported: int | None, ceiling: int | None) -> int:
+    """The ``num_gpus`` an update sends for a new floor, so it never undoes the platform's scaling.
+
+    Where the API reports the floor (``reported == old_floor``), the new floor is sent. Where it reports the
+    live size (above the old floor: the platform grew the cluster), sending a floor below that size could
+    make the platform remove nodes running work: the larger of the two is sent, and the platform's scale-down
+    brings it back to the floor as nodes go idle.
+    """
+    if ceiling is None or reported is None or old_floor is None or reported <= old_floor:
+        return new_floor
+    return max(new_floor, min(reported, ceiling))
 
 
 def _add_ons_as_code_sees_them(cluster: Cluster, code_add_ons: Any) -> list[dict[str, Any]] | None:
@@ -188,7 +230,11 @@ def standard_nodes(cluster: Cluster) -> list[GPUWorkerNode]:
 
 
 def standard_capacity_settled(
-    cluster: Cluster, num_gpus: int, nodes_before: frozenset[str | None] = frozenset(), nodes_added: int = 0
+    cluster: Cluster,
+    num_gpus: int,
+    nodes_before: frozenset[str | None] = frozenset(),
+    nodes_added: int = 0,
+    ceiling: int | None = None,
 ) -> bool:
     """Whether a change of ``num_gpus`` has taken effect on the nodes, from what the real API reports.
 
@@ -197,15 +243,17 @@ def standard_capacity_settled(
     other), there are at least enough of them for the standard nodes, and no more than the
     standard nodes plus the preemptible allocation (a scale-down is done). A scale-up by
     ``nodes_added`` nodes also needs that many running nodes that were not among ``nodes_before``
-    (the ids before the change): a preemptible node must not pass for a standard node not yet listed.
+    (the ids before the change): a preemptible node must not pass for a standard node not yet listed. An
+    autoscaling cluster may run more standard nodes than ``num_gpus``, up to its ``ceiling``.
     """
     staying = [n for n in cluster.gpu_worker_nodes if not n.marked_for_deletion]
     target = num_gpus // GPUS_PER_NODE
+    most = max(target, (ceiling or 0) // GPUS_PER_NODE)
     preemptible = (cluster.allocated_preemptible_gpus or 0) // GPUS_PER_NODE
     return (
         cluster.num_gpus == num_gpus
         and all(n.latest_phase == "NODE_PHASE_RUNNING" for n in staying)
-        and target <= len(staying) <= target + preemptible
+        and target <= len(staying) <= most + preemptible
         and sum(1 for n in staying if n.node_id not in nodes_before) >= nodes_added
     )
 

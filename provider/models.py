@@ -361,6 +361,18 @@ class ClusterConfigSpec(ClusterConfig):
     load_balancer: LoadBalancer  # type: ignore[assignment]
 
 
+class OidcConfigSpec(_Request):
+    """OIDC sign-in as we send it: every key but ``ca_cert`` is required (the SDK's create params)."""
+
+    client_id: str
+    group_claim: str
+    group_prefix: str
+    issuer_url: str
+    username_claim: str
+    username_prefix: str
+    ca_cert: str | None = None
+
+
 class AcceptanceTestsParams(_Request):
     dcgm_diag_level: DcgmDiagLevel | None = None
     dcgm_diag_skipped: bool | None = None
@@ -425,7 +437,7 @@ class ClusterCreateRequest(_Request):
     num_capacity_pool_gpus: int | None = None
     num_preemptible_gpus: int | None = None
     num_reserved_gpus: int | None = None
-    oidc_config: OidcConfig | None = None
+    oidc_config: OidcConfigSpec | None = None
     project_id: str | None = None
     reservation_end_time: datetime | None = None
     reservation_start_time: datetime | None = None

@@ -11,13 +11,20 @@ from typing import Any
 from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
 from . import lifecycle, namesakes, settings
+from .change_planning import plan_change
 from .client import Identity, TogetherClient
 from .errors import InputError, NotFoundError, WrongTargetError
-from .mapping import create_request, live_outputs, read_inputs, update_request
+from .mapping import (
+    autoscaling_ceiling,
+    create_request,
+    live_outputs,
+    num_gpus_to_send,
+    read_inputs,
+    update_request,
+)
 from .models import Cluster as ApiCluster
 from .models import ClusterCreateRequest
 from .planning import ADOPTION_DONE, inputs_of
-from .rules import plan_change
 from .schema import with_defaults
 
 
@@ -131,18 +138,31 @@ def _adopt(client: TogetherClient, inputs: dict[str, Any], identity: Identity) -
     if plan.refusals:
         raise InputError("adopt_cluster_id", cluster_id, plan.refusals[0].message)
     lifecycle.report(f"adopting cluster {cluster_id} ({cluster.cluster_name})")
-    return _apply_update(client, cluster_id, inputs, plan.update) if plan.update else cluster
+    return (
+        _apply_update(client, cluster_id, inputs, plan.update, live.get("num_gpus"))
+        if plan.update
+        else cluster
+    )
 
 
 def _apply_update(
-    client: TogetherClient, cluster_id: str, inputs: dict[str, Any], fields: list[str]
+    client: TogetherClient,
+    cluster_id: str,
+    inputs: dict[str, Any],
+    fields: list[str],
+    old_num_gpus: int | None = None,
 ) -> ApiCluster:
     # The nodes before a change of num_gpus tell a new standard node apart from the others.
     before = client.get_cluster(cluster_id) if "num_gpus" in fields else None
-    client.update_cluster(cluster_id, update_request(inputs, fields))
-    lifecycle.report(f"cluster {cluster_id}: updated {', '.join(fields)}")
+    ceiling = autoscaling_ceiling(inputs)
     num_gpus = with_defaults(inputs)["num_gpus"]
-    return lifecycle.wait_standard_converged(client, cluster_id, num_gpus, _timeout_s(inputs), before)
+    if before is not None:
+        num_gpus = num_gpus_to_send(num_gpus, old_num_gpus, before.num_gpus, ceiling)
+    client.update_cluster(cluster_id, update_request({**inputs, "num_gpus": num_gpus}, fields))
+    lifecycle.report(f"cluster {cluster_id}: updated {', '.join(fields)}")
+    return lifecycle.wait_standard_converged(
+        client, cluster_id, num_gpus, _timeout_s(inputs), before, ceiling
+    )
 
 
 def read(id_: str, props: dict[str, Any]) -> ReadResult:
@@ -152,7 +172,9 @@ def read(id_: str, props: dict[str, Any]) -> ReadResult:
     cluster = lifecycle.get_or_none(client, id_)
     if cluster is None or cluster.status == "Deleting":
         return ReadResult("", {})
-    inputs = read_inputs(cluster, old_inputs)
+    # Read with the id alone (``pulumi import``, a ``get``): every input the server reports set, those that
+    # cannot change in place included, so the engine's Check and the generated code have them all.
+    inputs = read_inputs(cluster, old_inputs, everything=not old_inputs)
     return ReadResult(id_, _state(inputs, cluster, identity), inputs)
 
 
@@ -162,7 +184,7 @@ def update(id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult
     client = settings.connect()
     identity = _check_target(client, olds, id_)
     if plan.update:
-        cluster = _apply_update(client, id_, inputs, plan.update)
+        cluster = _apply_update(client, id_, inputs, plan.update, olds.get("num_gpus"))
     else:
         cluster = client.get_cluster(id_)
     return UpdateResult(_state(inputs, cluster, identity))

@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Any
 from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, DiffResult
 
 from . import settings
-from .errors import AuthenticationError, TogetherError, TransportError, UnreadableReplyError
-from .rules import (
+from .catalog_rules import (
     catalog_fields_to_check,
     default_driver,
     has_driver_selector,
-    is_unknown,
     missing_driver_failure,
-    plan_change,
-    validate,
     validate_against_catalog,
 )
+from .change_planning import plan_change
+from .errors import AuthenticationError, TogetherError, TransportError, UnreadableReplyError
+from .plan_types import ChangePlan, is_unknown
 from .schema import FIELDS, with_defaults
+from .validation import validate
 from .waiting import report
 
 if TYPE_CHECKING:
@@ -146,8 +146,13 @@ def check(olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
     return CheckResult(inputs, [CheckFailure(f.field, f.message) for f in failures])
 
 
+def change(olds: dict[str, Any], news: dict[str, Any]) -> ChangePlan:
+    """What going from the state ``olds`` to the engine's new inputs ``news`` does (both front doors' diff)."""
+    return plan_change(olds, inputs_of(news))
+
+
 def diff(id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-    plan = plan_change(olds, inputs_of(news))
+    plan = change(olds, news)
     return DiffResult(
         changes=plan.changed,
         replaces=plan.replace,

@@ -16,6 +16,7 @@ by the provider host on the first call that needs them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import Any
@@ -33,6 +34,14 @@ from pulumi.dynamic import (
 )
 
 from . import run_errors
+from .nested_inputs import (
+    AcceptanceTestsArgs,
+    AddOnArgs,
+    ClusterConfigArgs,
+    OidcConfigArgs,
+    SharedVolumeArgs,
+    wire_form,
+)
 from .schema import (
     FIELDS,
     OUTPUT_NAMES,
@@ -70,11 +79,11 @@ def forget_catalog() -> None:
 
 
 def _given(args: object | None) -> dict[str, Any]:
-    """The fields of an args dataclass that are set, as they are: not ``asdict``, which deep-copies every
-    value and fails on an ``Output`` (``ClusterArgs(volume_id=volume.volume_id)``)."""
+    """The fields of an args dataclass that are set, nested args in their wire form: not ``asdict``, which
+    deep-copies every value and fails on an ``Output`` (``ClusterArgs(volume_id=volume.volume_id)``)."""
     if args is None:
         return {}
-    return {f.name: v for f in fields(args) if (v := getattr(args, f.name)) is not None}  # type: ignore[arg-type]
+    return {f.name: wire_form(v) for f in fields(args) if (v := getattr(args, f.name)) is not None}  # type: ignore[arg-type]
 
 
 class ClusterProvider(ResourceProvider):
@@ -112,6 +121,13 @@ class ClusterArgs:
     ``num_gpus`` is the standard (on-demand) GPU count and must be at least 8 (one standard node);
     ``num_preemptible_gpus`` is the preemptible target, filled as capacity allows.
 
+    Every field of the official SDK's create is here (``tests/provider/test_sdk_coverage.py`` holds them to
+    it). ``auto_scale`` with ``auto_scale_max_gpus`` lets the platform grow the standard nodes under load and
+    shrink them back: ``num_gpus`` is then the floor, and the platform's own scaling is never drift.
+    ``capacity_pool_id`` with ``num_capacity_pool_gpus`` draws GPUs from a reserved pool. The nested inputs
+    take the dataclasses of :mod:`.nested_inputs` (``OidcConfigArgs``, ``AcceptanceTestsArgs``,
+    ``ClusterConfigArgs``, ``AddOnArgs``, ``SharedVolumeArgs``) or dicts of the same shape.
+
     Written out by hand so that a type checker and an IDE see each field; ``provider/schema.py``
     (``FIELDS``) is the list they follow, with the same order, required fields and defaults (a test holds
     them together). ``None`` means the schema's default.
@@ -128,10 +144,10 @@ class ClusterArgs:
     nvidia_version_id: pulumi.Input[str] | None = None
     cuda_version: pulumi.Input[str] | None = None
     nvidia_driver_version: pulumi.Input[str] | None = None
-    shared_volume: pulumi.Input[dict[str, Any]] | None = None
+    shared_volume: SharedVolumeArgs | pulumi.Input[dict[str, Any]] | None = None
     volume_id: pulumi.Input[str] | None = None
-    cluster_config: pulumi.Input[dict[str, Any]] | None = None
-    add_ons: pulumi.Input[list[dict[str, Any]]] | None = None
+    cluster_config: ClusterConfigArgs | pulumi.Input[dict[str, Any]] | None = None
+    add_ons: Sequence[AddOnArgs | pulumi.Input[dict[str, Any]]] | None = None
     num_reserved_gpus: pulumi.Input[int] | None = None
     duration_days: pulumi.Input[int] | None = None
     reservation_start_time: pulumi.Input[str] | None = None
@@ -140,6 +156,14 @@ class ClusterArgs:
     ready_timeout_minutes: pulumi.Input[float] | None = 60
     allow_data_loss: bool | None = False  # a plain bool: it decides `protect` when the program runs
     adopt_cluster_id: pulumi.Input[str] | None = None
+    auto_scale: pulumi.Input[bool] | None = None
+    auto_scale_max_gpus: pulumi.Input[int] | None = None
+    capacity_pool_id: pulumi.Input[str] | None = None
+    num_capacity_pool_gpus: pulumi.Input[int] | None = None
+    oidc_config: OidcConfigArgs | pulumi.Input[dict[str, Any]] | None = None
+    acceptance_tests_params: AcceptanceTestsArgs | pulumi.Input[dict[str, Any]] | None = None
+    install_traefik: pulumi.Input[bool] | None = None
+    slurm_image: pulumi.Input[str] | None = None
 
 
 class Cluster(Resource, module=RESOURCE_MODULE, name=RESOURCE_NAME):
@@ -184,7 +208,7 @@ class Cluster(Resource, module=RESOURCE_MODULE, name=RESOURCE_NAME):
             raise TypeError(
                 f"Cluster got unknown arguments {sorted(unknown)}; the inputs are {', '.join(FIELDS)}"
             )
-        props.update({k: v for k, v in kwargs.items() if v is not None})
+        props.update({k: wire_form(v) for k, v in kwargs.items() if v is not None})
         for name in FIELDS:
             props.setdefault(name, None)
         for name in OUTPUT_NAMES:
@@ -205,7 +229,7 @@ def _keep_inline_volume(resource_name: str, props: dict[str, Any]) -> pulumi.Res
     """
     if not isinstance(props.get("shared_volume"), dict) or props.get("allow_data_loss") is True:
         return pulumi.ResourceOptions()
-    from .rules import inline_volume_at_risk
+    from .change_planning import inline_volume_at_risk
 
     volume_name = inline_volume_at_risk(props)
     if volume_name is None:

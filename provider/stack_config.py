@@ -21,21 +21,28 @@ def cluster_args_from_config(
     num_gpus: int,
     num_preemptible_gpus: int,
     default_name: str | None = None,
+    default_region: str | None = None,
+    default_gpu_type: str | None = None,
     **more: Any,
 ) -> ClusterArgs:
     """A cluster's arguments from ``config``, with the GPU counts given and any further ``ClusterArgs`` fields.
 
     ``default_name`` is the cluster's name when ``clusterName`` is not set (``<project>-<stack>`` if
-    omitted). ``adoptClusterId`` is set only to take in a cluster this stack made but never recorded
-    (the error of a rerun names it).
+    omitted); ``region`` and ``gpuType`` are required unless a default is given. ``adoptClusterId`` is set
+    only to take in a cluster this stack made but never recorded (the error of a rerun names it).
     """
     default_name = default_name or f"{pulumi.get_project()}-{pulumi.get_stack()}"
     return ClusterArgs(
         cluster_name=config.get("clusterName") or default_name,
-        region=config.require("region"),
-        gpu_type=config.require("gpuType"),
+        region=_setting(config, "region", default_region),
+        gpu_type=_setting(config, "gpuType", default_gpu_type),
         num_gpus=num_gpus,
         num_preemptible_gpus=num_preemptible_gpus,
         adopt_cluster_id=config.get(ADOPT_CONFIG_KEY),
         **more,
     )
+
+
+def _setting(config: pulumi.Config, key: str, default: str | None) -> str:
+    """``key`` from ``config``, else ``default``; required when there is no default."""
+    return (config.get(key) or default) if default is not None else config.require(key)

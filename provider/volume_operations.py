@@ -13,6 +13,7 @@ from .client import Identity, TogetherClient
 from .errors import ConflictError, InputError, NotFoundError
 from .models import ClusterStorage, StorageCreateRequest
 from .operations import _check_target, _identity
+from .plan_types import ChangePlan
 from .planning import whole_numbers
 from .schema import VOLUME_FIELDS, volume_with_defaults
 from .volume_rules import plan_volume_change, validate_volume
@@ -38,8 +39,13 @@ def check(olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
     return CheckResult(inputs, [CheckFailure(f.field, f.message) for f in failures])
 
 
+def change(olds: dict[str, Any], news: dict[str, Any]) -> ChangePlan:
+    """What going from the state ``olds`` to the engine's new inputs ``news`` does (both front doors' diff)."""
+    return plan_volume_change(whole_numbers(olds), volume_inputs_of(news))
+
+
 def diff(id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-    plan = plan_volume_change(whole_numbers(olds), volume_inputs_of(news))
+    plan = change(olds, news)
     return DiffResult(
         changes=plan.changed,
         replaces=plan.replace,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rules import ChangePlan, Failure, changes_by_effect, is_unknown, normalize
+from .change_planning import changes_by_effect, normalize
+from .plan_types import ChangePlan, Failure, is_unknown
 from .schema import VOLUME_FIELDS
 
 # A LOCAL field (never sent): the code's explicit consent that a plan may delete the volume's data.

@@ -46,7 +46,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -215,9 +215,44 @@ def up_killed_on_exit(cwd: os.PathLike[str] | str, env: Mapping[str, str]) -> It
         try:
             yield running
         finally:
-            os.killpg(running.pid, signal.SIGKILL)
+            kill_tree(running.pid)
             running.wait()
     run_pulumi(["cancel", "--yes"], cwd=cwd, env=env, check=True)
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (read from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.add(int(entry.name))
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process it started, as a cancelled CI job is killed. Its process group is not
+    enough: the engine starts its plugins (language host, providers) in process groups of their own (its
+    cmdutil.RegisterProcessGroup), and a plugin left running after its engine was killed holds on (and keeps
+    writing). Each process is stopped first, so none starts another while the tree is walked."""
+    tree: set[int] = set()
+    new = {pid}
+    while new:
+        for each in new:
+            with suppress(ProcessLookupError):
+                os.kill(each, signal.SIGSTOP)
+        tree |= new
+        new = set().union(*(_children(each) for each in new)) - tree
+    with suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    for each in tree:
+        with suppress(ProcessLookupError):
+            os.kill(each, signal.SIGKILL)
 
 
 def pulumi_in(

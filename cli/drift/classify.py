@@ -34,7 +34,7 @@ from typing import Any
 
 from pulumi.runtime.rpc import UNKNOWN
 
-from together_clusters.provider.rules import plan_change
+from together_clusters.provider.change_planning import plan_change
 from together_clusters.provider.schema import FIELDS
 
 from ..exit_codes import ExitCode

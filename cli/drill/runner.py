@@ -21,6 +21,7 @@ from together_clusters.platform import (
     PREEMPTIBLE,
     TerminationMode,
 )
+from together_clusters.platform.objects import condition, condition_true
 from together_clusters.provider.client import TogetherClient
 from together_clusters.provider.errors import ConflictError
 from together_clusters.provider.vocabulary import RemediationMode
@@ -284,30 +285,19 @@ def uncordon(core: client.CoreV1Api, node: str) -> None:
 # --- watching ------------------------------------------------------------------------------------
 
 
-def _condition(obj: dict[str, Any] | Any, kind: str) -> Any:
-    conditions = obj.get("conditions") if isinstance(obj, dict) else obj.conditions
-    for c in conditions or []:
-        ctype = c.get("type") if isinstance(c, dict) else c.type
-        status = c.get("status") if isinstance(c, dict) else c.status
-        if ctype == kind and status == "True":
-            return c
-    return None
-
-
 def _finished(api: client.ApiClient, w: Workload) -> tuple[Outcome, str] | None:
     """A terminal state of the workload's own controller, when it has one (Jobs and JobSets)."""
-    conditions: Any
+    obj: Any
     if w.kind == "Job":
-        status = client.BatchV1Api(api).read_namespaced_job_status(
+        job = client.BatchV1Api(api).read_namespaced_job_status(
             w.name, w.namespace, _request_timeout=_TIMEOUT
         )
-        conditions = status.status
+        obj = api.sanitize_for_serialization(job)  # the API's JSON, as the platform's condition reads it
     elif w.kind == JOBSET_API.kind:
         group, version = w.api_version.split("/")
-        obj: Any = client.CustomObjectsApi(api).get_namespaced_custom_object_status(
+        obj = client.CustomObjectsApi(api).get_namespaced_custom_object_status(
             group, version, w.namespace, JOBSET_API.plural, w.name, _request_timeout=_TIMEOUT
         )
-        conditions = obj.get("status") or {}
     else:
         readers = {
             "Deployment": client.AppsV1Api(api).read_namespaced_deployment,
@@ -317,14 +307,11 @@ def _finished(api: client.ApiClient, w: Workload) -> tuple[Outcome, str] | None:
         if w.kind in readers:
             readers[w.kind](w.name, w.namespace, _request_timeout=_TIMEOUT)  # a 404 ends the watch
         return None
-    failed = _condition(conditions, "Failed")
-    if failed is not None:
-        reason = failed.get("reason") if isinstance(failed, dict) else failed.reason
-        message = failed.get("message") if isinstance(failed, dict) else failed.message
-        return Outcome.FAILED, f"{reason}: {message}"
-    for done in ("Complete", "Completed"):
-        if _condition(conditions, done) is not None:
-            return Outcome.SURVIVED, "completed"
+    if condition_true(obj, "Failed"):
+        failed = condition(obj, "Failed") or {}
+        return Outcome.FAILED, f"{failed.get('reason')}: {failed.get('message')}"
+    if any(condition_true(obj, done) for done in ("Complete", "Completed")):
+        return Outcome.SURVIVED, "completed"
     return None
 
 
@@ -414,13 +401,18 @@ def _resumed(core: client.CoreV1Api, pods: list[Any], wait_seconds: float) -> tu
     deadline = time.monotonic() + wait_seconds
     pending = {(p.metadata.namespace, p.metadata.name): p for p in pods}
     found: list[Resumed] = []
+    refused: ApiException | None = None
     while pending:
+        refused = None
         for key, pod in list(pending.items()):
             try:
                 main = pod.spec.containers[0].name  # the main container comes first in every component
                 log = core.read_namespaced_pod_log(key[1], key[0], container=main, _request_timeout=_TIMEOUT)
             except ApiException as exc:
-                return None, f"no pod log (HTTP {exc.status}; the twin's simulated pods write none)"
+                # A kubelet refuses the log of a container that is still starting (HTTP 400, "waiting to
+                # start"): try again within the wait, as for a line not written yet.
+                refused = exc
+                continue
             resumed = parse_resumed(log or "")
             if resumed is not None:
                 found.append(resumed)
@@ -428,6 +420,9 @@ def _resumed(core: client.CoreV1Api, pods: list[Any], wait_seconds: float) -> tu
         if not pending or time.monotonic() > deadline:
             break
         time.sleep(1.0)
+    if not found and refused is not None:
+        why = f"HTTP {refused.status}: {refused.reason}" if refused.reason else f"HTTP {refused.status}"
+        return None, f"no pod log ({why}; the twin's simulated pods write none)"
     if not found:
         return None, "no 'resumed step=' line in the log (started fresh, or no checkpoint runtime)"
     steps = {r.step for r in found}

@@ -25,6 +25,7 @@ from kubernetes.utils import parse_quantity
 
 from together_clusters.errors import DrillError
 from together_clusters.platform import LifecycleReason, kubernetes_node_name
+from together_clusters.platform.objects import condition, condition_true
 from together_clusters.provider.vocabulary import RemediationMode
 
 from .modes import capacity_text, remediation_steps, short_mode
@@ -141,11 +142,10 @@ def node_room(node: Mapping[str, Any], pods_on_it: Iterable[Mapping[str, Any]]) 
             continue
         for name, value in pod_requests(pod).items():
             free[name] = free.get(name, 0.0) - value
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     unusable = ""
     if spec.get("unschedulable"):
         unusable = "cordoned"
-    elif ready is not None and ready.get("status") != "True":
+    elif condition(node, "Ready") is not None and not condition_true(node, "Ready"):
         unusable = "not Ready"
     return NodeRoom(meta.get("name", ""), meta.get("labels") or {}, spec.get("taints") or [], free, unusable)
 

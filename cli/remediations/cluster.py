@@ -22,6 +22,7 @@ from together_clusters.platform import (
     REMEDIATION_GATE_ANNOTATION,
     TerminationMode,
 )
+from together_clusters.platform.objects import condition_true
 from together_clusters.sequences import preemption
 
 from .plan import (
@@ -236,10 +237,7 @@ def _controller_state(api: client.ApiClient, workload: WorkloadRef) -> tuple[boo
         if exc.status == 404:
             return True, False  # deleted: nothing of it runs any more
         raise
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    finished = any(
-        c.get("type") in ("Complete", "Completed", "Failed") and c.get("status") == "True" for c in conditions
-    )
+    finished = any(condition_true(obj, kind) for kind in ("Complete", "Completed", "Failed"))
     return finished, bool((obj.get("spec") or {}).get("suspend"))
 
 

@@ -77,7 +77,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     price = args.price_per_gpu_hour
     statuses = [
         capacity.cluster_status(
-            r.name, r.id, snapshots.get(r.id), start=start, end=end, price_per_gpu_hour=price
+            r.name,
+            r.id,
+            capacity.with_stack_inputs(snapshots.get(r.id), r.inputs),
+            start=start,
+            end=end,
+            price_per_gpu_hour=price,
         )
         for r in resources
     ]

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from together_clusters.components.fleet_dispatch.plan import condition_true, free_gpus_by_node
 from together_clusters.platform import (
     COMPUTE_CLASS_LABEL,
     JOB_NAME_LABEL,
     JOBSET_NAME_LABEL,
     ComputeClass,
 )
+from together_clusters.platform.objects import condition_true, free_gpus_by_node
 
 from ..stack_state import StateResource
 from ..workloads import node_class

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..capacity import PREEMPTIBLE_DISCOUNT, ClusterStatus, parse_time
+from ..capacity import PREEMPTIBLE_DISCOUNT, Autoscaling, ClusterStatus, parse_time
 from ..table import table
 from ..workloads import WorkloadsReport, describe_stall
 from .fleet import FleetReport
@@ -89,7 +89,7 @@ def status_text(status: StackStatus, max_events: int = 20) -> str:
                 s.resource,
                 s.cluster_id,
                 s.status or "-",
-                str(s.num_gpus),
+                str(s.num_gpus) if s.autoscaling is None else _standard_range(s.autoscaling),
                 f"{s.allocated_preemptible_gpus}/{s.desired_preemptible_gpus}",
                 f"{s.standard_nodes}/{s.preemptible_nodes}",
                 _money(s.hourly_saving),
@@ -128,6 +128,8 @@ def status_text(status: StackStatus, max_events: int = 20) -> str:
         repairs = status.repairs.get(s.cluster_id)
         if repairs is not None:
             parts.extend(repair_parts(s.resource, repairs))
+        if s.autoscaling is not None:
+            parts.append(autoscaling_part(s.resource, s.autoscaling, max_events))
         shown = s.events[-max_events:]
         title = f"{s.resource}: node lifecycle events, {span}"
         if not shown:
@@ -143,6 +145,26 @@ def status_text(status: StackStatus, max_events: int = 20) -> str:
             )
         )
     return "\n\n".join(parts) + "\n"
+
+
+def _standard_range(scaling: Autoscaling) -> str:
+    """The live standard GPUs and the range autoscaling moves them in: ``24 (8-32)``."""
+    ceiling = "?" if scaling.ceiling_gpus is None else str(scaling.ceiling_gpus)
+    return f"{scaling.live_standard_gpus} ({scaling.floor_gpus}-{ceiling})"
+
+
+def autoscaling_part(resource: str, scaling: Autoscaling, max_events: int = 20) -> str:
+    """An autoscaling cluster's standard GPUs now, its floor and ceiling, and its recent scale events."""
+    ceiling = "not known" if scaling.ceiling_gpus is None else str(scaling.ceiling_gpus)
+    title = (
+        f"{resource}: autoscaling: {scaling.live_standard_gpus} standard GPUs now (floor num_gpus "
+        f"{scaling.floor_gpus}, ceiling auto_scale_max_gpus {ceiling}); scale events in the window"
+    )
+    shown = scaling.scale_events[-max_events:]
+    if not shown:
+        return f"{title}: none"
+    rows = [[_short_time(e.timestamp), e.reason, e.node_id, e.message] for e in shown]
+    return f"{title}:\n" + table(["TIME (UTC)", "EVENT", "NODE", "MESSAGE"], rows)
 
 
 def fleet_parts(fleet: FleetReport) -> list[str]:

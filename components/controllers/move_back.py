@@ -79,6 +79,18 @@ def descheduler_values(move_back_interval_seconds: int, descheduling_interval_se
     }
 
 
+DESCHEDULER_DEFAULTS_CHANGED: dict[str, str] = {
+    "kind": "a Deployment looking every interval: a CronJob starts a pod per run, slower and more objects",
+    "deschedulingInterval": "ClusterControllersArgs.descheduling_interval_seconds (120 s by default, the chart's "
+    "5m): how late a fallback pod may be moved back once preemptible room returns",
+    "deschedulerPolicy.profiles": "one profile that only moves PREEMPTIBLE_FIRST pods back (this module): the "
+    "chart's default profile (RemoveDuplicates, LowNodeUtilization, RemovePodsViolatingNodeTaints, ...) would "
+    "evict any pod of the cluster, training runs included",
+}
+"""Each default of the descheduler chart's values.yaml (v0.36.0) that :func:`descheduler_values` replaces, with
+why (gathered in :data:`..releases.CHART_DEFAULTS_CHANGED`; tests/components/test_chart_defaults.py)."""
+
+
 def interval_violations(
     move_back_interval_seconds: Any, descheduling_interval_seconds: Any
 ) -> list[Violation]:

@@ -23,7 +23,7 @@ from together_clusters.platform import JOBSET_API
 from together_clusters.platform.charts import CHARTS, ChartFacts, Controller
 
 from ..violations import Violation, argument_violation
-from .move_back import descheduler_values, interval_violations
+from .move_back import DESCHEDULER_DEFAULTS_CHANGED, descheduler_values, interval_violations
 
 INSTALLED_BY_ANNOTATION = "together.ai/installed-by"
 """Annotation on every object the component installs: ``<organization>/<project>/<stack>`` of the stack that
@@ -53,11 +53,24 @@ class KueueSettings:
     Requeued without end: no ``backoffLimitCount``, so a workload is never deactivated because capacity is
     merely short (kubernetes-sigs/kueue#15255: a count reached while spot capacity is dry deactivates the
     workload for good).
+
+    These are what a user tunes: how long a workload may wait for its pods against how soon its quota goes to
+    another. The rest of Kueue's configuration is not a setting: the chart's own defaults are kept (its
+    reconcilers' workers, :data:`KUEUE_RECONCILER_WORKERS`, with JobSet's added) and its request budget is
+    sized for the load the components create (:data:`KUEUE_CLIENT_CONNECTION`); every departure from the
+    chart is listed with its reason in :data:`KUEUE_CONFIG_DEFAULTS_CHANGED`.
     """
 
     pods_ready_timeout_seconds: int = 600
+    """How long an admitted workload's pods may take to be all ready (at admission, or again after a
+    preemption took one) before it is evicted and requeued: long enough for an image pull and a checkpoint
+    restore, short enough that quota held by a workload that cannot run goes back soon (Kueue's
+    ``waitForPodsReady.timeout``; on a fleet, how long a worker keeps a workload it cannot run)."""
     requeue_backoff_base_seconds: int = 60
+    """The wait before an evicted workload is queued again, doubling with each eviction
+    (``requeuingStrategy.backoffBaseSeconds``)."""
     requeue_backoff_max_seconds: int = 3600
+    """The longest that wait grows to (``requeuingStrategy.backoffMaxSeconds``)."""
 
 
 @dataclass(frozen=True)
@@ -242,12 +255,43 @@ never fired. They act on topologies whose lowest level is the node, which the qu
 the timeout is evicted and requeued whole, and its next admission tries preemptible then standard afresh."""
 
 
+KUEUE_RECONCILER_WORKERS: dict[str, int] = {
+    # The chart's own (v0.17.0): each kind's reconciler otherwise runs one request at a time.
+    "Job.batch": 5,
+    "Pod": 5,
+    "Workload.kueue.x-k8s.io": 5,
+    "LocalQueue.kueue.x-k8s.io": 1,
+    "ClusterQueue.kueue.x-k8s.io": 1,
+    "ResourceFlavor.kueue.x-k8s.io": 1,
+    # Ours: the components submit JobSets by default, as many as Jobs.
+    f"{JOBSET_API.kind}.{JOBSET_API.group}": 5,
+}
+"""Kueue's ``controller.groupKindConcurrency``: concurrent reconciles per kind. The key is controller-runtime's
+``GroupKind.String()`` (``<Kind>.<group>``, the kind alone for the core group), which its builder looks up for
+the kind a controller is ``For`` (Kueue's generic job reconciler for ``JobSet.jobset.x-k8s.io``). ``Pod`` also
+sizes Kueue's pod-watching controllers (Topology Aware Scheduling's usage of pods outside the queue)."""
+
+KUEUE_CLIENT_CONNECTION: dict[str, int] = {"qps": 300, "burst": 500}
+"""Kueue's ``clientConnection``: the one token bucket every request of the manager shares (v0.17.0's
+cmd/kueue/main.go sets it as the client's rate limiter: writes, uncached reads, events; the binary's own
+default is 20/30, the chart's 50/100). Per workload submitted to a queue Kueue writes about ten times, by a
+reading of its controllers not yet measured: the Workload, its quota reservation and admission, the JobSet's
+unsuspension, the ungating of each pod (Topology Aware Scheduling, which every WorkloadQueue uses), PodsReady,
+and an event for most. A Sweep of 100 trials is then about a thousand requests: some 20 s of throttling at the
+chart's budget before the scheduler sees the last pod, about 3 s at 300/s. 300/500 is the default issue 40
+reports upstream took in v0.19 (not on this machine's module proxy to check), below what JobSet's chart gives
+its controller (500/500), and far below what an API server serves. On a fleet's manager it does not raise
+MultiKueue's clients to the workers, fixed at client-go's 5/s (burst 10) in v0.17.0."""
+
+
 def kueue_manager_config(
     settings: KueueSettings, multikueue: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Kueue's manager configuration (``config.kueue.x-k8s.io/v1beta2``): the chart's defaults for the
-    manager itself, the components' frameworks, the requeuing of :class:`KueueSettings`, and the
-    ``multiKueue`` section a FleetQueue on this cluster asks for."""
+    """Kueue's manager configuration (``config.kueue.x-k8s.io/v1beta2``) for every Kueue the package installs
+    (a cluster's, a fleet manager's, a fleet worker's): the chart's own configuration but for what
+    :data:`KUEUE_CONFIG_DEFAULTS_CHANGED` lists, the components' frameworks, the requeuing of
+    :class:`KueueSettings` (not on a fleet's manager, which times no pods), and the ``multiKueue`` section a
+    FleetQueue on this cluster asks for."""
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -255,7 +299,8 @@ def kueue_manager_config(
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-        "clientConnection": {"qps": 50, "burst": 100},
+        "controller": {"groupKindConcurrency": dict(KUEUE_RECONCILER_WORKERS)},
+        "clientConnection": dict(KUEUE_CLIENT_CONNECTION),
         "featureGates": dict.fromkeys(KUEUE_FEATURES_OFF, False),
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
         "resources": {"excludeResourcePrefixes": list(KUEUE_UNCOUNTED_RESOURCES)},
@@ -272,7 +317,25 @@ def kueue_manager_config(
     }
     if multikueue:
         config["multiKueue"] = dict(multikueue)
+        # A fleet's manager runs none of its workloads' pods: each worker's Kueue times them and gives a
+        # workload back, and MultiKueue re-admits it at once. The manager's own timer read the pods' state
+        # only as the worker's job status copied back, and on firing evicted with a requeue backoff
+        # (backoffBaseSeconds, 60 s) on top of the worker's timeout (issue 40, part 2).
+        del config["waitForPodsReady"]
     return config
+
+
+KUEUE_CONFIG_DEFAULTS_CHANGED: dict[str, str] = {
+    "integrations.frameworks": "only the kinds the components submit to a queue (:data:`KUEUE_FRAMEWORKS`): the "
+    "chart's list adds pods, Deployments and StatefulSets, which put Kueue's webhook on every pod of the cluster, "
+    "and operators the package never installs",
+    "clientConnection.qps": "sized for the requests the package's queues cause (:data:`KUEUE_CLIENT_CONNECTION`)",
+    "clientConnection.burst": "sized with qps (:data:`KUEUE_CLIENT_CONNECTION`)",
+}
+"""Each key of the Kueue chart's default manager configuration (``managerConfig.controllerManagerConfigYaml`` of
+charts/kueue/values.yaml, v0.17.0) that :func:`kueue_manager_config` drops or changes, by dotted path, with
+why. Every other key of the chart's configuration is kept as the chart sets it; tests/components/
+test_chart_defaults.py compares the two and fails on a change not listed here (or listed and not made)."""
 
 
 def kueue_values(settings: KueueSettings, multikueue: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -309,6 +372,47 @@ def release_values(
             values, descheduler_values(args.move_back_interval_seconds, args.descheduling_interval_seconds)
         )
     return values
+
+
+def _image_reasons(facts: ChartFacts) -> dict[str, str]:
+    """Why a chart's staging image is replaced by the release image, pulled once
+    (:mod:`together_clusters.platform.charts`)."""
+    prefix = ".".join(facts.image_values)
+    return {
+        f"{prefix}.repository": "the release image's registry, not the chart's staging one",
+        f"{prefix}.tag": f"the release tag {facts.image_tag}, not the chart's moving staging tag",
+        f"{prefix}.pullPolicy": "IfNotPresent: a release tag never moves, and Always would make every node "
+        "restart depend on the registry",
+    }
+
+
+_KEPT_OFF_PREEMPTIBLE = (
+    "the controller's pods kept off preemptible nodes (:func:`standard_node_affinity`), so a "
+    "preemption never takes down the controller of the workloads it preempts"
+)
+
+CHART_DEFAULTS_CHANGED: dict[Controller, dict[str, str]] = {
+    Controller.JOBSET: {
+        **_image_reasons(CHARTS[Controller.JOBSET]),
+        "controller.affinity": _KEPT_OFF_PREEMPTIBLE,
+    },
+    Controller.KUEUE: {
+        **_image_reasons(CHARTS[Controller.KUEUE]),
+        "managerConfig.controllerManagerConfigYaml": "replaced whole (the chart takes one YAML string): kept key "
+        "by key but for :data:`KUEUE_CONFIG_DEFAULTS_CHANGED`",
+    },
+    Controller.DESCHEDULER: {
+        # The chart's default is already the release registry, pulled IfNotPresent.
+        "image.tag": f"named ({CHARTS[Controller.DESCHEDULER].image_tag}) where the chart's empty default means its "
+        "appVersion, the same image: the twin and a mirror read every image from platform/charts.py",
+        "affinity": _KEPT_OFF_PREEMPTIBLE,
+        **DESCHEDULER_DEFAULTS_CHANGED,
+    },
+}
+"""Each default value of a pinned chart (its ``values.yaml``) that :func:`release_values` drops or changes, by
+controller and dotted path, with why. Helm merges our values over the chart's map by map, so every other value
+stays the chart's; tests/components/test_chart_defaults.py fails on a change not listed here (or listed and not
+made)."""
 
 
 POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {

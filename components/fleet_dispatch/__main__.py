@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from together_clusters.errors import DispatchRequestError
+from together_clusters.platform.objects import condition_true
 
 from . import plan
 from .kube import KubeClient
-from .nomination import ADMISSION_MANAGER, nomination_apply
+from .nomination import ADMISSION_MANAGER, nomination_apply, retry_apply
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ class Dispatcher:
         self.held_since: dict[str, tuple[str | None, float]] = {}
         self.answering: dict[str, bool] = {}
         self.unreadable: set[str] = set()
+        self.pods: dict[str, list[Mapping[str, Any]]] = {}
+        """The unfinished pods of each worker that answered this pass."""
+        self.waiting_for_copy: set[str] = set()
 
     def _workloads_path(self) -> str:
         return f"/apis/{self.settings.api_version}/namespaces/{self.settings.namespace}/workloads"
@@ -86,7 +90,7 @@ class Dispatcher:
             cluster = self.manager.get(
                 f"/apis/{self.settings.api_version}/multikueueclusters/{worker.cluster}"
             )
-            if not plan.condition_true(cluster, "Active"):
+            if not condition_true(cluster, "Active"):
                 problem = "its MultiKueueCluster is not active"
             else:
                 client = KubeClient.from_kubeconfig((self.workers_dir / worker.name).read_text())
@@ -103,6 +107,7 @@ class Dispatcher:
                     or []
                 )
                 room = plan.worker_room(nodes, pods)
+                self.pods[worker.name] = pods
         except (DispatchRequestError, OSError, KeyError, ValueError) as error:
             problem = str(error)
         answering = room is not None
@@ -127,15 +132,63 @@ class Dispatcher:
                 say(f"workload {meta['namespace']}/{meta['name']}: could not set its worker: {error}")
             return False
 
+    def _give_back(self, workload: Mapping[str, Any], decision: plan.Decision) -> bool:
+        """Set the fleet's admission check of a workload its worker cannot run to ``Retry``, as MultiKueue
+        does when the worker evicts it (see :func:`.nomination.retry_apply`); False when it changed since."""
+        meta = workload["metadata"]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        message = f"fleet dispatcher: {decision.reason}; moving to {decision.worker}"
+        body = retry_apply(workload, self.settings.admission_check, message, now, self.settings.api_version)
+        if body is None:
+            return False
+        try:
+            self.manager.apply(f"{self._workloads_path()}/{meta['name']}/status", body, ADMISSION_MANAGER)
+            return True
+        except DispatchRequestError as error:
+            if error.status != 409:
+                say(f"workload {meta['namespace']}/{meta['name']}: could not give it back: {error}")
+            return False
+
+    def _move_stranded(
+        self,
+        running: list[Mapping[str, Any]],
+        rooms: Mapping[str, plan.Room | None],
+        by_cluster: Mapping[str, str],
+    ) -> None:
+        """Give back each workload whose worker lost the room for some of its pods while another worker has
+        room for it (:func:`.plan.moves`), without waiting for the worker's PodsReady timeout."""
+        placed: list[plan.Placed] = []
+        objects: dict[str, Mapping[str, Any]] = {}
+        for workload in running:
+            worker = by_cluster.get(str((workload.get("status") or {}).get("clusterName")))
+            if worker is None or worker not in self.pods:
+                continue
+            key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+            try:
+                demands = plan.demands_of(workload)
+            except ValueError:
+                continue
+            its_pods = plan.pods_of(workload, self.pods[worker])
+            stranded = tuple(plan.pod_demand(pod) for pod in its_pods if plan.stranded(pod))
+            placed.append(plan.Placed(key, worker, demands, stranded))
+            objects[key] = workload
+        workers = [w.name for w in self.settings.workers]
+        for key, decision in plan.moves(placed, workers, rooms).items():
+            if self._give_back(objects[key], decision):
+                say(f"workload {key} given back ({decision.reason}; {_free(rooms)})")
+
     def run_pass(self) -> None:
         settings = self.settings
         workloads = self.manager.get(self._workloads_path()).get("items") or []
         waiting = [w for w in workloads if plan.awaits_a_worker(w, settings.admission_check)]
-        if not waiting:
+        running = [w for w in workloads if plan.runs_in_a_worker(w, settings.admission_check)]
+        if not waiting and not running:
             self.held_since.clear()
             return
+        self.pods = {}
         rooms = {worker.name: self._room_of(worker) for worker in settings.workers}
         by_cluster = {worker.cluster: worker.name for worker in settings.workers}
+        self._move_stranded(running, rooms, by_cluster)
         now = time.monotonic()
         pending: list[plan.Pending] = []
         objects: dict[str, Mapping[str, Any]] = {}
@@ -150,6 +203,13 @@ class Dispatcher:
             key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
             nominated_clusters = (workload.get("status") or {}).get("nominatedClusterNames") or []
             nominated = by_cluster.get(nominated_clusters[0]) if nominated_clusters else None
+            if any(plan.pods_of(workload, pods) for pods in self.pods.values()):
+                # A copy it had in a worker is still there (MultiKueue removes it): never two copies at once.
+                if key not in self.waiting_for_copy:
+                    say(f"workload {key}: waits until its former copy's pods are gone")
+                    self.waiting_for_copy.add(key)
+                continue
+            self.waiting_for_copy.discard(key)
             seen_with, since = self.held_since.get(key, (None, now))
             if seen_with != nominated:
                 since = now

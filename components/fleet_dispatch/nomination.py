@@ -52,11 +52,8 @@ def owned_fields(value: Any, fields: Mapping[str, Any]) -> Any:
     return value
 
 
-def nomination_apply(
-    workload: Mapping[str, Any], clusters: Sequence[str], api_version: str
-) -> dict[str, Any] | None:
-    """The apply that sets ``workload``'s ``status.nominatedClusterNames`` to ``clusters``, under
-    :data:`ADMISSION_MANAGER`; None when that manager holds none of its status yet (no quota reserved)."""
+def _admission_status(workload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Every status field :data:`ADMISSION_MANAGER` holds, as it is; None when it holds none yet."""
     meta = workload["metadata"]
     entry = next(
         (
@@ -71,8 +68,12 @@ def nomination_apply(
     if entry is None:
         return None
     held = (entry.get("fieldsV1") or {}).get("f:status") or {}
-    status = owned_fields(workload.get("status") or {}, held)
-    status["nominatedClusterNames"] = list(clusters)
+    found = owned_fields(workload.get("status") or {}, held)
+    return dict(found) if isinstance(found, Mapping) else {}
+
+
+def _apply_of(workload: Mapping[str, Any], status: Mapping[str, Any], api_version: str) -> dict[str, Any]:
+    meta = workload["metadata"]
     return {
         "apiVersion": api_version,
         "kind": "Workload",
@@ -83,3 +84,41 @@ def nomination_apply(
         },
         "status": status,
     }
+
+
+def nomination_apply(
+    workload: Mapping[str, Any], clusters: Sequence[str], api_version: str
+) -> dict[str, Any] | None:
+    """The apply that sets ``workload``'s ``status.nominatedClusterNames`` to ``clusters``, under
+    :data:`ADMISSION_MANAGER`; None when that manager holds none of its status yet (no quota reserved)."""
+    status = _admission_status(workload)
+    if status is None:
+        return None
+    status["nominatedClusterNames"] = list(clusters)
+    return _apply_of(workload, status, api_version)
+
+
+def retry_apply(
+    workload: Mapping[str, Any], admission_check: str, message: str, now: str, api_version: str
+) -> dict[str, Any] | None:
+    """The apply that sets the fleet's admission check of a workload a worker runs to ``Retry``: what
+    MultiKueue v0.17.0 itself writes when the worker evicts the workload (``MultiKueueRedoAdmissionOnEvictionInWorker``,
+    under :data:`ADMISSION_MANAGER`). The manager's Kueue then evicts it (reason ``AdmissionCheck``, no requeue
+    backoff), MultiKueue has the worker's copy deactivated and removed, and the workload waits for a worker
+    again. ``now``: the transition's time (RFC 3339). None when that manager holds none of its status, or the
+    workload has no such check."""
+    status = _admission_status(workload)
+    current = next(
+        (
+            c
+            for c in (workload.get("status") or {}).get("admissionChecks") or []
+            if c.get("name") == admission_check
+        ),
+        None,
+    )
+    if status is None or current is None:
+        return None
+    check = {**current, "state": "Retry", "message": message, "lastTransitionTime": now}
+    held = [c for c in status.get("admissionChecks") or [] if c.get("name") != admission_check]
+    status["admissionChecks"] = [*held, check]
+    return _apply_of(workload, status, api_version)

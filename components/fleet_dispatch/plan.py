@@ -7,7 +7,8 @@ preemptible room in any worker before standard room in any worker, each in the o
 coordinator on a standard node, its workers on preemptible ones): every pod set must fit on one worker.
 
 Room is counted per node, as the scheduler places pods: the GPUs a Ready, schedulable node has allocatable,
-less those of the pods bound to it that have not ended (:func:`~together_clusters.platform.pod_gpu_request`).
+less those of the pods bound to it that have not ended
+(:func:`~together_clusters.platform.objects.free_gpus_by_node`, which ``together-clusters status`` shares).
 A cordoned node (a preemption notice, a repair) has none. Each workload placed in a pass takes its pods' GPUs
 from the room the next one sees, so a burst is spread as it would fit.
 
@@ -25,18 +26,24 @@ from typing import Any
 
 from together_clusters.platform import (
     COMPUTE_CLASS_LABEL,
-    FINISHED_POD_PHASES,
-    GPU_RESOURCE,
+    JOB_NAME_LABEL,
+    JOBSET_API,
+    JOBSET_NAME_LABEL,
     PLACEMENT_LABEL,
     PREEMPTIBLE,
     ComputeClass,
     pod_gpu_request,
 )
+from together_clusters.platform.objects import condition, condition_true, free_gpus_by_node
 
 Room = dict[ComputeClass, list[int]]
 """A worker's free GPUs: per node class (``STANDARD`` or ``PREEMPTIBLE``), the free GPUs of each node."""
 
 MULTIKUEUE_PENDING = "Pending"
+MULTIKUEUE_READY = "Ready"
+OWNER_POD_LABELS = {JOBSET_API.kind: JOBSET_NAME_LABEL, "Job": JOB_NAME_LABEL}
+"""The label that names, on each pod, the object a fleet workload stands for (by its kind): the same name in
+every worker, as MultiKueue copies it under its own name."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,17 @@ class Pending:
 
 
 @dataclass(frozen=True)
+class Placed:
+    """A workload a worker runs: its key, the worker, its pod sets, and those of its pods there that the
+    worker's scheduler found no node for (``stranded``: one demand per pod)."""
+
+    key: str
+    worker: str
+    demands: tuple[PodSetDemand, ...]
+    stranded: tuple[PodSetDemand, ...] = ()
+
+
+@dataclass(frozen=True)
 class Decision:
     """Where a workload is sent, and why (for the dispatcher's log)."""
 
@@ -78,38 +96,12 @@ class Choice:
 # --- reading the API's objects -----------------------------------------------------------------------
 
 
-def condition_true(found: Mapping[str, Any], kind: str) -> bool:
-    """Whether an object's status condition ``kind`` is ``True`` (a Node's, a Workload's, a
-    MultiKueueCluster's)."""
-    conditions = (found.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
-
-
 def node_class(node: Mapping[str, Any]) -> ComputeClass:
     """A node's class: preemptible by its label, standard otherwise (standard nodes may lack the label)."""
     labels = (node.get("metadata") or {}).get("labels") or {}
     return (
         ComputeClass.PREEMPTIBLE if labels.get(COMPUTE_CLASS_LABEL) == PREEMPTIBLE else ComputeClass.STANDARD
     )
-
-
-def free_gpus_by_node(
-    nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
-) -> dict[str, int]:
-    """The GPUs each schedulable node of ``nodes`` has left, by name: allocatable less the requests of the pods
-    bound to it that have not finished (below 0 when they ask more than it has). A cordoned node (a preemption
-    notice, a repair) is left out. ``together-clusters status`` counts a worker's free GPUs with it too."""
-    free: dict[str, int] = {}
-    for node in nodes:
-        if (node.get("spec") or {}).get("unschedulable"):
-            continue
-        allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE) or 0
-        free[str((node.get("metadata") or {}).get("name"))] = int(str(allocatable))
-    for pod in pods:
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if node_name in free and (pod.get("status") or {}).get("phase") not in FINISHED_POD_PHASES:
-            free[node_name] -= pod_gpu_request(pod.get("spec") or {})
-    return free
 
 
 def worker_room(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> Room:
@@ -149,6 +141,57 @@ def awaits_a_worker(workload: Mapping[str, Any], admission_check: str) -> bool:
         return False
     checks = status.get("admissionChecks") or []
     return any(c.get("name") == admission_check and c.get("state") == MULTIKUEUE_PENDING for c in checks)
+
+
+def runs_in_a_worker(workload: Mapping[str, Any], admission_check: str) -> bool:
+    """Whether a worker runs the workload for MultiKueue: admitted there (``clusterName``, the fleet's
+    admission check ``Ready``), not finished, not being deleted."""
+    status = workload.get("status") or {}
+    if (workload.get("metadata") or {}).get("deletionTimestamp") or not status.get("clusterName"):
+        return False
+    if condition_true(workload, "Finished"):
+        return False
+    checks = status.get("admissionChecks") or []
+    return any(c.get("name") == admission_check and c.get("state") == MULTIKUEUE_READY for c in checks)
+
+
+def pods_of(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The pods of ``pods`` that run the workload (in a worker: its namespace, and the label that names the
+    JobSet or Job it stands for, :data:`OWNER_POD_LABELS`); none for a kind the fleet does not submit."""
+    meta = workload.get("metadata") or {}
+    owners = meta.get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    label = OWNER_POD_LABELS.get(str((owner or {}).get("kind")))
+    if owner is None or label is None:
+        return []
+    return [
+        pod
+        for pod in pods
+        if (pod.get("metadata") or {}).get("namespace") == meta.get("namespace")
+        and ((pod.get("metadata") or {}).get("labels") or {}).get(label) == owner.get("name")
+    ]
+
+
+def stranded(pod: Mapping[str, Any]) -> bool:
+    """Whether the scheduler found no node for the pod: not bound, not being deleted, ``PodScheduled`` False
+    for ``Unschedulable`` (a pod not tried yet, or held by a scheduling gate, is not)."""
+    if (pod.get("spec") or {}).get("nodeName") or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    scheduled = condition(pod, "PodScheduled")
+    return (
+        scheduled is not None
+        and scheduled.get("status") == "False"
+        and scheduled.get("reason") == "Unschedulable"
+    )
+
+
+def pod_demand(pod: Mapping[str, Any]) -> PodSetDemand:
+    """One pod as a demand: the class its workload asked for (:data:`PLACEMENT_LABEL`), its GPUs."""
+    label = ((pod.get("metadata") or {}).get("labels") or {}).get(PLACEMENT_LABEL)
+    known = {c.value: c for c in ComputeClass}
+    return PodSetDemand(
+        known.get(str(label), ComputeClass.STANDARD), 1, pod_gpu_request(pod.get("spec") or {})
+    )
 
 
 # --- deciding ----------------------------------------------------------------------------------------
@@ -243,4 +286,35 @@ def nominations(
             continue
         if target != workload.nominated:
             changes[workload.key] = Decision(target, reason)
+    return changes
+
+
+def moves(
+    placed: Sequence[Placed], workers: Sequence[str], rooms: Mapping[str, Room | None]
+) -> dict[str, Decision]:
+    """The workloads to give back to MultiKueue, and the worker that has the room each needs: those whose
+    worker lost the room for some of its pods (the scheduler found no node for them and, by the count, none
+    of that worker's nodes has it) while another worker, answering, has room for the whole workload. The
+    worker's PodsReady timeout would give them back too, later; what the count cannot see (a pod pinned to
+    a node that went, a taint) is left to it. Each move takes its room from what the next one sees."""
+    left: dict[str, Room | None] = dict(rooms)
+    changes: dict[str, Decision] = {}
+    for workload in placed:
+        here = left.get(workload.worker)
+        if here is None or not workload.stranded:
+            continue
+        where_it_is = [c for c in options(workload.stranded, workers) if c.worker == workload.worker]
+        if _first_fit(workload.stranded, where_it_is, {workload.worker: here}) is not None:
+            continue  # room there still: its scheduler places them
+        elsewhere = [c for c in options(workload.demands, workers) if c.worker != workload.worker]
+        best = _first_fit(workload.demands, elsewhere, left)
+        if best is None:
+            continue
+        left[best[0].worker] = best[1]
+        gpus = sum(d.gpus_per_pod * d.count for d in workload.stranded)
+        changes[workload.key] = Decision(
+            best[0].worker,
+            f"{workload.worker} has no room left for {len(workload.stranded)} of its pods ({gpus} GPUs); "
+            + _reason(workload.demands, best[0]),
+        )
     return changes

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from together_clusters.platform import CONTROLLER_LABEL, PackageController
 from together_clusters.platform.charts import KUEUE_API_VERSION
 
 from ..args import FleetDispatchArgs
@@ -52,6 +53,7 @@ NOBODY = 65534
 
 SHIPPED_MODULES = (
     "together_clusters.platform",
+    "together_clusters.platform.objects",
     "together_clusters.errors",
     "together_clusters.components.checkpoint.contract",
     "together_clusters.components.checkpoint.errors",
@@ -61,9 +63,9 @@ SHIPPED_MODULES = (
     f"{MODULE}.kube",
     f"{MODULE}.nomination",
 )
-"""The modules the dispatcher runs, as they are in this package (the platform's facts import the checkpoint
-contract, the error tree the runtime's errors); every other package on their path is an empty one
-(:data:`STUB_PACKAGES`)."""
+"""The modules the dispatcher runs, as they are in this package (the platform's facts, with its readings of
+Kubernetes objects that the command line shares, import the checkpoint contract, the error tree the runtime's
+errors); every other package on their path is an empty one (:data:`STUB_PACKAGES`)."""
 STUB_PACKAGES = (
     "together_clusters",
     "together_clusters.components",
@@ -256,7 +258,11 @@ def manager_dispatch_objects(
                 "selector": {"matchLabels": dict(pod_labels)},
                 "template": {
                     "metadata": {
-                        "labels": {**labels, **pod_labels},
+                        "labels": {
+                            **labels,
+                            **pod_labels,
+                            CONTROLLER_LABEL: PackageController.FLEET_DISPATCHER.value,
+                        },
                         "annotations": {**dict(dispatch.pod_annotations), CONFIG_HASH_ANNOTATION: digest},
                     },
                     "spec": {

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from together_clusters.platform import JOBSET_API
+from together_clusters.platform import CONTROLLER_LABEL, JOBSET_API, PackageController
 
 from ..args import REMEDIATION_GATE_MODES, RemediationGateArgs
 from ..placement import standard_placement
@@ -163,7 +163,11 @@ def remediation_gate(name: str, args: RemediationGateArgs) -> list[Manifest]:
         "--timeout",
         str(args.drain_timeout_seconds),
     ]
-    template_metadata: Manifest = {"labels": selector_for(name, COMPONENT) | labels}
+    template_metadata: Manifest = {
+        "labels": selector_for(name, COMPONENT)
+        | labels
+        | {CONTROLLER_LABEL: PackageController.REMEDIATION_GATE.value}
+    }
     if args.pod_annotations:
         template_metadata["annotations"] = dict(args.pod_annotations)
     objects.append(

@@ -8,7 +8,8 @@ as Nodes, and preemption is played on them as the platform announces it.
 Modules: ``binaries`` (the built programs), ``pki`` (credentials), ``kubeconfig`` (the cluster's API
 endpoint), ``kwok_config`` (the simulated kubelet's stages), ``controlplane`` (processes), ``nodes`` (Node
 objects from node records, pure), ``preemption`` (termination modes and the drill), ``local_pods`` (what a
-kubelet would run for an opted-in pod, pure), ``local_runtime`` (runs them as processes), ``reaper`` (kills
+kubelet would run for an opted-in pod, pure), ``demand`` (what an autoscaling cluster's pods ask of the
+platform, pure), ``local_runtime`` (runs them as processes), ``reaper`` (kills
 what is left when the emulator dies), ``twin`` (keeps every cluster's control plane in step with the
 platform), ``platform`` (the platform with a twin).
 

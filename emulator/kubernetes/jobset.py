@@ -21,6 +21,7 @@ from kubernetes.client import (
     AdmissionregistrationV1Api,
     ApiClient,
     ApiextensionsV1Api,
+    CustomObjectsApi,
     RbacAuthorizationV1Api,
 )
 from kubernetes.client.exceptions import ApiException
@@ -217,3 +218,54 @@ def crd_served(client: ApiClient) -> bool:
     crd = ApiextensionsV1Api(client).read_custom_resource_definition(CRD_NAME, _request_timeout=_TIMEOUT)
     conditions = crd.status.conditions if crd.status is not None else None
     return any(c.type == "Established" and c.status == "True" for c in conditions or [])
+
+
+# A JobSet the API server is asked to create without storing it (a server-side dry run): admission, and so
+# JobSet's webhooks, run as for a real create.
+_PROBE: Manifest = {
+    "apiVersion": JOBSET_API.api_version,
+    "kind": JOBSET_API.kind,
+    "metadata": {"name": "twin-webhook-probe", "namespace": "default"},
+    "spec": {
+        "replicatedJobs": [
+            {
+                "name": "probe",
+                "template": {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "probe", "image": "registry.invalid/probe:1"}],
+                            }
+                        }
+                    }
+                },
+            }
+        ]
+    },
+}
+
+
+def webhooks_answer(client: ApiClient) -> bool:
+    """Whether a JobSet create gets through JobSet's webhooks now: a server-side dry run of one.
+
+    The manager's ``/readyz`` is not enough: it reports ready once its webhook server listens, while the
+    manager registers the JobSet webhook's paths afterwards, in a goroutine of its own (main.go's
+    ``setupControllers``), and until the API server reaches them a create fails with a 500 from
+    ``mjobset.kb.io``. Only a refusal of that kind (a 5xx, or a 404 while the kind is not served yet) means
+    "not yet"; any other answer is the twin's bug, raised."""
+    try:
+        CustomObjectsApi(client).create_namespaced_custom_object(
+            JOBSET_API.group,
+            JOBSET_API.version,
+            "default",
+            JOBSET_API.plural,
+            _PROBE,
+            dry_run="All",
+            _request_timeout=_TIMEOUT,
+        )
+    except ApiException as exc:
+        if exc.status == 404 or (exc.status or 0) >= 500:
+            return False
+        raise
+    return True

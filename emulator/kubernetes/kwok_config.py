@@ -13,8 +13,9 @@ is for. These stages make a simulated pod behave like a kubelet's:
 - PVCs of the :data:`STORAGE_CLASS` are bound at once to a fake volume with the claim's access modes
   (ReadWriteMany included).
 
-Pods annotated :data:`RUN` ``=`` :data:`RUN_LOCAL`, and pods of the controller images the twin runs as local
-binaries (:mod:`.controller_images`), are left out of every pod stage: the twin runs their main
+Pods annotated :data:`RUN` ``=`` :data:`RUN_LOCAL`, the pods of the package's own controllers (labelled
+:data:`~together_clusters.platform.CONTROLLER_LABEL`, :func:`runs_locally`), and pods of the controller images
+the twin runs as local binaries (:mod:`.controller_images`), are left out of every pod stage: the twin runs their main
 container as a real local process instead (:mod:`together_clusters.emulator.kubernetes.local_runtime`), and
 kwok serves their logs to the API server as a kubelet would (a ``Logs`` object per pod, :func:`logs_crd`;
 nodes advertise kwok's server as their kubelet endpoint).
@@ -22,9 +23,12 @@ nodes advertise kwok's server as their kubelet endpoint).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
+
+from together_clusters.platform import CONTROLLER_LABEL
 
 # Annotations a test (or a user of the twin) puts on a pod to steer its simulated containers.
 EXIT_CODE = "twin.together.ai/exit-code"
@@ -42,6 +46,16 @@ RUN = "twin.together.ai/run"
 command, env and volumes; see :mod:`together_clusters.emulator.kubernetes.local_pods`) instead of simulating
 it; the annotations above do not apply to it (a real process exits by itself and on a real SIGTERM)."""
 RUN_LOCAL = "local"
+
+
+def runs_locally(annotations: Mapping[str, str] | None, labels: Mapping[str, str] | None) -> bool:
+    """Whether the twin runs a pod of these annotations and labels as a local process (see :data:`RUN`): it
+    opted in, or it is one of the package's own controllers (:data:`~together_clusters.platform.CONTROLLER_LABEL`:
+    the fleet's dispatcher, the remediation gate), which a program written for the real service runs without
+    any marker of the twin's. Pods of the controller images are recognised by their image instead
+    (:mod:`.controller_images`)."""
+    return (annotations or {}).get(RUN) == RUN_LOCAL or CONTROLLER_LABEL in (labels or {})
+
 
 MANAGED_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 MANAGED_NODE_VALUE = "fake"
@@ -234,6 +248,10 @@ def _annotation(name: str) -> str:
     return f'.metadata.annotations["{name}"]'
 
 
+def _label(name: str) -> str:
+    return f'.metadata.labels["{name}"]'
+
+
 def _stage(
     name: str,
     kind: str,
@@ -287,9 +305,10 @@ def node_stages() -> list[dict[str, Any]]:
 
 
 def pod_stages(local_images: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """Pods as a kubelet runs them (see the module docstring); pods the local runtime runs (opted in, or of
-    one of ``local_images``, the controllers it runs as local binaries) are left alone."""
-    simulated = [_expr(_annotation(RUN), "DoesNotExist")]
+    """Pods as a kubelet runs them (see the module docstring); pods the local runtime runs (opted in, the
+    package's own controllers, or of one of ``local_images``, the controllers it runs as local binaries) are
+    left alone."""
+    simulated = [_expr(_annotation(RUN), "DoesNotExist"), _expr(_label(CONTROLLER_LABEL), "DoesNotExist")]
     if local_images:
         listed = ", ".join(f"'{image}'" for image in local_images)
         simulated.append({"cel": {"expression": f"!(self.spec.containers[0].image in [{listed}])"}})

@@ -1,6 +1,8 @@
 """What a kubelet would run for a pod, as a local process: command, environment, folders (pure).
 
-A pod annotated ``twin.together.ai/run: local`` (:data:`~.kwok_config.RUN`) is run by the twin's local runtime
+A pod annotated ``twin.together.ai/run: local`` (:data:`~.kwok_config.RUN`), and a pod of the package's own
+controllers (labelled :data:`~together_clusters.platform.CONTROLLER_LABEL`: the fleet's dispatcher, the
+remediation gate, which need no marker of the twin's), is run by the twin's local runtime
 (:mod:`.local_runtime`) instead of being simulated by kwok. This module turns the pod's object, as the API
 returns it, into a :class:`ProcessPlan`:
 
@@ -51,7 +53,7 @@ from together_clusters.components.checkpoint import contract
 
 from . import controller_images
 from .controller_images import ControllerImage
-from .kwok_config import RUN, RUN_LOCAL
+from .kwok_config import runs_locally
 
 Manifest = dict[str, Any]
 LOCAL_IP = "127.0.0.1"
@@ -154,8 +156,10 @@ class Controller:
 
 
 def opted_in(pod: Manifest) -> bool:
-    """Whether the pod asks to be run by the local runtime."""
-    return bool((pod["metadata"].get("annotations") or {}).get(RUN) == RUN_LOCAL)
+    """Whether the pod is run by the local runtime by its metadata: it asks to be (:data:`~.kwok_config.RUN`),
+    or it is one of the package's own controllers (see :func:`~.kwok_config.runs_locally`)."""
+    meta = pod["metadata"]
+    return runs_locally(meta.get("annotations"), meta.get("labels"))
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:

@@ -1,4 +1,5 @@
-"""Runs the pods that opt in (``twin.together.ai/run: local``) as real local processes, as a kubelet would.
+"""Runs the pods that opt in (``twin.together.ai/run: local``), the package's own controllers' (labelled
+``together.ai/controller``) and the controller images' as real local processes, as a kubelet would.
 
 Each :meth:`LocalRuntime.sync` (one per twin pass) reads the cluster's opted-in pods that the scheduler has
 bound to a node and moves each along a kubelet's path:
@@ -311,7 +312,8 @@ class LocalRuntime:
         self._pod_ips = pod_network.PodIPs()
 
     def runs(self, pod: Manifest) -> bool:
-        """Whether this runtime runs the pod: it opted in, or its image is a known controller's."""
+        """Whether this runtime runs the pod: it opted in or is the package's own controller's
+        (:func:`~.local_pods.opted_in`), or its image is a known controller's."""
         containers = (pod.get("spec") or {}).get("containers") or []
         return opted_in(pod) or bool(containers and containers[0].get("image") in self._controllers)
 

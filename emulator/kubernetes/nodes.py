@@ -67,6 +67,8 @@ class ClusterView:
     volumes: tuple[VolumeView, ...] = ()
     remediations: tuple[RemediationTransition, ...] = ()
     """The states its remediations entered since the last view, in order (see :mod:`.repairs`)."""
+    autoscales: bool = False
+    """Created with ``auto_scale``: the twin reports its pods' demand each pass (see :mod:`.demand`)."""
 
 
 def node_name(node_id: str) -> str:
@@ -114,6 +116,7 @@ def cluster_view(record: ClusterRecord, now: float, volumes: Iterable[VolumeReco
         kube_api=record.kube_api,
         nodes=tuple(nodes),
         volumes=volume_views(volumes),
+        autoscales=record.auto_scale and not record.deleting,
     )
 
 

@@ -172,7 +172,7 @@ def _kill(core: CoreV1Api, name: str) -> int:
         phase = pod.status.phase if pod.status is not None else None
         if meta is None or phase in ("Succeeded", "Failed") or meta.deletion_grace_period_seconds == 0:
             continue
-        if (meta.annotations or {}).get(kwok_config.RUN) != kwok_config.RUN_LOCAL:
+        if not kwok_config.runs_locally(meta.annotations, meta.labels):
             # A simulated pod would end as if it had got SIGTERM (143); a kill ends it as SIGKILL does.
             _mark_killed(core, str(meta.name), str(meta.namespace))
         preemption.terminate(core, pod, TerminationMode.DELETE, 0)

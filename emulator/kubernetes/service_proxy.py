@@ -175,6 +175,10 @@ class EgressProxy:
                 client.sendall(b"HTTP/1.1 503 Service Unavailable\r\n\r\n")
                 return
             upstream.settimeout(None)
+            # No Nagle, as Go's dialers (the API server's own, kube-proxy's) set: with it, the second piece of a
+            # webhook call waited on the first one's ACK. Measured at rest on a twin with Kueue: 7.3 ms a webhook
+            # call through this proxy without, 2.6 ms with (issue 40, part 4).
+            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             if rest:
                 upstream.sendall(rest)

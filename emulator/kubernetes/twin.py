@@ -36,6 +36,7 @@ from ..remediations import RemediationTransition
 from . import controller_images, jobset, kwok_config, repairs, service_proxy, shared_volumes
 from .binaries import Binaries
 from .controlplane import ControlPlane
+from .demand import Demand, demand_of
 from .kubeconfig import KubeApi
 from .kwok_signal import KWOK_SIGNAL
 from .local_runtime import LocalRuntime, root_for
@@ -102,6 +103,8 @@ class TwinHooks:
     """Real seconds for a duration of the platform's clock (local processes' grace periods)."""
     volume_ids: Callable[[], Collection[str]] | None = None
     """The shared volumes the platform still has (``None``: their folders are never removed)."""
+    demand: Callable[[str, Demand], None] | None = None
+    """An autoscaling cluster's demand (cluster id, what its pods ask), read from its pods each pass."""
 
 
 class Twin:
@@ -147,18 +150,20 @@ class Twin:
                 self._modes[(cluster_id, name)] = mode
         self._wake.set()
 
-    def set_answering(self, cluster_id: str, answering: bool) -> bool:
+    def set_answering(self, cluster_id: str, answering: bool) -> bool | None:
         """Make the cluster's API server stop answering (frozen: connections hang, as behind a cut network)
-        or answer again; whether the cluster has a control plane. While it does not answer, the twin leaves
-        the cluster alone (its nodes, pods and repairs wait), so the other clusters keep their pace."""
+        or answer again, returning once it took effect. While it does not answer, the twin leaves the cluster
+        alone (its nodes, pods and repairs wait), so the other clusters keep their pace. ``None`` for a
+        cluster without a control plane; ``False`` if its API server is not running (ended, or not started
+        yet): it is then not frozen."""
         with self._lock:
             plane = self._planes.get(cluster_id)
             if plane is None:
-                return False
-            plane.answering = answering
-            plane.control_plane.set_answering(answering)
+                return None
+            taken = plane.control_plane.set_answering(answering)
+            plane.answering = answering if taken else True
         self._wake.set()
-        return True
+        return taken
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
@@ -308,6 +313,7 @@ class Twin:
             self._hooks.serving(view.cluster_id)
         assert plane.core is not None and plane.runtime is not None
         self._sync_nodes(view, plane, plane.core)
+        self._report_demand(view, plane.core)
         self._play_repairs(plane, plane.core)
         self._sync_volumes(view, plane, plane.core)
         plane.runtime.sync(
@@ -329,6 +335,16 @@ class Twin:
             resource_version="0", _request_timeout=_TIMEOUT, _preload_content=False
         )
         plane.egress.set_routes(service_proxy.routes(json.loads(reply.data)["items"], pods))
+
+    def _report_demand(self, view: ClusterView, core: CoreV1Api) -> None:
+        """Tell the platform what an autoscaling cluster's pods ask: GPUs pending for lack of GPUs, the nodes
+        running a pod (see :mod:`.demand`)."""
+        if not view.autoscales or self._hooks.demand is None:
+            return
+        reply: Any = core.list_pod_for_all_namespaces(
+            resource_version="0", _request_timeout=_TIMEOUT, _preload_content=False
+        )
+        self._hooks.demand(view.cluster_id, demand_of(json.loads(reply.data)["items"]))
 
     def _sync_volumes(self, view: ClusterView, plane: _Plane, core: CoreV1Api) -> None:
         """A static PersistentVolume per attached shared volume, its capacity the volume's size."""
@@ -423,7 +439,13 @@ class Twin:
                 return False
             plane.control_plane.start_jobset()
             plane.jobset = "starting"
-        if plane.jobset == "starting" and plane.control_plane.jobset_ready():
+        # Running once a JobSet create gets through its webhooks, not once the manager says it is ready: a
+        # first create (a user's, right after the cluster is ready) must not meet a 500 from its webhook.
+        if (
+            plane.jobset == "starting"
+            and plane.control_plane.jobset_ready()
+            and jobset.webhooks_answer(client)
+        ):
             plane.jobset = "running"
         return plane.jobset == "running"
 

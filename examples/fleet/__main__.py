@@ -10,9 +10,8 @@ for a fleet workload), under a lease that lets only the newest copy of a moved w
 
 Stack config: ``eastRegion``, ``westRegion``, ``gpuType``, ``image``, ``bucket``, ``s3CredentialsSecret``,
 ``podsReadyTimeoutSeconds`` (how long a trial's pods may take to run before its worker gives it back),
-``workerLostTimeoutSeconds``, ``dispatcherPodAnnotations`` (a JSON object: annotations on the pod of the fleet's
-dispatcher, which sends each workload to half-price GPUs first and then to ``east`` before ``west``);
-``together:chartSource`` (where the charts come from) as for every stack.
+``workerLostTimeoutSeconds``; ``together:chartSource`` (where the charts come from) as for every stack. The
+fleet's dispatcher sends each workload to half-price GPUs first and then to ``east`` before ``west``.
 """
 
 import pulumi
@@ -21,7 +20,6 @@ from together_clusters.components import (
     ClusterControllersArgs,
     ComputeClass,
     ContainerSpec,
-    FleetDispatchArgs,
     FleetQueue,
     FleetQueueArgs,
     KueueSettings,
@@ -65,7 +63,6 @@ fleet = FleetQueue(
     FleetQueueArgs(
         workers=[east, west],
         worker_lost_timeout_seconds=config.get_int("workerLostTimeoutSeconds") or 900,
-        dispatch=FleetDispatchArgs(pod_annotations=config.get_object("dispatcherPodAnnotations") or {}),
     ),
     opts=pulumi.ResourceOptions(provider=hub_k8s),
 )

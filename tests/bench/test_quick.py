@@ -28,7 +28,14 @@ NOT_AVAILABLE = "not available: "
 QUICK_RUN_SKIPS = "the quick run skips it"
 """Allowed for :data:`LEFT_OUT_OF_QUICK` only: ``--quick`` leaves out what needs a ``pulumi up`` of minutes of
 its own; the full benchmark measures them."""
-LEFT_OUT_OF_QUICK = {twin_drill.NAME, move_back.NAME, queue_admission.NAME, remediation_gate.NAME, *fleet.NAMES}
+LEFT_OUT_OF_QUICK = {
+    twin_drill.NAME,
+    move_back.NAME,
+    move_back.NAME_DEFAULT,
+    queue_admission.NAME,
+    remediation_gate.NAME,
+    *fleet.NAMES,
+}
 
 
 def allowed_reasons() -> dict[str, str]:

@@ -6,12 +6,14 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from together_clusters.cli.capacity import (
+    Autoscaling,
     cluster_status,
     hourly_saving,
     parse_time,
     recent_events,
     window,
     window_end,
+    with_stack_inputs,
 )
 from together_clusters.cli.status.render import StackStatus, status_json, status_text
 from together_clusters.cli.status.timeline import allocation_timeline, changes
@@ -242,3 +244,102 @@ def test_the_timeline_reads_the_documented_vocabulary():
     ]
     line = allocation_timeline(documented_snapshot(), T0, T0 + timedelta(minutes=70))
     assert line.preemptions == [T0 + timedelta(minutes=35)]
+
+
+# --- an autoscaling cluster (issue 42) ------------------------------------------------------------------
+
+
+def autoscaling_snapshot() -> dict:
+    """Floor 8, two standard nodes added by autoscaling (one removed since), a preemptible node filled."""
+    added = {"num_gpus": 8, "deleted_at": None}
+    return {
+        "cluster_id": "c-3",
+        "cluster_name": "auto",
+        "status": "Ready",
+        "num_gpus": 8,
+        "desired_preemptible_gpus": 8,
+        "allocated_preemptible_gpus": 8,
+        "standard_nodes": 3,
+        "preemptible_nodes": 1,
+        "nodes": [
+            {"node_id": "gpu-dp-3-1", "appeared_at": at(0), **added},
+            {"node_id": "gpu-dp-3-2", "appeared_at": at(20), **added},
+            {"node_id": "gpu-dp-3-3", "appeared_at": at(21), **added},
+            {"node_id": "gpu-dp-3-4", "appeared_at": at(21), "num_gpus": 8, "deleted_at": at(50)},
+            {"node_id": "gpu-preemptible-dp-3-5", "appeared_at": at(5), **added},
+        ],
+        "events": [
+            {
+                "timestamp": at(5),
+                "reason": "TogetherScaledUp",
+                "node_id": "gpu-preemptible-dp-3-5",
+                "message": "p",
+            },
+            {"timestamp": at(20), "reason": "TogetherScaledUp", "node_id": "gpu-dp-3-2", "message": "up a"},
+            {"timestamp": at(21), "reason": "TogetherScaledUp", "node_id": "gpu-dp-3-4", "message": "up b"},
+            {"timestamp": at(50), "reason": "TogetherScaledDown", "node_id": "gpu-dp-3-4", "message": "idle"},
+        ],
+        "observed_at": at(70),
+    }
+
+
+def test_status_shows_an_autoscaling_clusters_live_gpus_floor_ceiling_and_scale_events():
+    start, end = window(T0 + timedelta(minutes=70), 24)
+    inputs = {"num_gpus": 8, "auto_scale": True, "auto_scale_max_gpus": 32}
+    snap = with_stack_inputs(autoscaling_snapshot(), inputs)
+    status = cluster_status("auto", "c-3", snap, start=start, end=end)
+    assert status.autoscaling == Autoscaling(
+        live_standard_gpus=24,
+        floor_gpus=8,
+        ceiling_gpus=32,
+        scale_events=[e for e in status.events if e.node_id != "gpu-preemptible-dp-3-5"],
+    )
+    assert [e.reason for e in status.autoscaling.scale_events] == ["TogetherScaledUp"] * 2 + [
+        "TogetherScaledDown"
+    ]
+    text = status_text(StackStatus("dev", [status], start, end))
+    assert "24 (8-32)" in text
+    assert (
+        "auto: autoscaling: 24 standard GPUs now (floor num_gpus 8, ceiling auto_scale_max_gpus 32)" in text
+    )
+    assert "idle" in text and "up b" in text
+    (shown,) = json.loads(status_json(StackStatus("dev", [status], start, end)))["clusters"]
+    assert shown["autoscaling"]["live_standard_gpus"] == 24 and shown["autoscaling"]["ceiling_gpus"] == 32
+    assert [e["node_id"] for e in shown["autoscaling"]["scale_events"]] == [
+        "gpu-dp-3-2",
+        "gpu-dp-3-4",
+        "gpu-dp-3-4",
+    ]
+
+
+def test_the_ceiling_comes_from_the_stack_else_from_the_reply_and_a_plain_cluster_shows_none():
+    start, end = window(T0 + timedelta(minutes=70), 24)
+    from_reply = autoscaling_snapshot() | {"auto_scale": True, "auto_scale_max_gpus": 16}
+    status = cluster_status(
+        "auto", "c-3", with_stack_inputs(from_reply, {"num_gpus": 8}), start=start, end=end
+    )
+    assert status.autoscaling is not None and status.autoscaling.ceiling_gpus == 16
+    stack_wins = with_stack_inputs(from_reply, {"auto_scale": True, "auto_scale_max_gpus": 32.0})
+    assert stack_wins is not None and stack_wins["auto_scale_max_gpus"] == 32
+    floats = cluster_status("auto", "c-3", stack_wins, start=start, end=end).autoscaling
+    assert floats is not None and floats.ceiling_gpus == 32 and isinstance(floats.ceiling_gpus, int)
+    unknown = cluster_status(
+        "auto", "c-3", autoscaling_snapshot() | {"auto_scale": True}, start=start, end=end
+    )
+    assert unknown.autoscaling is not None and unknown.autoscaling.ceiling_gpus is None
+    assert "ceiling auto_scale_max_gpus not known" in status_text(StackStatus("dev", [unknown], start, end))
+    plain = cluster_status("quickstart", "c-1", with_stack_inputs(snapshot(), {}), start=start, end=end)
+    assert plain.autoscaling is None
+    assert "autoscaling" not in status_text(StackStatus("dev", [plain], start, end))
+    assert with_stack_inputs(None, {"auto_scale": True}) is None
+
+
+def test_a_snapshot_keeps_the_autoscaling_settings_an_emulator_with_extra_fields_reports():
+    from together_clusters.cli.live import snapshot as live_snapshot
+    from together_clusters.provider.models import Cluster
+
+    base = {"cluster_id": "c-3", "cluster_name": "auto", "num_gpus": 8, "gpu_worker_nodes": []}
+    reported = live_snapshot(Cluster.model_validate(base | {"auto_scale": True, "auto_scale_max_gpus": 32}))
+    assert reported["auto_scale"] is True and reported["auto_scale_max_gpus"] == 32
+    plain = live_snapshot(Cluster.model_validate(base))
+    assert "auto_scale" not in plain and "auto_scale_max_gpus" not in plain

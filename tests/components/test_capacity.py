@@ -246,6 +246,73 @@ def test_a_cluster_whose_counts_are_not_known_gives_no_verdict() -> None:
     assert ClusterCapacity.from_outputs({"num_gpus": 8, "desired_preemptible_gpus": None}) is None
 
 
+# --- an autoscaling cluster (issue 42): it will grow its standard GPUs up to the ceiling ---------------
+
+AUTOSCALING = ClusterCapacity.from_outputs(
+    {
+        "gpu_type": "H100_SXM",
+        "num_gpus": 8,
+        "desired_preemptible_gpus": 16,
+        "allocated_preemptible_gpus": 16,
+        "auto_scale": True,
+        "auto_scale_max_gpus": 32,
+    }
+)
+
+
+def test_the_ceiling_is_read_from_the_clusters_inputs_only_with_auto_scale() -> None:
+    assert AUTOSCALING is not None and AUTOSCALING.autoscale_max_gpus == 32
+    # As the engine hands an untyped number back: a float.
+    floats = ClusterCapacity.from_outputs(
+        {"num_gpus": 8, "desired_preemptible_gpus": 0, "allocated_preemptible_gpus": 0}
+        | {"auto_scale": True, "auto_scale_max_gpus": 32.0}
+    )
+    assert floats is not None and floats.autoscale_max_gpus == 32
+    base = {
+        "gpu_type": "H100_SXM",
+        "num_gpus": 8,
+        "desired_preemptible_gpus": 0,
+        "allocated_preemptible_gpus": 0,
+    }
+    for extra in (
+        {},
+        {"auto_scale": False, "auto_scale_max_gpus": 32},
+        {"auto_scale": True, "auto_scale_max_gpus": 8},
+    ):
+        found = ClusterCapacity.from_outputs(base | extra)
+        assert found is not None and found.autoscale_max_gpus is None, extra
+
+
+def test_standard_work_under_the_ceiling_waits_for_the_platform_to_add_nodes_instead_of_being_short() -> None:
+    assert verdict({STANDARD: [8] * 3}, SHORT).warning is not None  # the same work without autoscaling: short
+    assert verdict({STANDARD: [8] * 3}, AUTOSCALING) == PlacementVerdict(
+        warning="BatchInference 'infer' is waiting for the platform to add nodes: its 24 standard H100_SXM GPUs "
+        "at once do not fit on the cluster's 8 standard GPUs now; autoscaling adds standard nodes for its "
+        "Pending pods up to 32 (pulumi up does not wait for them)"
+    )
+    first = verdict({PREEMPTIBLE: [8] * 2, FIRST: [8] * 2}, AUTOSCALING).warning
+    assert first is not None and first.startswith(
+        "BatchInference 'infer' is waiting for the platform to add nodes"
+    )
+    assert verdict({STANDARD: [8]}, AUTOSCALING) == PlacementVerdict()
+
+
+def test_work_past_the_ceiling_is_short_and_preemptible_work_gains_nothing_from_autoscaling() -> None:
+    beyond = verdict({STANDARD: [8] * 5}, AUTOSCALING).warning
+    assert beyond is not None and beyond.startswith("BatchInference 'infer' cannot be placed now")
+    assert "8 standard (autoscaling up to 32)" in beyond and "waiting for the platform" not in beyond
+    preemptible = verdict({PREEMPTIBLE: [8] * 3}, AUTOSCALING).warning
+    assert preemptible is not None and preemptible.startswith("BatchInference 'infer' cannot be placed now")
+    assert "waiting for the platform" not in preemptible
+    both = verdict({PREEMPTIBLE: [8] * 3, STANDARD: [8] * 2}, AUTOSCALING).warning
+    assert both is not None and "needs 24 preemptible H100_SXM GPUs at once," in both
+    assert both.endswith(
+        "and it is waiting for the platform to add nodes: its 16 standard H100_SXM GPUs at once "
+        "do not fit on the cluster's 8 standard GPUs now; autoscaling adds standard nodes for its "
+        "Pending pods up to 32 (pulumi up does not wait for them)"
+    )
+
+
 # --- the component shell, under Pulumi's mocks ------------------------------------------------------
 
 
@@ -318,3 +385,37 @@ def test_a_component_on_a_provider_of_a_kubeconfig_says_nothing_of_capacity(
 ) -> None:
     deploy_on(cluster_given=False)
     assert said == []
+
+
+def test_on_an_autoscaling_cluster_standard_work_under_the_ceiling_waits_for_nodes(
+    said: list[tuple[str, str]],
+) -> None:
+    pulumi.runtime.set_mocks(ClusterOutputMocks(), project="capacity-test", stack="test", preview=False)
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        cluster = Cluster(
+            "gpu",
+            ClusterArgs(
+                cluster_name="c",
+                region="us-central-8",
+                gpu_type="H100_SXM",
+                num_gpus=8,
+                auto_scale=True,
+                auto_scale_max_gpus=32,
+            ),
+        )
+        opts = pulumi.ResourceOptions(provider=provider_for(cluster, controllers=False))
+        standard = BatchInferenceArgs(container=EIGHT, replicas=3, placement=NodePlacement(STANDARD))
+        BatchInference("infer", standard, opts)
+        return pulumi.Output.from_input(None)
+
+    program()
+    assert said == [
+        (
+            "warn",
+            "BatchInference 'infer' is waiting for the platform to add nodes: its 24 standard H100_SXM GPUs at "
+            "once do not fit on the cluster's 8 standard GPUs now; autoscaling adds standard nodes for its "
+            "Pending pods up to 32 (pulumi up does not wait for them)",
+        )
+    ]

@@ -3,8 +3,10 @@ cluster already has), and the components' objects waiting for it, under Pulumi's
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
+import inspect
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -14,6 +16,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 import yaml
+from google.protobuf import struct_pb2
+from pulumi.runtime import rpc
 
 from tests._engine import in_ci
 from together_clusters.components import (
@@ -40,6 +44,7 @@ from together_clusters.components.controllers.releases import (
     kept_off_preemptible,
     releases,
 )
+from together_clusters.components.kube import PATCH_FORCE_ANNOTATION
 from together_clusters.emulator.kubernetes import binaries
 from together_clusters.errors import ArgsError, MissingControllerError
 from together_clusters.platform import (
@@ -244,22 +249,60 @@ def test_the_twins_copy_of_the_descheduler_chart_is_stamped_as_published() -> No
     assert release.reference.chart == str(folder / "descheduler")
 
 
+def transformed(transform: pulumi.ResourceTransform, type_: str, props: dict[str, Any]) -> Any:
+    """What ``transform`` makes of an object of ``type_``, given as the engine gives it (through its wire
+    form: a Secret's data arrives as a secret Output)."""
+
+    async def run() -> Any:
+        wire = struct_pb2.Struct()
+        wire.update(props)
+        given = rpc.deserialize_properties(wire)
+        args = pulumi.ResourceTransformArgs(
+            custom=True, type_=type_, name="o", props=given, opts=pulumi.ResourceOptions()
+        )
+        result = transform(args)
+        return await result if inspect.isawaitable(result) else result
+
+    return asyncio.run(run())
+
+
 def test_the_objects_a_chart_renders_are_marked_with_the_stack_and_go_with_the_cluster() -> None:
     cluster = pulumi.ComponentResource.__new__(pulumi.ComponentResource)  # a stand-in: only compared
     transform = chart_transform(THIS_STACK, cluster)
     crd = {"metadata": {"name": "jobsets.jobset.x-k8s.io", "labels": {"app": "jobset"}}, "spec": {}}
-    args = pulumi.ResourceTransformArgs(
-        custom=True,
-        type_="kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
-        name="c",
-        props=crd,
-        opts=pulumi.ResourceOptions(),
-    )
-    result = transform(args)
+    result = transformed(transform, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", crd)
     assert result is not None
     assert result.props["metadata"]["labels"] == {"app": "jobset", INSTALLED_BY_LABEL: "true"}
-    assert result.props["metadata"]["annotations"] == {INSTALLED_BY_ANNOTATION: THIS_STACK}
+    assert result.props["metadata"]["annotations"] == {
+        INSTALLED_BY_ANNOTATION: THIS_STACK,
+        PATCH_FORCE_ANNOTATION: "true",  # a rerun after a killed `up` takes over what the killed run applied
+    }
     assert result.opts.deleted_with is cluster
+
+
+def test_a_chart_s_certificate_placeholder_is_applied_without_the_keys_its_controller_rotates() -> None:
+    # JobSet's chart renders its webhook Secret with every key empty; the controller's rotator fills them.
+    # Declared, a forced apply would blank the rotated certificate (tests/twin/test_engine_chart_rerun.py).
+    transform = chart_transform(THIS_STACK, None)
+    secret = "kubernetes:core/v1:Secret"
+    placeholder = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "jobset-webhook-server-cert", "namespace": "jobset-system"},
+        "data": {"ca.crt": "", "ca.key": "", "tls.crt": "", "tls.key": ""},
+    }
+    applied = transformed(transform, secret, placeholder).props
+    assert "data" not in applied
+    assert applied["metadata"]["annotations"][PATCH_FORCE_ANNOTATION] == "true"
+    assert applied["metadata"]["name"] == "jobset-webhook-server-cert"
+
+    given = {**placeholder, "data": {"key": "dmFsdWU="}}  # a value the chart sets is the stack's
+    kept = transformed(transform, secret, given).props["data"]
+    assert asyncio.run(_known(kept)) == {"key": "dmFsdWU="}
+
+
+async def _known(value: Any) -> Any:
+    return await value.future() if isinstance(value, pulumi.Output) else value
 
 
 # --- the component under mocks ----------------------------------------------------------------------

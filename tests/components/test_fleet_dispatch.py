@@ -15,7 +15,11 @@ import pytest
 
 from together_clusters.components import FleetDispatchArgs, FleetQueueArgs
 from together_clusters.components.fleet_dispatch import plan
-from together_clusters.components.fleet_dispatch.nomination import ADMISSION_MANAGER, nomination_apply
+from together_clusters.components.fleet_dispatch.nomination import (
+    ADMISSION_MANAGER,
+    nomination_apply,
+    retry_apply,
+)
 from together_clusters.components.fleet_dispatch.plan import Pending, PodSetDemand
 from together_clusters.components.manifests import fleet_dispatch as builder
 from together_clusters.components.manifests import fleet_queue
@@ -104,6 +108,135 @@ def test_a_workload_whose_worker_stops_answering_moves_at_once() -> None:
     # With room nowhere it waits with a worker that answers.
     assert decide([one(P, nominated="east")], {"east": None, "west": room([])}) == {"default/a": "west"}
     assert decide([one(P, nominated="east")], {"east": None, "west": None}) == {}
+
+
+# --- a worker that lost the room a workload needs ---------------------------------------------------
+
+
+def moved(placed: list[plan.Placed], rooms: dict[str, plan.Room | None]) -> dict[str, str]:
+    return {key: d.worker for key, d in plan.moves(placed, WORKERS, rooms).items()}
+
+
+def test_a_workload_whose_worker_lost_its_room_moves_to_a_worker_that_has_it_at_once() -> None:
+    """Its pods' nodes went (preempted, not refilled): the scheduler finds none, the count finds no room
+    there, the east has room for the whole workload: given back now, not after the worker's PodsReady
+    timeout."""
+    trial = plan.Placed("default/t", "west", (PodSetDemand(P, 1, 1),), (PodSetDemand(P, 1, 1),))
+    assert moved([trial], {"east": room([8]), "west": room([], [8])}) == {"default/t": "east"}
+    # A training run: its coordinator still runs on the west's standard node, its workers have nowhere.
+    run = plan.Placed(
+        "default/llm", "west", (PodSetDemand(S, 1, 0), PodSetDemand(P, 2, 4)), (PodSetDemand(P, 1, 4),) * 2
+    )
+    assert moved([run], {"east": room([8]), "west": room([], [8])}) == {"default/llm": "east"}
+
+
+def test_a_workload_stays_while_its_worker_has_room_or_no_other_worker_has() -> None:
+    trial = plan.Placed("default/t", "west", (PodSetDemand(P, 1, 1),), (PodSetDemand(P, 1, 1),))
+    # The west's scheduler places it (a node came back, the count is a moment ahead).
+    assert moved([trial], {"east": room([8]), "west": room([1])}) == {}
+    # No worker has room: it waits where it is, for the worker's timeout or a node.
+    assert moved([trial], {"east": room([], [8]), "west": room([])}) == {}
+    # The east does not answer; the west does not either (MultiKueue's worker-lost timeout decides).
+    assert moved([trial], {"east": None, "west": room([])}) == {}
+    assert moved([trial], {"east": room([8]), "west": None}) == {}
+    # All its pods placed: nothing to move.
+    assert (
+        moved(
+            [plan.Placed("default/t", "west", (PodSetDemand(P, 1, 1),))],
+            {"east": room([8]), "west": room([])},
+        )
+        == {}
+    )
+    # PREEMPTIBLE_FIRST takes the west's standard room before it moves.
+    flexible = plan.Placed("default/f", "west", (PodSetDemand(F, 1, 8),), (PodSetDemand(F, 1, 8),))
+    assert moved([flexible], {"east": room([8]), "west": room([], [8])}) == {}
+
+
+def test_moves_take_the_room_they_go_to() -> None:
+    both = [
+        plan.Placed(f"default/t{i}", "west", (PodSetDemand(P, 1, 8),), (PodSetDemand(P, 1, 8),))
+        for i in range(2)
+    ]
+    assert moved(both, {"east": room([8]), "west": room([])}) == {"default/t0": "east"}
+
+
+def labelled_pod(name: str, labels: dict[str, str], **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]},
+        "status": status,
+    }
+
+
+def test_a_workloads_pods_in_a_worker_and_those_the_scheduler_found_no_node_for() -> None:
+    found = workload(
+        clusterName="fleet-west", admissionChecks=[{"name": "fleet", "state": "Ready"}], conditions=RESERVED
+    )
+    found["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": "llm", "controller": True}]
+    assert plan.runs_in_a_worker(found, "fleet")
+    assert not plan.runs_in_a_worker(found, "other")
+    assert not plan.runs_in_a_worker(workload(admissionChecks=[{"name": "fleet", "state": "Ready"}]), "fleet")
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    mine = {"jobset.sigs.k8s.io/jobset-name": "llm", PLACEMENT_LABEL: "preemptible"}
+    pods = [
+        labelled_pod("llm-workers-0", mine, phase="Pending", conditions=[unschedulable]),
+        labelled_pod("llm-workers-1", mine, phase="Pending"),  # not tried yet
+        labelled_pod(
+            "other-0",
+            {"jobset.sigs.k8s.io/jobset-name": "other"},
+            phase="Pending",
+            conditions=[unschedulable],
+        ),
+    ]
+    its_pods = plan.pods_of(found, pods)
+    assert [p["metadata"]["name"] for p in its_pods] == ["llm-workers-0", "llm-workers-1"]
+    assert [plan.stranded(p) for p in its_pods] == [True, False]
+    assert plan.pod_demand(its_pods[0]) == PodSetDemand(P, 1, 4)
+    # A plain Job's pods carry its name under the Job controller's label.
+    job = workload()
+    job["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "eval", "controller": True}]
+    assert plan.pods_of(job, [labelled_pod("eval-x", {"batch.kubernetes.io/job-name": "eval"})])
+
+
+def test_a_workload_is_given_back_as_multikueue_gives_back_one_its_worker_evicted() -> None:
+    """The fleet's admission check set to Retry under Kueue's admission manager, every field that manager
+    holds kept as it is (the manager's Kueue then evicts it, reason AdmissionCheck, with no requeue backoff)."""
+    check = {"name": "fleet", "state": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    found = workload(
+        conditions=[{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"}],
+        admissionChecks=[check],
+        clusterName="fleet-west",
+    )
+    found["metadata"].update(
+        resourceVersion="7",
+        managedFields=[
+            {
+                "manager": ADMISSION_MANAGER,
+                "operation": "Apply",
+                "subresource": "status",
+                "fieldsV1": {
+                    "f:status": {
+                        "f:clusterName": {},
+                        "f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"],
+                    }
+                },
+            }
+        ],
+    )
+    body = retry_apply(found, "fleet", "west has no room", "2026-01-01T00:01:00Z", "kueue.x-k8s.io/v1beta2")
+    assert body is not None
+    assert body["metadata"]["resourceVersion"] == "7"
+    assert body["status"]["clusterName"] == "fleet-west"
+    assert body["status"]["conditions"] == found["status"]["conditions"]
+    assert body["status"]["admissionChecks"] == [
+        {
+            "name": "fleet",
+            "state": "Retry",
+            "message": "west has no room",
+            "lastTransitionTime": "2026-01-01T00:01:00Z",
+        }
+    ]
+    assert retry_apply(found, "other", "m", "t", "kueue.x-k8s.io/v1beta2") is None
 
 
 # --- reading the API's objects ---------------------------------------------------------------------
@@ -336,6 +469,7 @@ def test_the_dispatchers_code_runs_on_a_bare_interpreter_with_only_its_configmap
     ran = subprocess.run(
         [sys.executable, "-S", "-c", probe, str(tmp_path / "config.json")],
         env={"PYTHONPATH": str(tmp_path / "code")},
+        cwd=tmp_path,  # not the checkout, whose together_clusters/ would be found on '' (the current folder)
         capture_output=True,
         text=True,
         timeout=60,
@@ -359,6 +493,7 @@ def test_the_dispatchers_code_runs_on_a_bare_interpreter_with_only_its_configmap
             str(account),
         ],
         env={"PYTHONPATH": str(tmp_path / "code")},
+        cwd=tmp_path,  # not the checkout, whose together_clusters/ would be found on '' (the current folder)
         capture_output=True,
         text=True,
         timeout=60,

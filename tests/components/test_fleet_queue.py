@@ -113,6 +113,16 @@ def test_the_manager_kueue_is_configured_with_the_fleets_worker_lost_timeout() -
     assert "multiKueue" not in kueue_manager_config(KueueSettings())
 
 
+def test_the_manager_kueue_times_no_pods_it_cannot_see() -> None:
+    """A fleet's manager runs none of its workloads' pods: the workers time them (``waitForPodsReady``) and
+    give a workload back, MultiKueue re-admits it with no backoff. The manager's own timer evicted too, with a
+    requeue backoff (60 s) on top of the worker's timeout (issue 40, part 2); a cluster's own Kueue and a
+    worker's keep it."""
+    settings = KueueSettings(pods_ready_timeout_seconds=30)
+    assert "waitForPodsReady" not in kueue_manager_config(settings, builder.multikueue_settings(300, True))
+    assert kueue_manager_config(settings)["waitForPodsReady"]["timeout"] == "30s"
+
+
 @pytest.mark.parametrize(
     ("workers", "field", "fix"),
     [

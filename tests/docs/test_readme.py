@@ -160,8 +160,9 @@ def check_pulumi(args: list[str]) -> None:
         if word.startswith("-"):
             break
         subcommand.append(word)
-    if subcommand[:1] == ["new"]:
-        subcommand = ["new"]  # `pulumi new TEMPLATE`: the template is an argument, not a subcommand
+    if subcommand[:1] in (["new"], ["import"]):
+        # `pulumi new TEMPLATE`, `pulumi import TYPE NAME ID`: arguments, not subcommands
+        subcommand = subcommand[:1]
     if subcommand[:2] == ["config", "set"]:
         subcommand = ["config", "set"]
     ran = subprocess.run(
@@ -211,7 +212,15 @@ def test_the_command_checker_refuses_what_does_not_exist() -> None:
         "python -m no_such_module_here",
         "scripts/nothing-here",
         "curl https://example.com",
-        *(("pulumi uup", "scripts/pulumi up --bogus") if ENGINE.exists() else ()),
+        *(
+            (
+                "pulumi uup",
+                "scripts/pulumi up --bogus",
+                "pulumi import together:index:Cluster gpus c-1 --bogus",
+            )
+            if ENGINE.exists()
+            else ()
+        ),
     ):
         with pytest.raises((AssertionError, pytest.fail.Exception)):
             for command in simple_commands(wrong):

@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 
+from together_clusters.components.args import FleetDispatchArgs, RemediationGateArgs
 from together_clusters.components.checkpoint import contract
-from together_clusters.emulator.kubernetes import controller_images
+from together_clusters.components.manifests import fleet_dispatch
+from together_clusters.components.manifests.remediation_gate import remediation_gate
+from together_clusters.emulator.kubernetes import controller_images, kwok_config
 from together_clusters.emulator.kubernetes.controller_images import SERVICE_ACCOUNT_MOUNT
 from together_clusters.emulator.kubernetes.kwok_config import RUN, RUN_LOCAL
 from together_clusters.emulator.kubernetes.local_pods import (
@@ -23,6 +26,7 @@ from together_clusters.emulator.kubernetes.local_pods import (
     plan,
     rewrite,
 )
+from together_clusters.platform import CONTROLLER_LABEL, PackageController
 
 PYTHON = "/opt/emulator/bin/python"
 
@@ -248,3 +252,60 @@ def test_the_descheduler_chart_pod_runs_as_its_binary_with_its_policy_file_and_t
     )
     assert result.files[policy] == b"kind: DeschedulerPolicy\n"
     assert b"tokenFile" in result.files[kubeconfig]
+
+
+def _template_pod(deployment: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod a Deployment's controller makes of its template, as the twin's runtime reads it."""
+    template = deployment["spec"]["template"]
+    return {"metadata": {**template["metadata"], "name": "p", "namespace": "ns"}, "spec": template["spec"]}
+
+
+def _deployment(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] == "Deployment")
+
+
+def _simulated_by_kwok(found: Mapping[str, Any]) -> bool:
+    """Whether kwok's pod stages would simulate the pod: every ``DoesNotExist`` selector of the first stage on
+    its labels and annotations holds (the other stages share the same ones)."""
+    stage = kwok_config.pod_stages()[0]
+    meta = found["metadata"]
+    for expression in stage["spec"]["selector"]["matchExpressions"]:
+        if expression["operator"] != "DoesNotExist":
+            continue
+        where, _, rest = expression["key"].removeprefix(".metadata.").partition("[")
+        if where in ("labels", "annotations") and rest.strip('"]') in (meta.get(where) or {}):
+            return False
+    return True
+
+
+def test_the_packages_own_controllers_run_locally_without_any_marker_of_the_twins() -> None:
+    """A stack written as the docs show (no ``twin.together.ai/run`` anywhere) has its fleet dispatcher and its
+    remediation gate run by the twin as local processes, as the real cluster runs them; a user's pod still runs
+    locally only when it asks to, and kwok simulates exactly the pods the runtime leaves."""
+    dispatcher = _template_pod(
+        _deployment(
+            fleet_dispatch.manager_dispatch_objects(
+                "fleet", "default", "kueue-system", [("east", "fleet-east")], FleetDispatchArgs()
+            )
+        )
+    )
+    gate = _template_pod(
+        _deployment(
+            remediation_gate(
+                "gate",
+                RemediationGateArgs(
+                    cluster_id="c-1", modes=["reboot-vm"], image="gate:1", api_key="tgp_v1_k"
+                ),
+            )
+        )
+    )
+    user = {"metadata": {"name": "u", "labels": {"app": "train"}, "annotations": {"note": "x"}}}
+    asked = {"metadata": {"name": "a", "annotations": {RUN: RUN_LOCAL}}}
+    for package_pod in (dispatcher, gate):
+        assert RUN not in (package_pod["metadata"].get("annotations") or {})
+        assert opted_in(package_pod)
+        assert not _simulated_by_kwok(package_pod)
+    assert dispatcher["metadata"]["labels"][CONTROLLER_LABEL] == PackageController.FLEET_DISPATCHER
+    assert gate["metadata"]["labels"][CONTROLLER_LABEL] == PackageController.REMEDIATION_GATE
+    assert opted_in(asked) and not _simulated_by_kwok(asked)
+    assert not opted_in(user) and _simulated_by_kwok(user)

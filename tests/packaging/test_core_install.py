@@ -120,3 +120,22 @@ def test_each_feature_of_an_extra_names_the_pip_install_on_one_line(
     assert ran.stdout.strip().endswith(
         "pip install 'together-gpu-checkpoint[s3]' (or 'together-gpu-clusters[s3]')"
     )
+
+
+def test_the_native_plugin_works_on_the_lowest_and_newest_pulumi(
+    core: tuple[str, InstalledVenv], tmp_path: Path
+) -> None:
+    which, env = core
+    probe = env.run(env.python, "-I", HERE / "_native_probe.py", cwd=tmp_path)
+    assert probe.returncode == 0, probe.stderr
+    seen = json.loads(probe.stdout)
+    if which == "lowest":
+        assert Requirement(f"pulumi=={lowest('pulumi')}").specifier.contains(seen["pulumi"])
+    assert seen["schema_version"] == seen["package"]
+    assert seen["failures"] == ["numGpus"]
+    assert seen["round_trip"] == {
+        "volume_id": "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+        "kube_config": "k",
+        "num_gpus": 8,
+    }
+    assert seen["secret"] is True

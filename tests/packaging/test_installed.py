@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import metadata
 from pathlib import Path
 
 from .conftest import InstalledVenv
@@ -50,3 +51,38 @@ def test_the_command_and_the_emulator_come_with_the_wheel(installed: InstalledVe
     emulator = installed.run(installed.python, "-m", "together_clusters.emulator", "--help", cwd=tmp_path)
     assert emulator.returncode == 0, emulator.stderr
     assert "--speed" in emulator.stdout
+
+
+def test_the_package_schema_comes_with_the_wheel_and_matches_its_tables(
+    installed: InstalledVenv, tmp_path: Path
+) -> None:
+    # What the plugin will serve and SDK generators read: shipped, and in step with the installed code.
+    check = installed.run(
+        installed.python, "-m", "together_clusters.provider.package_schema", "--check", cwd=tmp_path
+    )
+    assert check.returncode == 0, check.stderr
+    [schema] = installed.path.glob("lib/python*/site-packages/together_clusters/provider/schema.json")
+    assert '"together:index:Cluster"' in schema.read_text()
+
+
+def test_the_native_plugin_comes_with_the_wheel_and_serves_its_schema(
+    installed: InstalledVenv, tmp_path: Path
+) -> None:
+    # The launcher Pulumi.yaml's plugins.providers names (or plugin install copies), executable, and the
+    # module it starts, which serves the schema with the package's version.
+    [launcher] = installed.path.glob(
+        "lib/python*/site-packages/together_clusters/provider/native/plugin/pulumi-resource-together"
+    )
+    assert os.access(launcher, os.X_OK)
+    served = installed.run(
+        installed.python,
+        "-c",
+        "import asyncio, json; from together_clusters.provider.native.provider import TogetherProvider; "
+        "from pulumi.provider.experimental.provider import GetSchemaRequest; "
+        "print(json.loads(asyncio.run(TogetherProvider().get_schema(GetSchemaRequest(0))).schema)['version'])",
+        cwd=tmp_path,
+    )
+    assert served.returncode == 0, served.stderr
+    assert served.stdout.strip() == metadata.version("together-gpu-clusters")
+    command = installed.run(installed.bin("together-clusters"), "plugin", "--help", cwd=tmp_path)
+    assert command.returncode == 0 and "install" in command.stdout

@@ -15,6 +15,9 @@ rank  layer       modules
 3     provider    the rest of ``together_clusters.provider.*``: the ``Cluster`` and ``Volume`` resources
 4     components  ``together_clusters.components.*`` (the runtime aside)
 5     cli         ``together_clusters.cli.*`` and ``together_clusters.templates.*``
+5     plugin      ``together_clusters.provider.native.*`` and ``provider.package_schema``: the plugin
+                  ``together``, a front door beside the command line (it serves the components by
+                  ``construct``, and its schema describes them), so it sits above them
 ----  ----------  ---------------------------------------------------------------------------------
       emulator    ``together_clusters.emulator.*``, beside the others: it imports the runtime, the facts
                   and the sequences only, and no other module imports it
@@ -74,12 +77,17 @@ API_CLIENT = Layer(3, "2 client")
 PROVIDER = Layer(4, "3 provider")
 COMPONENTS = Layer(5, "4 components")
 CLI = Layer(6, "5 cli")
+PLUGIN = Layer(6, "5 plugin")
 EMULATOR = Layer(-1, "emulator")
 
 CLIENT = frozenset(
     f"together_clusters.provider.{name}"
     for name in (
-        "client",  # the httpx client: auth, retries, the error of each status
+        "client",  # the httpx client: one object over the three families of calls below
+        "api_session",  # its HTTP session: auth, retries, the error of each status
+        "cluster_calls",  # the clusters and the regions
+        "storage_calls",  # the shared volumes
+        "remediation_calls",  # the node remediations
         "environment",  # the environment variables that name the key and the endpoint
         "errors",  # the provider's errors (the error tree's, named once)
         "models",  # the API's requests and replies (pydantic)
@@ -98,6 +106,9 @@ PREFIXES: tuple[tuple[str, Layer], ...] = (
     ("together_clusters.sequences", SEQUENCES),
     *((name, API_CLIENT) for name in sorted(CLIENT)),
     ("together_clusters.provider", PROVIDER),
+    # The plugin serves the components too (construct), and its schema describes them: a front door.
+    ("together_clusters.provider.native", PLUGIN),
+    ("together_clusters.provider.package_schema", PLUGIN),
     ("together_clusters.components", COMPONENTS),
     # The command line is one layer by prefix, however its subpackages are arranged.
     ("together_clusters.cli", CLI),
@@ -414,7 +425,7 @@ def graph() -> dict[str, list[Edge]]:
 
 def test_the_graph_holds_every_part_of_the_package(graph: dict[str, list[Edge]]) -> None:
     layers = {layer_of(module) for module in graph}
-    assert {RUNTIME, FACTS, SEQUENCES, API_CLIENT, PROVIDER, COMPONENTS, CLI, EMULATOR} <= layers, layers
+    assert {RUNTIME, FACTS, SEQUENCES, API_CLIENT, PROVIDER, COMPONENTS, CLI, PLUGIN, EMULATOR} <= layers, layers
     assert len(graph) > 100, "the package's modules were not found"
     assert CLIENT <= set(graph), f"the client's modules are not all there: {sorted(CLIENT - set(graph))}"
     assert not unplaced(graph), f"modules in no layer (place them in PREFIXES): {unplaced(graph)}"
@@ -641,6 +652,9 @@ def test_every_module_has_a_layer_and_the_layers_allow_what_the_design_says() ->
     assert layer_of("together_clusters.provider.client") == API_CLIENT
     assert layer_of("together_clusters.provider.resource") == PROVIDER
     assert layer_of("together_clusters.cli.drill.runner") == CLI
+    assert layer_of("together_clusters.provider.native.provider") == PLUGIN
+    assert may_import(PLUGIN, COMPONENTS) and not may_import(COMPONENTS, PLUGIN)
+    assert not may_import(PROVIDER, PLUGIN)
     assert layer_of("together_clusters.something_new") is None
     assert may_import(EMULATOR, SEQUENCES) and may_import(EMULATOR, RUNTIME)
     assert not may_import(EMULATOR, API_CLIENT) and not may_import(CLI, EMULATOR)

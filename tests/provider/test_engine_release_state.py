@@ -34,7 +34,7 @@ import yaml
 
 from tests import _engine
 from tests.provider.old_state import record_release as record
-from together_clusters.emulator.server import start_emulator
+from together_clusters.emulator.server import RunningEmulator, start_emulator
 
 pytestmark = pytest.mark.engine
 
@@ -128,95 +128,116 @@ def _only_unchanged(stdout: str) -> bool:
     return len(summary) == 1 and re.fullmatch(r"\d+ unchanged", summary[0]) is not None
 
 
-def test_state_of_2d0b321_refreshes_previews_and_destroys(tmp_path):
-    _engine.require_engine()
+class ReleaseStack(_engine.ProjectStack):
+    """The fixture imported into a fresh stack (project ``record.PROJECT``, stack ``record.STACK``) whose volume
+    and cluster live in an emulator: ``import_release_state``."""
+
+    def __init__(
+        self, directory: Path, env: dict[str, str], cluster_id: str, volume_id: str, claim_file: Path
+    ) -> None:
+        self.dir, self.env = directory, env
+        self.cluster_id, self.volume_id, self.claim_file = cluster_id, volume_id, claim_file
+
+    def exported(self) -> dict[str, Any]:
+        """``pulumi stack export``, secrets shown."""
+        return json.loads(self.run("stack", "export", "--show-secrets", check=True).stdout)
+
+
+def import_release_state(workdir: Path, emu: RunningEmulator, base_url: str) -> ReleaseStack:
+    """The fixture, imported into a stack in ``workdir`` run against the API at ``base_url`` (``emu``'s, or a
+    proxy's in front of it): the volume and the cluster it names are created in ``emu`` with the recorded
+    inputs and settled, and the state is moved to them (``_relocated``); the import changes nothing else."""
     text = FIXTURE.read_text()
     recorded = json.loads(text)
     old_cluster, old_volume = _resource(recorded, CLUSTER_TYPE), _resource(recorded, VOLUME_TYPE)
     old_render_dir = _resource(recorded, KUBERNETES_PROVIDER_TYPE)["inputs"]["renderYamlToDirectory"]
     cluster_in, volume_in = old_cluster["inputs"], old_volume["inputs"]
-    render_dir = tmp_path / "rendered"
+    render_dir = workdir / "rendered"
 
-    with start_emulator(speed=600) as emu:
-        sdk = together.Together(api_key=record.API_KEY, base_url=emu.base_url, max_retries=2)
-        try:
-            volume = sdk.clusters.storage.create(
-                region=volume_in["region"],
-                size_tib=volume_in["size_tib"],
-                volume_name=volume_in["volume_name"],
-                is_lifecycle_independent=volume_in["is_lifecycle_independent"],
-            )
-            created = sdk.clusters.create(
-                cluster_name=cluster_in["cluster_name"],
-                region=cluster_in["region"],
-                gpu_type=cluster_in["gpu_type"],
-                num_gpus=cluster_in["num_gpus"],
-                num_preemptible_gpus=cluster_in["num_preemptible_gpus"],
-                billing_type=cluster_in["billing_type"],
-                cluster_type=cluster_in["cluster_type"],
-                nvidia_version_id=cluster_in["nvidia_version_id"],
-                volume_id=volume.volume_id,
-            )
-            emu.admin.advance(record.SETTLE_S)
-            live = sdk.clusters.retrieve(created.cluster_id)
-            assert live.status == "Ready"
-            # The same key means the same project and organization as when the state was written.
-            assert created.project_id == old_cluster["outputs"]["api_project_id"]
-        finally:
-            sdk.close()
-        assert live.created_at is not None
-        moves = {
-            old_volume["id"]: volume.volume_id,
-            old_cluster["id"]: created.cluster_id,
-            old_cluster["outputs"]["api_endpoint"]: emu.base_url,
-            # The platform's time, written as the release writes it (provider/mapping.py, _iso).
-            old_cluster["outputs"]["created_at"]: live.created_at.isoformat().replace("+00:00", "Z"),
-            old_render_dir: str(render_dir),
-        }
-        claim_file = _rendered_claim(render_dir, _resource(recorded, CLAIM_TYPE))
-        kubeconfig = base64.b64decode(live.kube_config).decode()
-        relocated = _relocated(text, moves, kubeconfig, created.cluster_id)
-        assert _resource(relocated, VOLUME_TYPE)["inputs"] == volume_in
-        assert _resource(relocated, CLUSTER_TYPE)["inputs"] == cluster_in | {"volume_id": volume.volume_id}
-        state_file = tmp_path / "state.json"
-        state_file.write_text(json.dumps(relocated, indent=2))
-
-        # No PYTHONPATH: the pickled providers load from the installed package, as in a user's project.
-        project = _engine.write_project(tmp_path / "prog", record.PROJECT, record.PROGRAM)
-        env = _engine.engine_env(
-            tmp_path, extra={"TOGETHER_BASE_URL": emu.base_url, "TOGETHER_API_KEY": record.API_KEY}
+    sdk = together.Together(api_key=record.API_KEY, base_url=emu.base_url, max_retries=2)
+    try:
+        volume = sdk.clusters.storage.create(
+            region=volume_in["region"],
+            size_tib=volume_in["size_tib"],
+            volume_name=volume_in["volume_name"],
+            is_lifecycle_independent=volume_in["is_lifecycle_independent"],
         )
-        pulumi = _engine.pulumi_in(project, env)
-        pulumi("stack", "init", record.STACK)
-        pulumi("config", "set", record.RENDER_DIR_KEY, str(render_dir))
-        pulumi("stack", "import", "--file", str(state_file))
+        created = sdk.clusters.create(
+            cluster_name=cluster_in["cluster_name"],
+            region=cluster_in["region"],
+            gpu_type=cluster_in["gpu_type"],
+            num_gpus=cluster_in["num_gpus"],
+            num_preemptible_gpus=cluster_in["num_preemptible_gpus"],
+            billing_type=cluster_in["billing_type"],
+            cluster_type=cluster_in["cluster_type"],
+            nvidia_version_id=cluster_in["nvidia_version_id"],
+            volume_id=volume.volume_id,
+        )
+        emu.admin.advance(record.SETTLE_S)
+        live = sdk.clusters.retrieve(created.cluster_id)
+        assert live.status == "Ready"
+        # The same key means the same project and organization as when the state was written.
+        assert created.project_id == old_cluster["outputs"]["api_project_id"]
+    finally:
+        sdk.close()
+    assert live.created_at is not None
+    moves = {
+        old_volume["id"]: volume.volume_id,
+        old_cluster["id"]: created.cluster_id,
+        old_cluster["outputs"]["api_endpoint"]: base_url,
+        # The platform's time, written as the release writes it (provider/mapping.py, _iso).
+        old_cluster["outputs"]["created_at"]: live.created_at.isoformat().replace("+00:00", "Z"),
+        old_render_dir: str(render_dir),
+    }
+    claim_file = _rendered_claim(render_dir, _resource(recorded, CLAIM_TYPE))
+    kubeconfig = base64.b64decode(live.kube_config).decode()
+    relocated = _relocated(text, moves, kubeconfig, created.cluster_id)
+    assert _resource(relocated, VOLUME_TYPE)["inputs"] == volume_in
+    assert _resource(relocated, CLUSTER_TYPE)["inputs"] == cluster_in | {"volume_id": volume.volume_id}
+    state_file = workdir / "state.json"
+    state_file.write_text(json.dumps(relocated, indent=2))
 
-        def exported() -> dict[str, Any]:
-            return json.loads(pulumi("stack", "export", "--show-secrets").stdout)
+    # No PYTHONPATH: the pickled providers load from the installed package, as in a user's project.
+    project = _engine.write_project(workdir / "prog", record.PROJECT, record.PROGRAM)
+    env = _engine.engine_env(
+        workdir, extra={"TOGETHER_BASE_URL": base_url, "TOGETHER_API_KEY": record.API_KEY}
+    )
+    stack = ReleaseStack(project, env, created.cluster_id, volume.volume_id, claim_file)
+    stack.run("stack", "init", record.STACK, check=True)
+    stack.config(record.RENDER_DIR_KEY, render_dir)
+    stack.run("stack", "import", "--file", str(state_file), check=True)
+    assert _records(stack.exported()) == _records(relocated), "the import changed the state"
+    return stack
 
-        before = exported()
-        assert _records(before) == _records(relocated), "the import changed the state"
+
+def test_state_of_2d0b321_refreshes_previews_and_destroys(tmp_path):
+    _engine.require_engine()
+    with start_emulator(speed=600) as emu:
+        stack = import_release_state(tmp_path, emu, emu.base_url)
+        before = stack.exported()
 
         # REFRESH_ENV: the claim's provider renders YAML, which pulumi-kubernetes reads back only so.
         refresh = ["refresh", *_engine.UP_FLAGS, "--expect-no-changes"]
-        proc = _engine.run_pulumi(refresh, cwd=project, env=env | record.REFRESH_ENV)
+        proc = _engine.run_pulumi(refresh, cwd=stack.dir, env=stack.env | record.REFRESH_ENV)
         assert proc.returncode == 0, _engine.output(proc)
         assert _only_unchanged(proc.stdout), _engine.output(proc)
         # --expect-no-changes and the summary do not count a changed output (pulumi 3.274): the state does.
-        after = exported()
+        after = stack.exported()
         assert _records(after) == _records(before), "refresh changed the state"
-        assert _resource(after, CLUSTER_TYPE)["id"] == created.cluster_id
-        assert _resource(after, VOLUME_TYPE)["id"] == volume.volume_id
+        assert _resource(after, CLUSTER_TYPE)["id"] == stack.cluster_id
+        assert _resource(after, VOLUME_TYPE)["id"] == stack.volume_id
 
         # Today's program declares the same resources: same type tokens, so the same URNs, and no change.
-        proc = pulumi("preview", *_engine.PREVIEW_FLAGS, "--diff", "--expect-no-changes", check=False)
+        proc = stack.run("preview", *_engine.PREVIEW_FLAGS, "--diff", "--expect-no-changes")
         assert proc.returncode == 0, _engine.output(proc)
         assert _only_unchanged(proc.stdout), _engine.output(proc)
 
-        proc = pulumi("destroy", *_engine.UP_FLAGS, check=False)
+        proc = stack.run("destroy", *_engine.UP_FLAGS)
         assert proc.returncode == 0, _engine.output(proc)
-        assert _engine.stack_resources(project, env) == []
-        assert not claim_file.exists(), "the claim's provider renders to the folder the state was moved to"
+        assert _engine.stack_resources(stack.dir, stack.env) == []
+        assert not stack.claim_file.exists(), (
+            "the claim's provider renders to the folder the state was moved to"
+        )
         emu.admin.advance(record.SETTLE_S)
-        assert [c for c in emu.admin.clusters() if c["cluster_id"] == created.cluster_id] == []
-        assert [v for v in emu.admin.volumes() if v["volume_id"] == volume.volume_id] == []
+        assert [c for c in emu.admin.clusters() if c["cluster_id"] == stack.cluster_id] == []
+        assert [v for v in emu.admin.volumes() if v["volume_id"] == stack.volume_id] == []

@@ -358,3 +358,36 @@ def test_a_scale_up_keeps_the_driver_the_first_check_resolved(admin):
     assert scaled.failures == []
     assert scaled.inputs["nvidia_version_id"] == first.inputs["nvidia_version_id"]
     assert provider.diff("id", first.inputs, scaled.inputs).replaces == []
+
+
+def test_server_filled_fields_are_never_a_change_after_create_or_refresh(admin):
+    """Together's Terraform provider (through together-go) plans a replacement on the very next plan of a
+    cluster created without project_id: the server fills it and the attribute is not computed. Ours leaves
+    every field the server fills (project, driver and versions, cluster type, reserved and pool shares) to it."""
+    provider = ClusterProvider()
+    code = {
+        k: v
+        for k, v in inputs().items()
+        if k not in ("nvidia_version_id", "cluster_type", "billing_type", "project_id")
+    }
+    checked = provider.check({}, code).inputs
+    created = provider.create(checked)
+    refreshed = provider.read(created.id, created.outs)
+    again = provider.check(refreshed.inputs, code).inputs
+    diff = provider.diff(created.id, refreshed.outs, again)
+    assert (diff.changes, diff.replaces) == (False, [])
+
+
+def test_an_autoscaling_cluster_grown_by_the_platform_updates_and_refreshes_without_undoing_it(admin):
+    provider = ClusterProvider()
+    olds = inputs(auto_scale=True, auto_scale_max_gpus=32, num_preemptible_gpus=0)
+    created = provider.create(olds)
+    admin.set_demand(created.id, pending_gpus=16)
+    admin.advance(120)  # past the platform's provisioning delay: two standard nodes added
+    grown = provider.read(created.id, created.outs)
+    assert grown.outs["standard_nodes"] == 3
+    assert grown.inputs["num_gpus"] == 8  # the platform's growth is not drift
+    assert provider.diff(created.id, grown.outs, olds).changes is False
+    # A change of the preemptible target waits for nothing the added nodes could block.
+    updated = provider.update(created.id, grown.outs, olds | {"num_preemptible_gpus": 8})
+    assert updated.outs["num_gpus"] == 8 and updated.outs["standard_nodes"] == 3

@@ -100,6 +100,24 @@ def test_read_back_takes_server_desired_values_but_not_server_defaults():
     assert "project_id" not in inputs and "cuda_version" not in inputs
 
 
+def test_a_read_by_id_alone_takes_every_field_the_server_reports_set():
+    """What ``pulumi import`` needs: the inputs under their names, those that replace included; a zero the
+    server reports for a field nobody set (``num_reserved_gpus`` of an on-demand cluster) is left unset."""
+    inputs = read_inputs(cluster([], allocated=0, desired=8), {}, everything=True)
+    assert inputs == {
+        "cluster_name": "demo",
+        "region": "us-central-8",
+        "gpu_type": "H100_SXM",
+        "num_gpus": 16,
+        "num_preemptible_gpus": 8,
+        "billing_type": "ON_DEMAND",
+        "cluster_type": "KUBERNETES",
+        "project_id": "proj-1",
+        "cuda_version": "12.4",
+        "nvidia_driver_version": "550",
+    }
+
+
 def test_standard_nodes_use_the_same_classes_as_the_counts():
     """An update waits on these: guessed preemptible nodes and nodes on their way out are not standard."""
     from together_clusters.provider.mapping import standard_nodes
@@ -157,3 +175,37 @@ def test_a_documented_node_name_tells_its_class():
     from together_clusters.provider.mapping import standard_nodes
 
     assert [n.node_id for n in standard_nodes(cluster(nodes, allocated=8))] == ["gpu-dp-a1-2"]
+
+
+def test_an_autoscaling_clusters_own_growth_is_never_read_back_as_drift():
+    from together_clusters.provider.mapping import floor_as_code_sees_it
+
+    code = {"num_gpus": 16, "auto_scale": True, "auto_scale_max_gpus": 48}
+    # An API that reports the live size: 32 of up to 48 is the platform at work, the floor stands.
+    live = cluster([], allocated=0).model_copy(update={"num_gpus": 32})
+    assert read_inputs(live, code)["num_gpus"] == 16
+    assert floor_as_code_sees_it(48, code) == 16
+    # Past the ceiling, or below the floor, is a change made outside Pulumi: it shows.
+    assert floor_as_code_sees_it(56, code) == 56 and floor_as_code_sees_it(8, code) == 8
+    # Without autoscaling, any other count is drift, as before.
+    assert read_inputs(live, {"num_gpus": 16})["num_gpus"] == 32
+
+
+def test_a_new_floor_never_undoes_the_platforms_scaling():
+    from together_clusters.provider.mapping import num_gpus_to_send
+
+    # An API reporting the floor: the new floor is sent, up or down.
+    assert num_gpus_to_send(24, 16, 16, 64) == 24 and num_gpus_to_send(8, 16, 16, 64) == 8
+    # An API reporting the live size (40, grown from 16): a lower floor must not shrink it under the work.
+    assert num_gpus_to_send(24, 16, 40, 64) == 40 and num_gpus_to_send(48, 16, 40, 64) == 48
+    # No autoscaling: the code's count.
+    assert num_gpus_to_send(8, 16, 40, None) == 8
+
+
+def test_new_api_fields_are_read_back_when_the_code_sets_them():
+    live = cluster([], allocated=0).model_copy(
+        update={"capacity_pool_id": "cp-1", "num_capacity_pool_gpus": 8, "install_traefik": True}
+    )
+    code = {"num_gpus": 16, "capacity_pool_id": "cp-1", "num_capacity_pool_gpus": 0}
+    assert read_inputs(live, code)["num_capacity_pool_gpus"] == 8  # changed outside Pulumi
+    assert "install_traefik" not in read_inputs(live, {"num_gpus": 16})  # left to the server

@@ -384,3 +384,95 @@ def test_an_inline_volume_may_go_with_the_cluster_when_opted_in_or_independent()
     )
     # allow_data_loss is ours alone: changing it is no change to the cluster.
     assert not diff(olds, olds | {"allow_data_loss": True}).replaces
+
+
+# --- the whole API: autoscaling, capacity pools, OIDC, acceptance tests, per-type fields --------------
+
+
+def test_autoscaling_needs_its_ceiling_whole_nodes_and_at_least_the_floor():
+    assert check(BASE | {"auto_scale": True, "auto_scale_max_gpus": 32}) == {}
+    no_ceiling = check(BASE | {"auto_scale": True})["auto_scale_max_gpus"]
+    assert (
+        "auto_scale_max_gpus is not set" in no_ceiling
+        and "Set auto_scale_max_gpus to 16 or more" in no_ceiling
+    )
+    assert (
+        "multiple of 8 (use 16 or 24)"
+        in check(BASE | {"auto_scale": True, "auto_scale_max_gpus": 20})["auto_scale_max_gpus"]
+    )
+    below = check(BASE | {"num_gpus": 16, "auto_scale": True, "auto_scale_max_gpus": 8})[
+        "auto_scale_max_gpus"
+    ]
+    assert "auto_scale_max_gpus is 8 but num_gpus is 16" in below
+    alone = check(BASE | {"auto_scale_max_gpus": 32})["auto_scale_max_gpus"]
+    assert "auto_scale is not True" in alone and "Set auto_scale=True" in alone
+
+
+def test_a_ceiling_not_yet_known_at_preview_is_not_refused():
+    assert check(BASE | {"auto_scale": True, "auto_scale_max_gpus": UNKNOWN}) == {}
+
+
+def test_a_capacity_pool_draw_is_whole_nodes_a_share_of_num_gpus_and_needs_the_pool():
+    assert check(BASE | {"capacity_pool_id": "cp-1", "num_capacity_pool_gpus": 8}) == {}
+    assert (
+        "capacity_pool_id is not set" in check(BASE | {"num_capacity_pool_gpus": 8})["num_capacity_pool_gpus"]
+    )
+    over = check(BASE | {"capacity_pool_id": "cp-1", "num_capacity_pool_gpus": 16})["num_capacity_pool_gpus"]
+    assert "num_capacity_pool_gpus is 16 but num_gpus is 8" in over
+    assert (
+        "multiple of 8"
+        in check(BASE | {"capacity_pool_id": "cp-1", "num_capacity_pool_gpus": 4})["num_capacity_pool_gpus"]
+    )
+
+
+def test_fields_of_one_cluster_type_are_refused_on_the_other():
+    traefik = check(
+        BASE
+        | {
+            "cluster_type": "SLURM",
+            "slurm_shm_size_gib": 64,
+            "num_preemptible_gpus": 0,
+            "install_traefik": True,
+        }
+    )
+    assert traefik == {
+        "install_traefik": "install_traefik is True but cluster_type is SLURM: it applies to KUBERNETES clusters "
+        "only. Remove install_traefik, or set cluster_type='KUBERNETES'."
+    }
+    assert (
+        "applies to SLURM clusters only" in check(BASE | {"slurm_image": "ghcr.io/me/slurm:1"})["slurm_image"]
+    )
+    assert check(BASE | {"install_traefik": True}) == {}
+
+
+def test_oidc_and_acceptance_tests_are_checked_key_by_key_at_preview():
+    oidc = {
+        "issuer_url": "https://issuer.example",
+        "client_id": "k8s",
+        "username_claim": "email",
+        "username_prefix": "oidc:",
+        "group_claim": "groups",
+        "group_prefix": "oidc:",
+    }
+    assert check(BASE | {"oidc_config": oidc, "acceptance_tests_params": {"enabled": True}}) == {}
+    missing = check(BASE | {"oidc_config": {k: v for k, v in oidc.items() if k != "client_id"}})[
+        "oidc_config"
+    ]
+    assert "oidc_config.client_id: Field required" in missing
+    level = check(BASE | {"acceptance_tests_params": {"dcgm_diag_level": "DEEP"}})["acceptance_tests_params"]
+    assert "acceptance_tests_params.dcgm_diag_level" in level and "'DEEP'" in level
+
+
+def test_each_new_field_changes_as_the_api_allows():
+    pooled = BASE | {"capacity_pool_id": "cp-1", "num_capacity_pool_gpus": 0}
+    assert plan_change(pooled, pooled | {"num_capacity_pool_gpus": 8}).update == ["num_capacity_pool_gpus"]
+    scaling = BASE | {"auto_scale": True, "auto_scale_max_gpus": 32}
+    assert plan_change(scaling, scaling | {"auto_scale_max_gpus": 64}).replace == ["auto_scale_max_gpus"]
+    assert plan_change(BASE, scaling).replace == ["auto_scale", "auto_scale_max_gpus"]
+    assert plan_change(BASE, BASE | {"install_traefik": True}).replace == ["install_traefik"]
+
+
+def test_an_acceptance_test_change_after_bring_up_is_recorded_and_replaces_nothing():
+    tested = BASE | {"acceptance_tests_params": {"enabled": True}}
+    plan = plan_change(tested, tested | {"acceptance_tests_params": {"enabled": False}})
+    assert (plan.replace, plan.update, plan.local) == ([], [], ["acceptance_tests_params"])

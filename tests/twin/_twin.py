@@ -61,6 +61,23 @@ def wait_for(check: Callable[[], T | None], what: str, timeout: float = 120.0) -
     raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")
 
 
+def no_namespace_terminating(cluster: TwinCluster, timeout: float = 300.0) -> None:
+    """Wait until every namespace an earlier test deleted is gone, with its pods.
+
+    The twin's cluster is shared by the modules a worker runs: a test that drains a node owns that node only
+    once no earlier test's pods (their namespace still being deleted) are left on it, or its drain waits on
+    theirs. Which modules ran first must not decide whether it passes."""
+
+    def terminating() -> list[str]:
+        return [
+            ns.metadata.name
+            for ns in cluster.core.list_namespace().items
+            if ns.status is not None and ns.status.phase == "Terminating"
+        ]
+
+    wait_for(lambda: not terminating() or None, "earlier tests' namespaces to be deleted", timeout=timeout)
+
+
 def alive(pids: list[int]) -> list[int]:
     """The processes among ``pids`` that still run (zombies count as ended)."""
     running = []

@@ -47,9 +47,11 @@ JOB = "train"
 SELECTOR = f"app.kubernetes.io/name={JOB}"
 
 
-def program(num_preemptible_gpus: int, workload: str) -> str:
-    """A bare cluster of one standard node, the descheduler installed with short intervals, a checkpoint
-    volume ``store``, and ``workload`` (statements)."""
+def program(
+    num_preemptible_gpus: int, workload: str, descheduling_interval: int = DESCHEDULING_INTERVAL
+) -> str:
+    """A bare cluster of one standard node, the descheduler installed with short intervals (looking every
+    ``descheduling_interval`` seconds), a checkpoint volume ``store``, and ``workload`` (statements)."""
     return f"""\
 import pulumi
 
@@ -66,7 +68,7 @@ controllers = ClusterControllersArgs(
     descheduler=True,
     chart_source={str(CHARTS)!r},
     move_back_interval_seconds={MOVE_BACK_INTERVAL},
-    descheduling_interval_seconds={DESCHEDULING_INTERVAL},
+    descheduling_interval_seconds={descheduling_interval},
 )
 provider = provider_for(cluster, controllers=controllers)
 store = CheckpointStore(
@@ -80,9 +82,12 @@ pulumi.export("cluster_id", cluster.id)
 """
 
 
-BATCH_JOB = program(
-    8,
-    f"""\
+def batch_job_program(descheduling_interval: int = DESCHEDULING_INTERVAL) -> str:
+    """The program of :data:`BATCH_JOB`, its descheduler looking every ``descheduling_interval`` seconds."""
+    return program(8, _BATCH_JOB_WORKLOAD, descheduling_interval)
+
+
+_BATCH_JOB_WORKLOAD = f"""\
 BatchJob(
     {JOB!r},
     BatchJobArgs(
@@ -93,8 +98,8 @@ BatchJob(
         pod=PodSettings(namespace="default"),
     ),
     opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]),
-)""",
-)
+)"""
+BATCH_JOB = batch_job_program()
 
 
 def charts_missing() -> str | None:
@@ -116,10 +121,14 @@ class FallbackRun:
 
 
 @contextmanager
-def fallback_run(tmp: Path, name: str = "move-back") -> Iterator[FallbackRun]:
-    """``pulumi up`` of :data:`BATCH_JOB` on a bare twin (the stack installs JobSet and the descheduler) whose
-    region has no preemptible capacity: a shortfall from the start. Destroyed on the way out."""
-    with twin_stack(tmp, name, BATCH_JOB, API_KEY, TwinOptions(jobset=False), speed=SPEED) as stack:
+def fallback_run(
+    tmp: Path, name: str = "move-back", descheduling_interval: int = DESCHEDULING_INTERVAL
+) -> Iterator[FallbackRun]:
+    """``pulumi up`` of :data:`BATCH_JOB` (its descheduler looking every ``descheduling_interval`` seconds) on a
+    bare twin (the stack installs JobSet and the descheduler) whose region has no preemptible capacity: a
+    shortfall from the start. Destroyed on the way out."""
+    source = batch_job_program(descheduling_interval)
+    with twin_stack(tmp, name, source, API_KEY, TwinOptions(jobset=False), speed=SPEED) as stack:
         admin = stack.emulator.admin
         admin.set_capacity(REGION, GPU, 0)
         api = up(stack)
@@ -265,11 +274,6 @@ class MoveBack:
         """The refilled node Ready to the replacement Running: what the descheduler, the pod and the scheduler
         take once there is room."""
         return self.total - self.node_arrival
-
-    @property
-    def budget(self) -> float:
-        """The issue's goal: one descheduling interval plus the grace the pod used."""
-        return DESCHEDULING_INTERVAL + self.save
 
     def parts(self) -> str:
         return (

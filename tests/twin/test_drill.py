@@ -95,6 +95,8 @@ def test_twin_mode_reports_each_workload_surviving_an_eviction(
         "--json",
         "--timeout",
         "120",
+        "--log-wait",
+        "2",  # kwok's simulated pods never serve a log: the drill tries for this long, then says so
     )
 
     report = json.loads(out)
@@ -151,6 +153,8 @@ def test_game_day_cordons_announces_evicts_and_gives_the_node_back(
         "--json",
         "--timeout",
         "120",
+        "--log-wait",
+        "2",
     )
 
     report = json.loads(out)

@@ -25,10 +25,17 @@ from together_clusters.cli.drill.modes import EVICT_WITHOUT_REPLACEMENT, REMEDIA
 from together_clusters.emulator.server import RunningEmulator
 
 from ._repairs import remediation_timings
-from ._twin import COMPUTE_CLASS, TwinCluster, wait_for
+from ._twin import COMPUTE_CLASS, TwinCluster, no_namespace_terminating, wait_for
 from .test_drill import kubeconfig_file
 
 pytestmark = pytest.mark.twin
+
+
+@pytest.fixture(autouse=True)
+def owns_its_nodes(cluster: TwinCluster) -> None:
+    """These tests drain nodes: none starts while an earlier test's pods are still on the shared cluster."""
+    no_namespace_terminating(cluster)
+
 
 RUNS = 5
 SPEED = 600

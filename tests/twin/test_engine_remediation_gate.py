@@ -21,7 +21,6 @@ import pytest
 from kubernetes import client
 
 from tests import _engine
-from together_clusters.emulator.kubernetes.kwok_config import RUN, RUN_LOCAL
 from together_clusters.platform import REMEDIATION_GATE_ANNOTATION
 
 from ._twin import DRIVER, GPU, REGION, Stack, twin_stack, up, wait_for
@@ -49,7 +48,7 @@ provider = provider_for(cluster)
 RemediationGate({GATE!r}, RemediationGateArgs(
     cluster_id=cluster.id, modes=["reboot-vm"], image="registry.invalid/remediation-gate:1",
     api_key=pulumi.Output.secret(os.environ["TOGETHER_API_KEY"]), base_url=os.environ["TOGETHER_BASE_URL"],
-    interval_seconds=1, drain_timeout_seconds=120, pod_annotations={{{RUN!r}: {RUN_LOCAL!r}}}),
+    interval_seconds=1, drain_timeout_seconds=120),
     opts=pulumi.ResourceOptions(provider=provider))
 pulumi.export("cluster_id", cluster.id)
 pulumi.export("kube_config", cluster.kube_config)

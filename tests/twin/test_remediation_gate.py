@@ -28,11 +28,18 @@ from together_clusters.emulator.server import RunningEmulator
 from together_clusters.platform import REMEDIATION_GATE_ANNOTATION
 
 from ._repairs import remediation_timings
-from ._twin import TwinCluster, wait_for
+from ._twin import TwinCluster, no_namespace_terminating, wait_for
 from .checkpointing_job import JOB, complete_saves, log, running_pods, training_job
 from .test_remediation_nodes import instance_of
 
 pytestmark = pytest.mark.twin
+
+
+@pytest.fixture(autouse=True)
+def owns_its_nodes(cluster: TwinCluster) -> None:
+    """These tests drain nodes: none starts while an earlier test's pods are still on the shared cluster."""
+    no_namespace_terminating(cluster)
+
 
 REBOOT_VM = "REMEDIATION_MODE_REBOOT_VM"
 TIMINGS = {"pending_s": 30, "quarantining_s": 30, "quarantined_s": 30, "running_s": {REBOOT_VM: 120}}
@@ -61,14 +68,18 @@ def cancelled_after(cluster: TwinCluster) -> Iterator[None]:
     gate(cluster, "list")
 
 
-def gate(cluster: TwinCluster, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def gate(
+    cluster: TwinCluster, *args: str, timeout: float = 180, base_url: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``together-clusters remediations ARGS`` as a user runs it (``base_url``: another way to the API, such as
+    a misbehaving proxy)."""
     key = str(cluster.http.headers["Authorization"]).removeprefix("Bearer ")
     kubeconfig = Path(os.environ.get("PYTEST_TMP", "/tmp")) / f"gate-{cluster.cluster_id}.yaml"
     kubeconfig.write_text(cluster.kubeconfig)
     env = {
         **os.environ,
         "TOGETHER_API_KEY": key,
-        "TOGETHER_BASE_URL": cluster.emulator.base_url,
+        "TOGETHER_BASE_URL": base_url or cluster.emulator.base_url,
         "KUBECONFIG": str(kubeconfig),
         "TOGETHER_CLUSTER_ID": cluster.cluster_id,
     }

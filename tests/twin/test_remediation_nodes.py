@@ -25,9 +25,16 @@ from together_clusters.emulator.server import RunningEmulator
 from together_clusters.platform import REMEDIATION_ANNOTATION, RemediationReason
 
 from ._repairs import remediation_timings
-from ._twin import COMPUTE_CLASS, TwinCluster, wait_for
+from ._twin import COMPUTE_CLASS, TwinCluster, no_namespace_terminating, wait_for
 
 pytestmark = pytest.mark.twin
+
+
+@pytest.fixture(autouse=True)
+def owns_its_nodes(cluster: TwinCluster) -> None:
+    """These tests drain nodes: none starts while an earlier test's pods are still on the shared cluster."""
+    no_namespace_terminating(cluster)
+
 
 VM_ONLY = "REMEDIATION_MODE_VM_ONLY"
 HOST_AWARE = "REMEDIATION_MODE_HOST_AWARE"

@@ -184,14 +184,19 @@ def test_a_killed_api_server_and_etcd_come_back_with_the_clusters_objects(emulat
 
 def kill_and_take_port(directory: Path, program: str, port_name: str) -> socket.socket:
     """Kill ``program`` and take its port before the twin starts it again (the twin looks a few times a
-    second, this loop far more often; should the twin still win, kill the new process and try again)."""
+    second, this loop far more often; should the twin still win, kill the new process and try again).
+    Returns once the killed process is gone, so that a process of ``program`` found after it is the one the
+    twin started again (a SIGKILLed process stays in /proc a moment: CI once read the old port for the new
+    process)."""
     for _ in range(3):
         port = ports(directory)[port_name]
         pid = kill(directory, program)
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
             try:
-                return listen_on(port)
+                taker = listen_on(port)
+                wait_for(lambda killed=pid: process_of(directory, program) != killed or None, f"{program} gone")
+                return taker
             except OSError:
                 if process_of(directory, program) not in (None, pid):
                     break  # started again on it already

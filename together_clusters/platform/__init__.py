@@ -47,6 +47,22 @@ PLACEMENT_LABEL = "together.ai/placement"
 """Pod label: the :class:`ComputeClass` its workload asked for (so ``preemptible-first`` pods can be found on
 standard nodes and moved back, and reported as fallback)."""
 
+CONTROLLER_LABEL = "together.ai/controller"
+"""Pod label on the pods of the package's own controllers (its value a :class:`PackageController`): a pod
+that runs this package's code against the cluster, not a user's workload. Whoever looks after a cluster finds
+them by it (the emulator's Kubernetes twin runs them as local processes, as it does the controllers installed
+from official charts)."""
+
+
+class PackageController(StrEnum):
+    """The package's own controllers, the values of :data:`CONTROLLER_LABEL`."""
+
+    FLEET_DISPATCHER = "fleet-dispatcher"
+    """The fleet's dispatcher (``FleetQueue``), on the manager."""
+    REMEDIATION_GATE = "remediation-gate"
+    """The remediation gate (``RemediationGate``)."""
+
+
 # --- priorities: who keeps the standard nodes when capacity is short --------------------------------
 # Only fallback pods get a class of their own, below the default: every other pod (critical ones, STANDARD
 # workloads, the user's own) keeps the default priority 0 and so takes a standard node back from them,

@@ -1,0 +1,2 @@
+// Together AI GPU clusters with preemptible capacity, as code.
+package together

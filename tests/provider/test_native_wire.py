@@ -1,0 +1,207 @@
+"""The plugin's wire conversion (``provider.native.wire``), as plain data: names, unknowns, numbers, secrets;
+and a workload component's wire args, built into its nested Python argument dataclasses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+
+import pulumi
+import pytest
+from pulumi.provider.experimental.property_value import Computed, PropertyValue
+from pulumi.runtime.rpc import UNKNOWN
+
+from together_clusters.components.args import (
+    BatchJobArgs,
+    Checkpointing,
+    ContainerSpec,
+    NoCheckpoint,
+    NodePlacement,
+    PodSettings,
+    Retries,
+    S3Bucket,
+    SecretEnv,
+)
+from together_clusters.errors import ArgsError
+from together_clusters.platform import ComputeClass, Taint
+from together_clusters.provider.native.wire import camel, snake, to_plain, to_values, to_wire, workload_args
+from together_clusters.provider.package_schema import SCHEMA_FILE
+from together_clusters.provider.schema import FIELDS, OUTPUT_NAMES, VOLUME_FIELDS, VOLUME_OUTPUT_NAMES
+
+
+def _schema_names() -> set[str]:
+    schema = json.loads(SCHEMA_FILE.read_text())
+    names: set[str] = set()
+    for spec in [*schema["resources"].values(), *schema["types"].values()]:
+        names |= set(spec.get("properties", {})) | set(spec.get("inputProperties", {}))
+    return names
+
+
+@pytest.mark.parametrize("name", sorted({*FIELDS, *OUTPUT_NAMES, *VOLUME_FIELDS, *VOLUME_OUTPUT_NAMES}))
+def test_every_field_name_goes_to_camel_case_and_back(name: str) -> None:
+    assert snake(camel(name)) == name
+
+
+def test_every_schema_name_is_the_camel_case_of_its_snake_case() -> None:
+    assert all(camel(snake(name)) == name for name in _schema_names())
+
+
+def test_inputs_arrive_snake_case_with_whole_numbers_and_nested_names() -> None:
+    wire = {
+        "clusterName": PropertyValue("a"),
+        "numGpus": PropertyValue(8.0),
+        "readyTimeoutMinutes": PropertyValue(2.5),
+        "autoScale": PropertyValue(True),
+        "sharedVolume": PropertyValue({"volumeName": PropertyValue("v"), "sizeTib": PropertyValue(1.0)}),
+        "addOns": PropertyValue([PropertyValue({"addOnType": PropertyValue("x")})]),
+        "projectId": PropertyValue(None),
+    }
+    assert to_plain(wire) == {
+        "cluster_name": "a",
+        "num_gpus": 8,
+        "ready_timeout_minutes": 2.5,
+        "auto_scale": True,
+        "shared_volume": {"volume_name": "v", "size_tib": 1},
+        "add_ons": [{"add_on_type": "x"}],
+        "project_id": None,
+    }
+    assert type(to_plain(wire)["num_gpus"]) is int
+
+
+def test_an_unknown_arrives_as_the_sentinel_the_rules_know_either_way() -> None:
+    wire = {"volumeId": PropertyValue(Computed()), "region": PropertyValue(UNKNOWN)}
+    assert to_plain(wire) == {"volume_id": UNKNOWN, "region": UNKNOWN}
+
+
+def test_an_unknown_goes_back_as_the_sentinel_string_which_marshals() -> None:
+    back = to_wire({"volume_id": UNKNOWN})
+    assert back["volumeId"].marshal().string_value == UNKNOWN
+
+
+def test_secrets_are_unwrapped_and_the_dynamic_providers_keys_dropped() -> None:
+    wire = {
+        "kubeConfig": PropertyValue("apiVersion: v1").with_secret(True),
+        "__provider": PropertyValue("pickled").with_secret(True),
+        "num_gpus": PropertyValue(8.0),  # a state written by the dynamic provider: snake_case already
+    }
+    assert to_plain(wire) == {"kube_config": "apiVersion: v1", "num_gpus": 8}
+
+
+def test_outputs_go_back_camel_case_numbers_as_floats_and_secret_outputs_secret() -> None:
+    back = to_wire(
+        {"cluster_id": "c-1", "num_gpus": 8, "kube_config": "yaml", "last_preempted_at": None},
+        secrets=("kube_config", "last_preempted_at"),
+    )
+    assert back["clusterId"] == PropertyValue("c-1")
+    assert back["numGpus"].value == 8.0 and isinstance(back["numGpus"].value, float)
+    assert back["kubeConfig"].is_secret and not back["clusterId"].is_secret
+    assert not back["lastPreemptedAt"].is_secret  # nothing to hide in a null
+    assert back["kubeConfig"].marshal().struct_value.fields["value"].string_value == "yaml"
+
+
+def test_nested_values_go_back_camel_case() -> None:
+    back = to_wire(
+        {"cluster_config": {"load_balancer": "NONE", "slurm_startup_scripts": {"worker_prolog": "x"}}}
+    )
+    nested = back["clusterConfig"].value
+    assert isinstance(nested, Mapping) and nested["loadBalancer"] == PropertyValue("NONE")
+    scripts = nested["slurmStartupScripts"].value
+    assert isinstance(scripts, Mapping) and scripts["workerProlog"] == PropertyValue("x")
+
+
+def test_a_value_with_no_wire_form_is_refused_by_type() -> None:
+    with pytest.raises(TypeError, match="no wire form for object"):
+        to_wire({"x": object()})
+
+
+# --- a workload component's arguments (construct) ----------------------------------------------------------
+
+
+def _wired(value: object) -> PropertyValue:
+    """``value`` as the engine sends it: maps and lists of PropertyValues, numbers as floats."""
+    if isinstance(value, Mapping):
+        return PropertyValue({key: _wired(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return PropertyValue([_wired(item) for item in value])
+    if isinstance(value, int) and not isinstance(value, bool):
+        return PropertyValue(float(value))
+    return value if isinstance(value, PropertyValue) else PropertyValue(value)  # type: ignore[arg-type]
+
+
+def _batch_job_args(inputs: Mapping[str, object]) -> BatchJobArgs:
+    async def build() -> BatchJobArgs:
+        wire = {key: _wired(value) for key, value in inputs.items()}
+        return workload_args(BatchJobArgs, to_values(wire), "BatchJob 'ft'")
+
+    return asyncio.run(build())
+
+
+def test_a_batch_jobs_wire_args_are_its_nested_python_args_names_of_maps_kept() -> None:
+    args = _batch_job_args(
+        {
+            "container": {
+                "image": "img:1",
+                "command": ["python", "t.py"],
+                "gpus": 8,
+                "env": {"HF_HOME": "/c"},
+                "resources": {"rdma/ib": "1"},
+                "secretEnv": {"WANDB_API_KEY": {"secret": "wandb", "key": "key"}},
+            },
+            "checkpoint": {"s3Bucket": {"bucket": "b", "credentialsSecret": "s3"}},
+            "placement": {
+                "computeClass": "preemptible-first",
+                "preemptibleTaint": {"key": "k", "value": "v"},
+            },
+            "pod": {"namespace": "ml", "gracePeriodSeconds": 120, "labels": {"team": "x"}},
+            "retries": {"nonRetriableExitCodes": [3], "freshJobPerAttempt": False},
+            "checkpointing": {"runId": "r1"},
+            "completions": 2,
+            "queue": "main",
+        }
+    )
+    assert args.container == ContainerSpec(
+        image="img:1",
+        command=("python", "t.py"),
+        gpus=8,
+        env={"HF_HOME": "/c"},
+        resources={"rdma/ib": "1"},
+        secret_env={"WANDB_API_KEY": SecretEnv(secret="wandb", key="key")},
+    )
+    assert args.checkpoint == S3Bucket(bucket="b", credentials_secret="s3")
+    assert args.placement == NodePlacement(ComputeClass.PREEMPTIBLE_FIRST, preemptible_taint=Taint("k", "v"))
+    assert args.pod == PodSettings(namespace="ml", grace_period_seconds=120, labels={"team": "x"})
+    assert args.retries == Retries(non_retriable_exit_codes=(3,), fresh_job_per_attempt=False)
+    assert args.checkpointing == Checkpointing(run_id="r1")
+    assert (args.completions, args.queue, args.parallelism) == (2, "main", 1)
+    # What the wire leaves out is the Python default.
+    bare = _batch_job_args({"container": {"image": "img:1"}})
+    assert bare == BatchJobArgs(container=ContainerSpec(image="img:1"), checkpoint=None)
+
+
+def test_a_batch_jobs_wrong_wire_args_are_refused_at_once_naming_each_path() -> None:
+    with pytest.raises(ArgsError) as refused:
+        _batch_job_args(
+            {
+                "container": {"gpus": 8, "imagePull": "Always"},
+                "checkpoint": {"sharedVolume": {"claimName": "c"}, "noCheckpoint": {}},
+                "placement": {"computeClass": "cheap"},
+            }
+        )
+    said = str(refused.value)
+    assert said.startswith("BatchJob 'ft': invalid arguments:")
+    assert "container: no argument imagePull" in said and "container: image must be given" in said
+    assert (
+        "checkpoint: give exactly one of sharedVolume, s3Bucket, noCheckpoint (given: sharedVolume, noCheckpoint)"
+        in said
+    )
+    assert "placement.computeClass: 'cheap' is none of standard, preemptible, preemptible-first" in said
+
+
+def test_an_unknown_text_stays_an_output_and_an_unknown_layout_field_is_refused() -> None:
+    args = _batch_job_args(
+        {"container": {"image": PropertyValue(Computed())}, "checkpoint": {"noCheckpoint": {}}}
+    )
+    assert isinstance(args.container.image, pulumi.Output) and args.checkpoint == NoCheckpoint()
+    with pytest.raises(ArgsError, match=r"^container.gpus: must be known at preview"):
+        _batch_job_args({"container": {"image": "img:1", "gpus": PropertyValue(UNKNOWN)}})
