@@ -351,12 +351,21 @@ class ControlPlane:
         except (urllib.error.URLError, OSError):
             return False
 
-    def set_answering(self, answering: bool) -> None:
+    def set_answering(self, answering: bool) -> bool:
         """Freeze the API server (SIGSTOP) or let it go on (SIGCONT): frozen, it accepts connections and
-        answers nothing, as a control plane behind a cut network does; its state is kept."""
+        answers nothing, as a control plane behind a cut network does; its state is kept. Returns once every
+        thread of the process has taken the signal (a stop reaches each thread only when it next runs, so a
+        call right after the signal could still be served); ``False`` if the API server is not running."""
         process = self._processes.get("kube-apiserver")
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGCONT if answering else signal.SIGSTOP)
+        if process is None or process.poll() is not None:
+            return False
+        process.send_signal(signal.SIGCONT if answering else signal.SIGSTOP)
+        deadline = time.monotonic() + _SIGNAL_TAKEN_S
+        while _stopped_threads(process.pid) != (not answering):
+            if time.monotonic() > deadline or process.poll() is not None:
+                return False
+            time.sleep(0.01)
+        return True
 
     def exited(self) -> dict[str, int]:
         """The processes that have ended, with their exit codes."""
@@ -391,3 +400,24 @@ class ControlPlane:
                 process.kill()
             process.wait()
         self._processes.clear()
+
+
+_SIGNAL_TAKEN_S = 10.0
+"""Seconds for every thread of a process to take a SIGSTOP or SIGCONT (a thread in a system call takes it on
+the way out)."""
+
+
+def _stopped_threads(pid: int) -> bool | None:
+    """``True`` if every thread of ``pid`` is stopped, ``False`` if none is, ``None`` while some are (or the
+    process is gone)."""
+    try:
+        states = {
+            (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            for task in Path(f"/proc/{pid}/task").iterdir()
+        }
+    except (OSError, IndexError):
+        return None
+    stopped = states & {"T", "t"}
+    if stopped == states:
+        return True
+    return False if not stopped else None

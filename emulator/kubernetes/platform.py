@@ -19,13 +19,14 @@ from pydantic import BaseModel, ConfigDict
 
 from together_clusters.platform import TerminationMode
 
-from ..errors import not_found
+from ..errors import conflict, not_found
 from ..lifecycle import failed_at
 from ..records import ClusterRecord
 from ..remediations import RemediationTransition
 from ..state import Platform
 from . import binaries as binaries_module
 from .binaries import Binaries
+from .demand import Demand
 from .kubeconfig import KubeApi
 from .nodes import ClusterView, cluster_view, node_name
 from .options import TwinOptions
@@ -69,6 +70,7 @@ class TwinnedPlatform(Platform):
             serving=self._kube_serving,
             failed=self._kube_failed,
             exited=self._pods_exited,
+            demand=self._demand,
             duration=lambda seconds: self.clock.duration(seconds),
         )
         self.twin = Twin(found, root, options, hooks, keep_data=data_root is not None)
@@ -77,9 +79,16 @@ class TwinnedPlatform(Platform):
 
     def set_api_answering(self, cluster_id: str, answering: bool) -> dict[str, Any]:
         """Make a cluster's Kubernetes API server stop answering, or answer again (see
-        :meth:`~.twin.Twin.set_answering`); 404 for a cluster without a control plane."""
-        if not self.twin.set_answering(cluster_id, answering):
+        :meth:`~.twin.Twin.set_answering`); 404 for a cluster without a control plane, 409 while its API
+        server is not running (a fault test must not go on believing it froze one)."""
+        taken = self.twin.set_answering(cluster_id, answering)
+        if taken is None:
             raise not_found(f"cluster {cluster_id} has no Kubernetes control plane")
+        if not taken:
+            raise conflict(
+                f"cluster {cluster_id}'s Kubernetes API server is not running (ended or starting): retry once"
+                " the cluster is ready"
+            )
         return {"cluster_id": cluster_id, "answering": answering}
 
     def _cluster_added(self, record: ClusterRecord) -> None:
@@ -143,6 +152,18 @@ class TwinnedPlatform(Platform):
             if record is None or record.kube_serving or record.deleting:
                 return
             record.schedule = failed_at(record.schedule, now)
+
+    def _demand(self, cluster_id: str, demand: Demand) -> None:
+        """An autoscaling cluster's demand, as its pods ask (see :mod:`.demand`): the platform scales on it.
+        Not persisted on every pass (the twin reports it again after a restart); the next operation saves it."""
+        with self._lock:
+            record = self._sim.clusters.get(cluster_id)
+            if record is None:
+                return
+            now = self.clock.now()
+            self._sim.advance_to(now)
+            busy = [n.node_id for n in record.nodes if node_name(n.node_id) in demand.busy_nodes]
+            self._sim.report_demand(record, demand.pending_gpus, busy, now)
 
     def _pods_exited(self, cluster_id: str, name: str) -> None:
         """Every pod of the preempted Node ``name`` has exited: the platform reclaims the node now."""

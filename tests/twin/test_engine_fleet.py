@@ -32,7 +32,6 @@ from together_clusters.components import (
     Retries,
     manifests,
 )
-from together_clusters.emulator.kubernetes import kwok_config
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import JOBSET_UID_LABEL
 
@@ -64,8 +63,6 @@ CONFIG = {
     # Short timings: a trial whose pods do not all run within 30 s is given back by its worker.
     "podsReadyTimeoutSeconds": "30",
     "workerLostTimeoutSeconds": "120",
-    # The dispatcher's pod runs as a local process with its own ServiceAccount's token (the twin's kubelet).
-    "dispatcherPodAnnotations": json.dumps({kwok_config.RUN: kwok_config.RUN_LOCAL}),
     "together:chartSource": str(CHARTS),
 }
 TRIALS = ("ablation-0", "ablation-1")
@@ -486,10 +483,17 @@ def test_a_worker_that_stops_answering_loses_its_work_to_the_other(stack: Stack)
     answering = (
         stack.emulator.base_url + f"/_emulator/kubernetes/clusters/{cluster_id_of(stack, home)}/api-server"
     )
-    assert httpx.post(answering, json={"answering": False}, timeout=30).status_code == 200
+    # 409 while its API server is not running (being started again): the freeze waits for it.
+    wait_for(
+        lambda: httpx.post(answering, json={"answering": False}, timeout=30).status_code == 200 or None,
+        f"{home}'s API server frozen",
+        120,
+    )
     try:
         with pytest.raises(urllib3.exceptions.HTTPError):
             client.CoreV1Api(apis[home]).list_node(_request_timeout=3)
+            twin = httpx.get(stack.emulator.base_url + "/_emulator/kubernetes", timeout=30).json()
+            pytest.fail(f"{home}'s API server answered while frozen; the twin: {twin}")
         wait_for(
             lambda: not multikueue_cluster_active(apis["hub"], f"fleet-{home}") or None,
             f"the manager seeing {home} lost",
