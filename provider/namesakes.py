@@ -56,8 +56,8 @@ def untracked_message(cluster: Cluster, now: datetime) -> str:
         f"{age}) in this project, and this stack does not track it: most often it is this stack's own "
         "earlier attempt (a `pulumi up` killed or cut off before it recorded the create). Nothing was "
         "created. To take it into the stack, set adopt_cluster_id="
-        f"'{cluster_id}' on the Cluster (in the templates and "
-        f"examples: `pulumi config set {ADOPT_CONFIG_KEY} {cluster_id}`), then `pulumi up` again. If it "
+        f"'{cluster_id}' on the Cluster (`adoptClusterId: {cluster_id}` in YAML, TypeScript and Go; in the "
+        f"templates and examples: `pulumi config set {ADOPT_CONFIG_KEY} {cluster_id}`), then `pulumi up` again. If it "
         f"is not this stack's, choose another cluster_name or delete it (`tg clusters delete {cluster_id}`)."
     )
 
