@@ -15,6 +15,7 @@ engine calls several resources at once, as it does the dynamic provider's pool.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ from ..package_schema import BATCH_JOB_TOKEN, CLUSTER_TOKEN, COMPONENTS, PACKAGE
 from ..plan_types import ChangePlan
 from ..schema import SECRET_OUTPUTS
 from ..waiting import report
-from .wire import camel, from_output, to_plain, to_values, to_wire, workload_args
+from .wire import camel, from_output, in_schema_names, snake, to_plain, to_values, to_wire, workload_args
 
 DISTRIBUTION = "together-gpu-clusters"
 
@@ -149,6 +150,13 @@ CONSTRUCTORS: dict[str, Callable[[str, Any, Any], Any]] = {BATCH_JOB_TOKEN: _bat
 """The Python component of each component token of the schema (``package_schema.COMPONENTS``)."""
 
 
+@functools.cache
+def _field_names(resource_type: str) -> frozenset[str]:
+    """The snake_case names of the resource's schema properties, inputs and outputs (what its rules name)."""
+    resource = json.loads(SCHEMA_FILE.read_text())["resources"][resource_type]
+    return frozenset(snake(name) for part in ("inputProperties", "properties") for name in resource[part])
+
+
 async def _run(function: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.to_thread(function, *args)
 
@@ -197,7 +205,10 @@ class TogetherProvider(Provider):
         )
         return CheckResponse(
             inputs=to_wire(result.inputs),
-            failures=[CheckFailure(camel(f.property), f.reason) for f in result.failures or ()],
+            failures=[
+                CheckFailure(camel(f.property), in_schema_names(f.reason, _field_names(request.type)))
+                for f in result.failures or ()
+            ],
         )
 
     async def diff(self, request: DiffRequest) -> DiffResponse:

@@ -46,7 +46,16 @@ from ..package_schema import (
 )
 from ..planning import whole_numbers
 
-__all__ = ["camel", "from_output", "snake", "to_plain", "to_values", "to_wire", "workload_args"]
+__all__ = [
+    "camel",
+    "from_output",
+    "in_schema_names",
+    "snake",
+    "to_plain",
+    "to_values",
+    "to_wire",
+    "workload_args",
+]
 
 T = TypeVar("T")
 
@@ -56,6 +65,16 @@ _UPPER = re.compile(r"(?<!^)(?=[A-Z])")
 def snake(name: str) -> str:
     """``numPreemptibleGpus`` as the API spells it: ``num_preemptible_gpus`` (a snake_case name is kept)."""
     return _UPPER.sub("_", name).lower()
+
+
+def in_schema_names(message: str, names: Iterable[str]) -> str:
+    """A rule's message as a program of the plugin reads it: each of ``names`` (snake_case field names the rules
+    write, ``num_gpus``) in the schema's spelling (``numGpus``), whole words only."""
+    multi_word = sorted({n for n in names if "_" in n}, key=len, reverse=True)
+    if not multi_word:
+        return message
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, multi_word)) + r")\b")
+    return pattern.sub(lambda found: camel(found.group(1)), message)
 
 
 def to_plain(properties: Mapping[str, PropertyValue]) -> dict[str, Any]:

@@ -167,6 +167,33 @@ def test_refresh_finds_no_change(stack):
     assert proc.returncode == 0, _engine.output(proc)
 
 
+def test_a_class_change_in_place_is_refused_at_preview_in_one_line_in_the_schemas_names(stack, emu, proxy):
+    """Preemptible GPUs turned into standard ones in one update: the platform cannot convert a node's class, so
+    the preview fails in one line that names the fields as the program writes them, and nothing is sent."""
+    before = len(proxy.requests)
+    stack.config("numGpus", 16)
+    stack.config("numPreemptibleGpus", 0)
+    try:
+        preview = stack.run(*PREVIEW)
+    finally:
+        stack.config("numPreemptibleGpus", 8)
+        stack.run("config", "rm", "numGpus", check=True)
+    assert preview.returncode != 0
+    text = _engine.output(preview)
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if "cannot do" in line and line.strip().startswith("error:")
+    ]
+    assert len(lines) == 1, text
+    assert "numGpus 8 -> 16 together with numPreemptibleGpus 8 -> 0" in lines[0], lines[0]
+    assert "num_gpus" not in lines[0] and "num_preemptible_gpus" not in lines[0], lines[0]
+    assert "Traceback" not in text and 'File "' not in text, text
+    assert [r for r in proxy.requests[before:] if r[0] != "GET"] == []
+    (live,) = _live(emu)
+    assert (live["num_gpus"], live["desired_preemptible_gpus"]) == (8, 8)
+
+
 def test_zero_standard_gpus_is_refused_at_preview_in_one_line(stack, emu):
     stack.config("numGpus", 0)
     try:

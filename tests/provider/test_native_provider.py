@@ -63,6 +63,20 @@ def test_check_refuses_zero_standard_gpus_naming_the_schema_field(provider) -> N
     assert "at least one standard node" in checked.failures[0].reason
 
 
+def test_a_refusal_names_every_field_as_the_program_writes_it(provider) -> None:
+    """A rule's message names fields in snake_case for Python; through the plugin the program wrote camelCase,
+    so the reason speaks the schema's names: a class conversion in one update, refused at check."""
+    olds = _inputs(numPreemptibleGpus=8.0)
+    checked = asyncio.run(
+        provider.check(CheckRequest(URN, olds, _inputs(numGpus=16.0, numPreemptibleGpus=0.0), b""))
+    )
+    (failure,) = checked.failures
+    assert failure.property == "numGpus"
+    assert "numGpus 8 -> 16 together with numPreemptibleGpus 8 -> 0" in failure.reason, failure.reason
+    assert "lower numPreemptibleGpus to 0" in failure.reason, failure.reason
+    assert "num_gpus" not in failure.reason and "num_preemptible_gpus" not in failure.reason, failure.reason
+
+
 def test_diff_names_a_replacing_field_in_camel_case(provider) -> None:
     olds = {
         **_inputs(),
