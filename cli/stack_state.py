@@ -15,6 +15,7 @@ from typing import Any
 from pulumi.runtime.rpc import _special_secret_sig as SECRET_MARK
 from pulumi.runtime.rpc import _special_sig_key as SECRET_SIG
 
+from together_clusters.provider.package_schema import CLUSTER_TOKEN, VOLUME_TOKEN, camel, snake
 from together_clusters.provider.plan_types import parse_time
 from together_clusters.provider.schema import CLUSTER_TYPE
 
@@ -46,7 +47,39 @@ class StateResource:
 
     @property
     def is_cluster(self) -> bool:
-        return self.type == CLUSTER_TYPE
+        """A Together cluster, through either front door: the dynamic provider's or the plugin's."""
+        return self.type in (CLUSTER_TYPE, CLUSTER_TOKEN)
+
+
+# The plugin's resources hold the schema's camelCase names (``numGpus``) where the dynamic provider's hold the
+# rules' snake_case ones (``num_gpus``): read, both are the same fields, in the rules' names.
+_NATIVE_TYPES = frozenset({CLUSTER_TOKEN, VOLUME_TOKEN})
+
+
+def in_rule_names(resource_type: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """A resource's inputs or outputs with the rules' snake_case names, nested objects too (a secret's envelope
+    is left whole). Only the plugin's types are renamed: another provider's names are its own."""
+    if resource_type not in _NATIVE_TYPES:
+        return dict(values)
+    return {snake(key): _renamed(value) for key, value in values.items()}
+
+
+def _renamed(value: Any) -> Any:
+    if isinstance(value, Mapping) and not is_secret(value):
+        return {snake(key): _renamed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_renamed(item) for item in value]
+    return value
+
+
+def rule_name(resource_type: str, name: str) -> str:
+    """A field of the resource in the rules' name: ``num_gpus`` for the plugin's ``numGpus``."""
+    return snake(name) if resource_type in _NATIVE_TYPES else name
+
+
+def field_label(resource_type: str, name: str) -> str:
+    """A field as the program that declares the resource writes it: ``numGpus`` for the plugin's types."""
+    return camel(name) if resource_type in _NATIVE_TYPES else name
 
 
 def is_secret(value: Any) -> bool:
@@ -75,8 +108,8 @@ def managed_resources(export: Mapping[str, Any]) -> list[StateResource]:
                 urn=raw["urn"],
                 type=raw["type"],
                 id=str(raw.get("id") or ""),
-                inputs=dict(raw.get("inputs") or {}),
-                outputs=dict(raw.get("outputs") or {}),
+                inputs=in_rule_names(raw["type"], raw.get("inputs") or {}),
+                outputs=in_rule_names(raw["type"], raw.get("outputs") or {}),
                 modified=parse_time(raw.get("modified")),
             )
         )

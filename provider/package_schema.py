@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import enum
 import json
+import re
 import sys
 import types as pytypes
 from collections.abc import Mapping, Sequence
@@ -72,6 +73,14 @@ def camel(name: str) -> str:
     """``num_preemptible_gpus`` as Pulumi packages spell it: ``numPreemptibleGpus``."""
     first, *rest = name.split("_")
     return first + "".join(part.capitalize() for part in rest)
+
+
+_UPPER = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def snake(name: str) -> str:
+    """``numPreemptibleGpus`` as the API spells it: ``num_preemptible_gpus`` (a snake_case name is kept)."""
+    return _UPPER.sub("_", name).lower()
 
 
 def annotation_type(annotation: str, namespace: dict[str, Any]) -> Any:

@@ -38,7 +38,14 @@ from together_clusters.provider.change_planning import plan_change
 from together_clusters.provider.schema import FIELDS
 
 from ..exit_codes import ExitCode
-from ..stack_state import StateResource, is_bookkeeping, is_secret, managed_resources, short_type
+from ..stack_state import (
+    StateResource,
+    field_label,
+    is_bookkeeping,
+    is_secret,
+    managed_resources,
+    short_type,
+)
 from ..workloads import Stall
 from .baseline import Baseline
 
@@ -213,12 +220,13 @@ def _compare(res: StateResource, step: PlannedStep, trusted: bool, report: Drift
         if visible and same_value(now, wanted):
             continue
         found = True
+        label = field_label(res.type, name)  # as the program writes it
         # A secret cannot be compared with the deployment: whether it changed outside is unknown.
         if trusted and visible and comparable(now, deployed) and same_value(now, deployed):
-            report.pending.append(PendingChange(res.name, kind, res.urn, step.op, name, now, wanted))
+            report.pending.append(PendingChange(res.name, kind, res.urn, step.op, label, now, wanted))
         else:
             report.drift.append(
-                SpecDrift(res.name, kind, res.urn, name, shown(wanted), shown(now), shown(deployed))
+                SpecDrift(res.name, kind, res.urn, label, shown(wanted), shown(now), shown(deployed))
             )
     if not found:
         # The provider wants a change it does not name (a secret input, say): pending, never silent.

@@ -25,7 +25,7 @@ from pulumi import automation as auto
 
 from together_clusters.provider.planning import whole_numbers
 
-from ..stack_state import managed_resources
+from ..stack_state import in_rule_names, managed_resources, rule_name
 from ..workspace import engine_call, export
 from .baseline import Baseline, HistoryEntry, reaches_back
 from .classify import PlannedStep
@@ -98,15 +98,19 @@ def planned_step(meta: auto.StepEventMetadata) -> PlannedStep | None:
     op = str(getattr(meta.op, "value", meta.op))
     if op == "refresh":
         return None
-    old, new = meta.old, meta.new
+    old, new, kind = meta.old, meta.new, meta.type
+
+    def plain(values: Any) -> dict[str, Any]:
+        return in_rule_names(kind, _plain(values))
+
     return PlannedStep(
         urn=meta.urn,
-        type=meta.type,
+        type=kind,
         op=op,
-        live_inputs=_plain(old.inputs) if old is not None else None,
-        live_outputs=_plain(old.outputs) if old is not None else None,
-        code_inputs=_plain(new.inputs) if new is not None and op not in _CODE_LESS_OPS else None,
-        diffs=tuple(str(d) for d in meta.diffs or ()),
+        live_inputs=plain(old.inputs) if old is not None else None,
+        live_outputs=plain(old.outputs) if old is not None else None,
+        code_inputs=plain(new.inputs) if new is not None and op not in _CODE_LESS_OPS else None,
+        diffs=tuple(rule_name(kind, str(d)) for d in meta.diffs or ()),
     )
 
 

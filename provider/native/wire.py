@@ -41,6 +41,7 @@ from ..package_schema import (
     camel,
     is_checkpoint_choice,
     is_queue,
+    snake,
     without_none,
     workload_fields,
 )
@@ -58,13 +59,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-_UPPER = re.compile(r"(?<!^)(?=[A-Z])")
-
-
-def snake(name: str) -> str:
-    """``numPreemptibleGpus`` as the API spells it: ``num_preemptible_gpus`` (a snake_case name is kept)."""
-    return _UPPER.sub("_", name).lower()
 
 
 def in_schema_names(message: str, names: Iterable[str]) -> str:

@@ -15,7 +15,7 @@ from together_clusters.cli.drift.classify import (
     classify,
 )
 from together_clusters.cli.exit_codes import ExitCode
-from together_clusters.cli.stack_state import CLUSTER_TYPE, SECRET_MARK, SECRET_SIG
+from together_clusters.cli.stack_state import CLUSTER_TYPE, SECRET_MARK, SECRET_SIG, clusters
 
 URN = "urn:pulumi:dev::together-quickstart::" + CLUSTER_TYPE + "::quickstart"
 SECRET = {SECRET_SIG: SECRET_MARK, "ciphertext": "v1:abc"}
@@ -308,3 +308,40 @@ def test_a_field_the_code_leaves_to_the_server_is_not_drift_though_the_engine_li
         export(cluster(inputs(nvidia_version_id="nv-570-cu128-ubuntu2204"))), steps, AFTER_REFRESH
     )
     assert [(d.field, d.code, d.live) for d in report.drift] == [("num_preemptible_gpus", 8, 16)]
+
+
+def test_the_plugins_cluster_is_read_in_the_rules_names_and_its_drift_named_as_the_program_writes_it():
+    """A stack of the plugin's ``together:index:Cluster`` holds camelCase names: read as the same fields (a
+    cluster, with its shortfall), and a drifted field named as the YAML, TypeScript or Go program writes it."""
+    native = "together:index:Cluster"
+    urn = f"urn:pulumi:dev::yaml-project::{native}::gpus"
+    written = {"clusterName": "qs", "numGpus": 8, "numPreemptibleGpus": 8}
+    outputs = {
+        **written,
+        "clusterId": "c-1",
+        "desiredPreemptibleGpus": 8,
+        "allocatedPreemptibleGpus": 0,
+        "kubeConfig": SECRET,
+    }
+    resource = {
+        "urn": urn,
+        "custom": True,
+        "type": native,
+        "id": "c-1",
+        "inputs": written,
+        "outputs": outputs,
+    }
+    [found] = clusters(export(resource))
+    assert found.inputs == {"cluster_name": "qs", "num_gpus": 8, "num_preemptible_gpus": 8}
+    assert found.outputs["kube_config"] == SECRET and found.outputs["allocated_preemptible_gpus"] == 0
+
+    code = {"cluster_name": "qs", "num_gpus": 8, "num_preemptible_gpus": 8}
+    live = {**code, "num_preemptible_gpus": 16}
+    live_outputs = {**found.outputs, **live, "allocated_preemptible_gpus": 0}
+    planned = PlannedStep(urn, native, "update", live, live_outputs, code, ("num_preemptible_gpus",))
+    report = classify(export(resource), [planned], AS_DEPLOYED)
+    assert [(d.resource, d.type, d.field, d.code, d.live) for d in report.drift] == [
+        ("gpus", native, "numPreemptibleGpus", 8, 16)
+    ]
+    [short] = report.shortfall
+    assert (short.desired_preemptible_gpus, short.allocated_preemptible_gpus) == (8, 0)
