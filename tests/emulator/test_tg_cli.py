@@ -42,14 +42,15 @@ def _tg(emu: RunningEmulator, home: Path, *args: str) -> Any:
     return proc.stdout
 
 
-def _run_tg(emu: RunningEmulator, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``tg <args> --json --non-interactive`` against the emulator, however it ends."""
+def _run_tg(emu: RunningEmulator, home: Path, *args: str, key: str = KEY) -> subprocess.CompletedProcess[str]:
+    """Run ``tg <args> --json --non-interactive`` against the emulator with the API key ``key``, however it
+    ends."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOGETHER_")}
     env.update(
         HOME=str(home),
         XDG_CONFIG_HOME=str(home / "config"),
         XDG_CACHE_HOME=str(home / "cache"),
-        TOGETHER_API_KEY=KEY,
+        TOGETHER_API_KEY=key,
         TOGETHER_BASE_URL=emu.base_url,
         # No network beyond the emulator: no telemetry, no version check; CI: no shell completion install.
         TOGETHER_TELEMETRY_DISABLED="1",

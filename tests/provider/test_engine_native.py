@@ -2,7 +2,7 @@
 knows nothing of this package's Python classes (``pulumi.CustomResource("together:index:Cluster", ...)`` with
 the schema's camelCase names, the plugin named in ``Pulumi.yaml``) previews, creates, changes its preemptible
 GPUs in place with one PUT, refreshes without a change and destroys; a refusal is one line at preview naming
-the field; ``pulumi import`` adopts a cluster made through the API, and the next ``up`` changes nothing; the
+the field; ``pulumi import`` adopts a cluster made with ``tg clusters create``, and the next ``up`` changes nothing; the
 YAML example (``examples/yaml``, ``runtime: yaml``) previews, deploys and is destroyed on the plugin, and a YAML
 project imports a cluster (the generated code, pasted, changes nothing) and reads one with ``get``; a YAML
 ``together:index:BatchJob`` (the plugin's ``construct``) on a ``kubernetes`` provider of the cluster's
@@ -14,11 +14,13 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
-import together
 
 from tests import _engine
+from tests.emulator.test_tg_cli import _run_tg
 from tests.faultproxy import FaultProxy
 from together_clusters.provider import native
 
@@ -123,6 +125,22 @@ def stack(proxy, tmp_path_factory):
     return Stack(tmp_path_factory.mktemp("native"), proxy.url)
 
 
+def tg_create(emu, home: Path, name: str) -> Any:
+    """A Ready cluster made outside Pulumi with the official command line, ``tg clusters create``, as a team
+    that made its clusters with ``tg`` has them; the cluster as ``tg clusters retrieve`` shows it."""
+    made = _run_tg(emu, home, "clusters", "create", "--name", name, "--num-gpus", "8", "--region", "us-central-8",
+                   "--gpu-type", "H100_SXM", "--billing-type", "ON_DEMAND", "--nvidia-version-id", DRIVER,
+                   key=API_KEY)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    created = json.loads(made.stdout)
+    emu.admin.advance(3600)
+    shown = _run_tg(emu, home, "clusters", "retrieve", created["cluster_id"], key=API_KEY)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["status"] == "Ready", (
+        shown.stdout + shown.stderr
+    )
+    return SimpleNamespace(cluster_id=created["cluster_id"])
+
+
 def _live(emu) -> list[dict]:
     return [c for c in emu.admin.clusters() if c["status"] != "Deleting"]
 
@@ -216,23 +234,8 @@ def test_destroy_deletes_the_cluster(stack, emu):
     assert _engine.stack_resources(stack.dir, stack.env) == []
 
 
-def test_a_cluster_made_through_the_api_is_imported_and_then_unchanged(emu, tmp_path):
-    sdk = together.Together(api_key=API_KEY, base_url=emu.base_url, max_retries=2)
-    try:
-        created = sdk.clusters.create(
-            cluster_name="native-imported",
-            region="us-central-8",
-            gpu_type="H100_SXM",
-            num_gpus=8,
-            num_preemptible_gpus=0,
-            billing_type="ON_DEMAND",
-            cluster_type="KUBERNETES",
-            nvidia_version_id=DRIVER,
-        )
-        emu.admin.advance(3600)
-        assert sdk.clusters.retrieve(created.cluster_id).status == "Ready"
-    finally:
-        sdk.close()
+def test_a_cluster_made_with_tg_is_imported_into_a_python_project_and_then_unchanged(emu, tmp_path):
+    created = tg_create(emu, tmp_path, "native-imported")
     stack = Stack(tmp_path, emu.base_url, name="native-import")
     stack.config("clusterName", "native-imported")
     stack.config("readyTimeoutMinutes", 60)  # the default, which an import records
@@ -418,22 +421,8 @@ outputs:
 """
 
 
-def test_a_yaml_project_imports_a_cluster_made_through_the_api_and_reads_one_with_get(emu, tmp_path):
-    sdk = together.Together(api_key=API_KEY, base_url=emu.base_url, max_retries=2)
-    try:
-        created = sdk.clusters.create(
-            cluster_name="yaml-imported",
-            region="us-central-8",
-            gpu_type="H100_SXM",
-            num_gpus=8,
-            num_preemptible_gpus=0,
-            billing_type="ON_DEMAND",
-            cluster_type="KUBERNETES",
-            nvidia_version_id=DRIVER,
-        )
-        emu.admin.advance(3600)
-    finally:
-        sdk.close()
+def test_a_yaml_project_imports_a_cluster_made_with_tg_and_reads_one_with_get(emu, tmp_path):
+    created = tg_create(emu, tmp_path, "yaml-imported")
     head = f"name: yaml-import\nruntime: yaml\nplugins:\n  providers:\n    - name: together\n      path: {json.dumps(str(PLUGIN_DIR))}\n"
     project = tmp_path / "project"
     project.mkdir()
