@@ -626,6 +626,23 @@ def running_pod(core: client.CoreV1Api, selector: str) -> Any:
     return next(iter(running_pods(core, selector)), None)
 
 
+def pod_log(
+    core: client.CoreV1Api, name: str, namespace: str = "default", container: str | None = None
+) -> str:
+    """A pod's log, or "" while there is none to read yet. A pod is Running before kwok has picked up its
+    Logs object (the API server answers 400 "no logs found for container"), and a pod listed a moment ago
+    may be gone (404): a test that polls a log must take both as "not yet", not as its failure (one did, in
+    CI, right after its pod showed Running)."""
+    try:
+        if container is None:
+            return str(core.read_namespaced_pod_log(name, namespace) or "")
+        return str(core.read_namespaced_pod_log(name, namespace, container=container) or "")
+    except ApiException as error:
+        if error.status in (400, 404):
+            return ""
+        raise
+
+
 def kept_off_preemptible(deployment: Any) -> bool:
     """Whether a controller's Deployment (as the ``kubernetes`` client reads it) requires nodes whose
     compute-class label is not preemptible, as ClusterControllers gives every controller it installs."""

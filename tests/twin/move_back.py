@@ -31,7 +31,7 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TwinOptions
 
 from ._programs import local_process
-from ._twin import DRIVER, GPU, REGION, Stack, node_classes, twin_stack, up, wait_for
+from ._twin import DRIVER, GPU, REGION, Stack, node_classes, pod_log, twin_stack, up, wait_for
 
 API_KEY = "tgp_v1_twin-move-back-0123456789abcdef"
 CHARTS = _engine.ROOT / ".kubernetes" / "charts"
@@ -205,10 +205,7 @@ def running_on(
 
 
 def logged(core: client.CoreV1Api, pod: Any, wanted: Callable[[str], bool]) -> str | None:
-    try:
-        text = str(core.read_namespaced_pod_log(pod.metadata.name, "default", container="main"))
-    except ApiException:
-        return None
+    text = pod_log(core, pod.metadata.name, container="main")
     return text if wanted(text) else None
 
 

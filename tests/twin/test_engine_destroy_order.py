@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests import _engine
 
-from ._twin import REGION, running_pod, twin_stack, up, wait_for
+from ._twin import REGION, pod_log, running_pod, twin_stack, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-destroy-order-0123456789abcdef"
@@ -132,7 +132,7 @@ def test_destroy_deletes_the_claim_only_after_the_workloads_pods_finished_saving
         volume: Any = core.read_persistent_volume(claim.spec.volume_name)
         folder = Path(volume.spec.host_path.path)
         wait_for(
-            lambda: "training" in (core.read_namespaced_pod_log(pod.metadata.name, "default") or ""),
+            lambda: "training" in pod_log(core, pod.metadata.name),
             "its log",
         )
         timeline = Timeline(api)

@@ -41,6 +41,7 @@ from ._twin import (
     Stack,
     failed_workloads,
     kube_clients,
+    pod_log,
     together_clusters_cli,
     together_clusters_status,
     twin_stack,
@@ -227,7 +228,7 @@ def dispatcher_log(hub: client.ApiClient) -> str:
     pods = core.list_namespaced_pod(
         "kueue-system", label_selector="app.kubernetes.io/component=fleet-dispatcher"
     )
-    return "\n".join(str(core.read_namespaced_pod_log(p.metadata.name, "kueue-system")) for p in pods.items)
+    return "\n".join(pod_log(core, p.metadata.name, "kueue-system") for p in pods.items)
 
 
 def test_each_class_goes_to_half_price_first_then_to_the_first_listed_worker(stack: Stack) -> None:

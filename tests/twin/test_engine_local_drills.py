@@ -24,7 +24,7 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
 from ._programs import batch_job, local_process
-from ._twin import Stack, checkpoint_folder, module_stack, running_pod, up, wait_for
+from ._twin import Stack, checkpoint_folder, module_stack, pod_log, running_pod, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-local-drills-0123456789abcdef"
@@ -67,10 +67,7 @@ def saved_steps(folder: Path) -> list[tuple[int, str]]:
 
 
 def logged(core: client.CoreV1Api, pod: str, text: str) -> bool:
-    try:
-        return text in (core.read_namespaced_pod_log(pod, "default", container="main") or "")
-    except client.exceptions.ApiException:
-        return False
+    return text in pod_log(core, pod, container="main")
 
 
 @pytest.mark.parametrize("mode", list(TerminationMode), ids=[m.value for m in TerminationMode])

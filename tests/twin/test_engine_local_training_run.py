@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from together_clusters.cli.drill.report import Outcome, parse_resumed
 from together_clusters.cli.drill.runner import DrillArgs, run_drill
@@ -26,7 +25,16 @@ from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.emulator.kubernetes.options import TerminationMode, TwinOptions
 
 from ._programs import local_process, training_run
-from ._twin import checkpoint_folder, failed_workloads, node_classes, running_pods, twin_stack, up, wait_for
+from ._twin import (
+    checkpoint_folder,
+    failed_workloads,
+    node_classes,
+    pod_log,
+    running_pods,
+    twin_stack,
+    up,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-local-training-0123456789abcdef"
@@ -43,10 +51,7 @@ def workers(core: client.CoreV1Api) -> list[Any]:
 
 
 def log_of(core: client.CoreV1Api, pod: Any) -> str:
-    try:
-        return str(core.read_namespaced_pod_log(pod.metadata.name, "default", container="main"))
-    except ApiException:
-        return ""
+    return pod_log(core, pod.metadata.name, container="main")
 
 
 def world_resumed(core: client.CoreV1Api, after_round: int) -> tuple[int, int, dict[str, int | None]] | None:

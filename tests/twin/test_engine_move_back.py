@@ -31,7 +31,7 @@ from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import FALLBACK_PRIORITY_CLASS, PLACEMENT_LABEL, ComputeClass
 
 from ._programs import local_process
-from ._twin import GPU, REGION, failed_workloads, twin_stack, up, wait_for
+from ._twin import GPU, REGION, failed_workloads, pod_log, twin_stack, up, wait_for
 from .move_back import (
     API_KEY,
     DESCHEDULING_INTERVAL,
@@ -77,9 +77,7 @@ def descheduling_loops(core: client.CoreV1Api) -> int:
     ``-v 3``), whether it evicted anything or not."""
     pods = core.list_pod_for_all_namespaces(label_selector="app.kubernetes.io/name=descheduler").items
     return sum(
-        str(core.read_namespaced_pod_log(p.metadata.name, p.metadata.namespace)).count(
-            "Number of evictions/requests"
-        )
+        pod_log(core, p.metadata.name, p.metadata.namespace).count("Number of evictions/requests")
         for p in pods
     )
 

@@ -14,11 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from tests import _engine
 
-from ._twin import REGION, twin_stack, up, wait_for
+from ._twin import REGION, pod_log, twin_stack, up, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-shared-volume-0123456789abcdef"
@@ -78,10 +77,7 @@ pulumi.export("volume_id", volume.volume_id)
 
 
 def trainer_log(api: client.ApiClient) -> str | None:
-    try:
-        return client.CoreV1Api(api).read_namespaced_pod_log("trainer", "default", container="main") or None
-    except ApiException:
-        return None  # kwok has not picked up the pod's Logs object yet
+    return pod_log(client.CoreV1Api(api), "trainer", container="main") or None
 
 
 def test_a_gpu_type_change_replaces_the_cluster_and_the_new_clusters_pod_sees_the_checkpoint(

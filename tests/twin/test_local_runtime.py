@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from together_clusters.emulator.kubernetes import binaries
 from together_clusters.emulator.kubernetes.kwok_config import RUN, RUN_LOCAL, SIGTERM
 
-from ._twin import COMPUTE_CLASS, TwinCluster, alive, create_body, kube_clients, wait_for
+from ._twin import COMPUTE_CLASS, TwinCluster, alive, create_body, kube_clients, pod_log, wait_for
 from .test_processes import ready_nodes, twin_process
 
 pytestmark = pytest.mark.twin
@@ -81,10 +81,7 @@ def terminated(pod: Any) -> Any:
 
 
 def log_of(cluster: TwinCluster, namespace: str, name: str, wanted: str) -> str | None:
-    try:
-        text = cluster.core.read_namespaced_pod_log(name, namespace, container="main") or ""
-    except ApiException:
-        return None  # kwok has not picked up the pod's Logs object yet
+    text = pod_log(cluster.core, name, namespace, container="main")
     return text if wanted in text else None
 
 
@@ -296,10 +293,7 @@ def test_no_process_outlives_the_emulator_even_killed_outright(tmp_path) -> None
         core.create_namespaced_pod("default", local_pod("parent", PARENT))
 
         def logged_child() -> int | None:
-            try:
-                log = core.read_namespaced_pod_log("parent", "default", container="main") or ""
-            except ApiException:
-                return None
+            log = pod_log(core, "parent", container="main")
             return int(log.split()[1]) if log.startswith("child ") else None
 
         child = wait_for(logged_child, "the pod to start its child")
