@@ -64,6 +64,10 @@ PULUMI_HOME = ROOT / ".pulumi-home"
 
 #: Passphrase of throwaway local stacks (the same default as scripts/pulumi).
 DEFAULT_PASSPHRASE = "local-only-passphrase"
+# gocloud's fileblob writes each checkpoint atomically but its sidecar <file>.attrs in place (truncate, then
+# write): a kill in between leaves it empty and the stack unreadable ("failed to load checkpoint: EOF").
+# Pulumi never reads the sidecar, so write none. scripts/pulumi sets the same for its default backend.
+LOCAL_BACKEND_QUERY = "?metadata=skip"
 #: Exit code of ``pulumi preview/up/refresh --expect-no-changes`` when changes were proposed.
 EXIT_CHANGES_PROPOSED = 7
 #: Flags for a non-interactive ``up``/``destroy``/``refresh``.
@@ -113,7 +117,9 @@ def engine_env(
 ) -> dict[str, str]:
     """Environment for running the engine on a throwaway stack whose state lives under ``workdir``.
 
-    - ``PULUMI_BACKEND_URL=file://<workdir>/.pulumi-state`` (created), never the project's own state;
+    - ``PULUMI_BACKEND_URL=file://<workdir>/.pulumi-state?metadata=skip`` (created), never the project's own
+      state; ``metadata=skip``: no sidecar ``.attrs`` file, which a SIGKILL can leave empty and which then
+      breaks every command on the stack (tests/engine/test_state_backend.py);
     - ``PULUMI_HOME`` = the project's ``.pulumi-home`` (installed plugins), offline switches on;
     - ``PULUMI_CONFIG_PASSPHRASE`` = ``passphrase`` or ``DEFAULT_PASSPHRASE`` (any passphrase file unset);
     - ``PULUMI_RUNTIME_VIRTUALENV`` = the project's ``.venv`` (used when Pulumi.yaml names no virtualenv);
@@ -131,7 +137,7 @@ def engine_env(
     env.update(
         {
             "PULUMI_HOME": str(PULUMI_HOME),
-            "PULUMI_BACKEND_URL": state.as_uri(),
+            "PULUMI_BACKEND_URL": state.as_uri() + LOCAL_BACKEND_QUERY,
             "PULUMI_CONFIG_PASSPHRASE": DEFAULT_PASSPHRASE if passphrase is None else passphrase,
             "PULUMI_RUNTIME_VIRTUALENV": str(VENV),
             "PULUMI_SKIP_UPDATE_CHECK": "true",
