@@ -626,6 +626,30 @@ def running_pod(core: client.CoreV1Api, selector: str) -> Any:
     return next(iter(running_pods(core, selector)), None)
 
 
+def cluster_view(core: client.CoreV1Api, selector: str = "") -> str:
+    """What a failed assertion needs to say why a pod did not come back: each Node (Ready, cordoned, its
+    taints) and each pod in ``default`` matching ``selector`` (phase, node, being deleted, its conditions that
+    are not True), one per line."""
+    lines = []
+    for node in core.list_node().items:
+        ready = next((c.status for c in node.status.conditions or [] if c.type == "Ready"), "?")
+        taints = ",".join(f"{t.key}:{t.effect}" for t in node.spec.taints or [])
+        lines.append(
+            f"node {node.metadata.name} ready={ready} cordoned={bool(node.spec.unschedulable)} {taints}"
+        )
+    for pod in core.list_namespaced_pod("default", label_selector=selector).items:
+        waiting = [
+            f"{c.type}={c.status}({c.reason}: {c.message})"
+            for c in pod.status.conditions or []
+            if c.status != "True"
+        ]
+        deleting = " deleting" if pod.metadata.deletion_timestamp else ""
+        lines.append(
+            f"pod {pod.metadata.name} {pod.status.phase} on {pod.spec.node_name}{deleting} {' '.join(waiting)}"
+        )
+    return "\n".join(lines)
+
+
 def pod_log(
     core: client.CoreV1Api, name: str, namespace: str = "default", container: str | None = None
 ) -> str:

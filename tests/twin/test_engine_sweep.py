@@ -27,6 +27,7 @@ from together_clusters.emulator.kubernetes.options import TwinOptions
 from ._programs import TRAINER, checkpointed
 from ._twin import (
     PodHistory,
+    cluster_view,
     fast_remediations,
     job_set,
     job_set_condition,
@@ -76,7 +77,6 @@ def new_pod(core: client.CoreV1Api, trial: str, old_uid: str | None) -> Any:
     return next((p for p in running_pods(core, pods_of_job_set(trial)) if p.metadata.uid != old_uid), None)
 
 
-
 def finish_every_trial(api: Any, core: client.CoreV1Api, trials: list[str]) -> None:
     """Let every running trial pod end with exit 0, until each trial's JobSet completes; none failed."""
 
@@ -90,6 +90,7 @@ def finish_every_trial(api: Any, core: client.CoreV1Api, trials: list[str]) -> N
 
     wait_for(finished, "every trial to finish", timeout=240)
     assert not any(job_set_condition(api, t, "Failed") for t in trials)
+
 
 def test_a_trial_preempted_again_and_again_is_replaced_by_a_fresh_job_and_every_trial_finishes(
     tmp_path: Path,
@@ -164,8 +165,11 @@ def test_a_trial_survives_every_remediation_mode_of_its_node_and_every_trial_fin
                     drained += api_mode not in NODE_KEEPING_MODES
                     before = wait_for(lambda: new_pod(core, "lr-1", None), "trial 1 to run")
                     report = remediation_drill_twin(api, stack.emulator, API_KEY, before.spec.node_name, mode)
-                    ours = [w.outcome for w in report.workloads if (w.kind, w.name) == ("JobSet", "lr-1")]
-                    assert ours == [Outcome.SURVIVED], (mode, report)
+                    ours = [w for w in report.workloads if (w.kind, w.name) == ("JobSet", "lr-1")]
+                    assert [w.outcome for w in ours] == [Outcome.SURVIVED], (
+                        f"{mode} of {before.spec.node_name} (pod {before.metadata.name}): {ours}\n"
+                        f"{cluster_view(core, 'app.kubernetes.io/name=lr')}\n{report}"
+                    )
                     wait_for(
                         partial(new_pod, core, "lr-1", before.metadata.uid),
                         f"trial 1 to run after {mode}",
