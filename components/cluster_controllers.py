@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -106,6 +106,9 @@ class ClusterControllers(pulumi.ComponentResource):
     """
 
     installed: pulumi.Output[dict[str, str]]
+    type_token: ClassVar[str | None] = None
+    """The Pulumi type it registers as, when not ``together:components:ClusterControllers``: the plugin
+    ``together`` constructs it as the package schema names it (``together:index:ClusterControllers``)."""
 
     def __init__(
         self,
@@ -121,7 +124,7 @@ class ClusterControllers(pulumi.ComponentResource):
         )
         owner = f"ClusterControllers {name!r}"
         planned = releases(args, owner)  # an unusable chart source is refused before anything is registered
-        super().__init__(f"{TYPE_PREFIX}:ClusterControllers", name, None, opts)
+        super().__init__(self.type_token or f"{TYPE_PREFIX}:ClusterControllers", name, None, opts)
         self.args = args
         self.releases = planned
         self._multikueue: dict[str, Any] = {}
@@ -178,7 +181,10 @@ class ClusterControllers(pulumi.ComponentResource):
                 outcome[priority.name] = self._priority_class(name, priority, known, this_stack, deleted_with)
             return pulumi.Output.all(**outcome) if outcome else pulumi.Output.from_input({})
 
-        self.installed = asked.apply(declare, run_with_unknowns=True)
+        # What was installed or found holds nothing secret, though it is read with the (secret) kubeconfig: kept
+        # plain, so its secrecy never changes between runs (a provider read back in the plugin's construct gives
+        # the kubeconfig's secrecy as it pleases; the stash below showed as changed when it flipped).
+        self.installed = pulumi.Output.unsecret(asked.apply(declare, run_with_unknowns=True))
         # A resource of the component's own, declared now: what depends on the component waits for it, and it
         # waits for the charts (declared once the kubeconfig is known), so depends_on=[this] is enough.
         ready = pulumi.Stash(f"{name}-ready", input=self.installed, opts=pulumi.ResourceOptions(parent=self))

@@ -44,7 +44,8 @@ def needed_charts(manifests: Sequence[Mapping[str, Any]]) -> list[ChartFacts]:
 
 ADD_THE_INSTALLER = (
     "add ClusterControllers('controllers', opts=pulumi.ResourceOptions(provider=<your provider>)) before it "
-    "(from together_clusters.components), or use provider_for(cluster), or "
+    "(from together_clusters.components; in YAML, TypeScript or Go a together:index:ClusterControllers on the "
+    "same provider, and dependsOn it), or use provider_for(cluster), or "
 )
 """The first fixes of every missing-controller error; what follows says how to do it by hand."""
 

@@ -125,6 +125,13 @@ def _finding(
         return Finding(Presence.UNKNOWN, reason="the cluster's kubeconfig is not known yet")
     try:
         present = listing(kubeconfig)
+        forget = getattr(listing, "cache_clear", None)
+        if name not in present and forget is not None:
+            # The list is kept once per kubeconfig and process, and one process (the plugin's) serves every
+            # component of a program: a ClusterControllers may have listed the cluster before it installed
+            # what a later component asks for. An absence, which refuses, is decided on a fresh list.
+            forget()
+            present = listing(kubeconfig)
     except _ClusterUnanswered as error:
         return Finding(Presence.UNKNOWN, reason=str(error))
     return classify(present.get(name), this_stack)
