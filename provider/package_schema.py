@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from together_clusters.components import args as workload_args
+from together_clusters.components.controllers.releases import ClusterControllersArgs
 
 from . import nested_inputs, vocabulary
 from .client import DEFAULT_BASE_URL
@@ -48,6 +49,11 @@ PACKAGE = "together"
 CLUSTER_TOKEN = f"{PACKAGE}:index:Cluster"
 VOLUME_TOKEN = f"{PACKAGE}:index:Volume"
 BATCH_JOB_TOKEN = f"{PACKAGE}:index:BatchJob"
+SWEEP_TOKEN = f"{PACKAGE}:index:Sweep"
+TRAINING_RUN_TOKEN = f"{PACKAGE}:index:TrainingRun"
+BATCH_INFERENCE_TOKEN = f"{PACKAGE}:index:BatchInference"
+CHECKPOINT_STORE_TOKEN = f"{PACKAGE}:index:CheckpointStore"
+CLUSTER_CONTROLLERS_TOKEN = f"{PACKAGE}:index:ClusterControllers"
 SCHEMA_FILE = Path(__file__).resolve().with_name("schema.json")  # resolved: the editable install links
 
 _PRIMITIVES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -136,6 +142,8 @@ class _Types:
         if get_origin(wire_type) is list:
             (item,) = get_args(wire_type)
             return {"type": "array", "items": self.property(item)}
+        if get_origin(wire_type) is dict:
+            return {"type": "object", "additionalProperties": self.property(get_args(wire_type)[1])}
         if get_origin(wire_type) is Literal:
             return self._ref(_ENUM_NAMES[get_args(wire_type)], lambda: _enum_spec(get_args(wire_type)))
         if dataclasses.is_dataclass(wire_type) and isinstance(wire_type, type):
@@ -173,6 +181,10 @@ class _Types:
             return self._ref(CHECKPOINT_TYPE, self._checkpoint_spec)
         if is_queue(hint):
             return {"type": "string"}
+        if hint is Any:  # a trial's parameters: any JSON value
+            return {"$ref": "pulumi.json#/Any"}
+        if is_scalar_choice(hint):  # BatchInference's max_unavailable: 1 or "25%"
+            return {"oneOf": [{"type": _PRIMITIVES[choice]} for choice in get_args(hint)]}
         if hint in _PRIMITIVES:
             return {"type": _PRIMITIVES[hint]}
         origin = get_origin(hint)
@@ -255,6 +267,11 @@ def is_checkpoint_choice(hint: Any) -> bool:
     return len(choices) > 1 and choices <= set(CHECKPOINT_CHOICES.values())
 
 
+def is_scalar_choice(hint: Any) -> bool:
+    """Whether ``hint`` is a choice among scalar types (``int | str``): one of them on the wire."""
+    return get_origin(hint) in (Union, pytypes.UnionType) and all(c in _PRIMITIVES for c in get_args(hint))
+
+
 def is_queue(hint: Any) -> bool:
     """Whether ``hint`` is a workload's ``queue`` (a LocalQueue's name or a WorkloadQueue): a name on the wire."""
     return get_origin(hint) in (Union, pytypes.UnionType) and set(get_args(hint)) == set(
@@ -276,6 +293,12 @@ def workload_fields(cls: type) -> dict[str, tuple[Any, bool, bool]]:
     return fields
 
 
+NAMES_DOC = "Kind/name of every object the component created."
+THROUGH_PROVIDER = (
+    "Its objects are created through the kubernetes provider given in the resource's providers option."
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class ComponentSpec:
     """A workload component served by the plugin's ``construct``: its arguments' class and its outputs."""
@@ -284,6 +307,9 @@ class ComponentSpec:
     description: str
     outputs: dict[str, tuple[Any, str]]
     """Each output (snake_case): its type and description."""
+    keywords: dict[str, tuple[Any, str]] = dataclasses.field(default_factory=dict)
+    """Inputs the component takes as keyword arguments beside its arguments' class (snake_case): each one's
+    type and description (optional on the wire: the keyword's default applies)."""
 
 
 COMPONENTS: dict[str, ComponentSpec] = {
@@ -295,7 +321,74 @@ COMPONENTS: dict[str, ComponentSpec] = {
         {
             "job_name": (str, "The name of the Job or JobSet, as the API server has it."),
             "namespace": (str, "The namespace of the Job or JobSet."),
-            "names": (list[str], "Kind/name of every object the component created."),
+            "names": (list[str], NAMES_DOC),
+        },
+    ),
+    SWEEP_TOKEN: ComponentSpec(
+        workload_args.SweepArgs,
+        "A hyperparameter sweep or ablation that survives preemption: the Sweep of together_clusters.components, "
+        "one JobSet per trial (or one Indexed Job), checked by the preemptible placement guard at preview. "
+        + THROUGH_PROVIDER,
+        {
+            "job_sets": (list[str], "The trials' JobSets, in trial order (empty for the Indexed Job)."),
+            "job_name": (str, "The Indexed Job (absent with a JobSet per trial)."),
+            "namespace": (str, "The namespace of the trials' objects."),
+            "trials_config_map": (
+                str,
+                "The Indexed Job's ConfigMap of trials (absent with a JobSet per trial).",
+            ),
+            "names": (list[str], NAMES_DOC),
+        },
+    ),
+    TRAINING_RUN_TOKEN: ComponentSpec(
+        workload_args.TrainingRunArgs,
+        "A distributed training run (torchrun elastic) whose workers survive preemption: the TrainingRun of "
+        "together_clusters.components, its coordinator kept off preemptible nodes, checked by the preemptible "
+        "placement guard at preview. " + THROUGH_PROVIDER,
+        {
+            "coordinator_host": (str, "The coordinator's host name, as the workers reach it."),
+            "names": (list[str], NAMES_DOC),
+        },
+    ),
+    BATCH_INFERENCE_TOKEN: ComponentSpec(
+        workload_args.BatchInferenceArgs,
+        "An inference Deployment that drains its requests before a preempted node goes: the BatchInference of "
+        "together_clusters.components, checked by the preemptible placement guard at preview. "
+        + THROUGH_PROVIDER,
+        {
+            "deployment_name": (str, "The name of the Deployment, as the API server has it."),
+            "namespace": (str, "The namespace of the Deployment."),
+            "names": (list[str], NAMES_DOC),
+        },
+    ),
+    CHECKPOINT_STORE_TOKEN: ComponentSpec(
+        workload_args.CheckpointStoreArgs,
+        "Where workloads keep their checkpoints: the CheckpointStore of together_clusters.components, the "
+        "PersistentVolumeClaim of a shared volume (nothing for an S3 bucket), kept on destroy unless "
+        "allowDataLoss. Give the workloads the same checkpoint and dependsOn this store. " + THROUGH_PROVIDER,
+        {
+            "claim_name": (str, "The claim's name (absent for an S3 bucket)."),
+            "names": (list[str], NAMES_DOC),
+        },
+        keywords={
+            "volume_name": (
+                str,
+                "The name of a Together shared volume (a Volume's volumeName): the claim binds to the static "
+                "PersistentVolume of that name the platform gives the cluster.",
+            ),
+            "allow_data_loss": (bool, "Delete the claim, and the checkpoints on it, with the stack."),
+        },
+    ),
+    CLUSTER_CONTROLLERS_TOKEN: ComponentSpec(
+        ClusterControllersArgs,
+        "The controllers the workloads need (JobSet by default; Kueue and the descheduler on request), installed "
+        "from their official charts on the cluster of the kubernetes provider given in providers, unless the "
+        "cluster has them. Give the workloads on that provider dependsOn it.",
+        {
+            "installed": (
+                dict[str, str],
+                "Per controller: installed (by this stack), or what was found instead.",
+            )
         },
     ),
 }
@@ -303,6 +396,8 @@ COMPONENTS: dict[str, ComponentSpec] = {
 
 def _component(spec: ComponentSpec, types: _Types) -> dict[str, Any]:
     inputs, required_inputs = types.workload_inputs(spec.args)
+    for name, (wire_type, doc) in spec.keywords.items():
+        inputs[camel(name)] = {**types.workload_property(wire_type), "description": doc}
     properties = {
         camel(name): {**types.property(wire_type), "description": doc}
         for name, (wire_type, doc) in spec.outputs.items()

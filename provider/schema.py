@@ -86,6 +86,10 @@ class OutputSpec:
     always: bool = True
     """Always present once the resource exists (``False``: may be null, e.g. no preemption yet)."""
     secret: bool = False
+    kept_on_update: bool = False
+    """An update in place never changes it (the id, the endpoint, the kubeconfig): a preview of the update shows
+    its old value, as the Terraform plugin framework's ``UseStateForUnknown`` does, where it would otherwise be
+    unknown and make whatever is built from it (a Kubernetes provider from the kubeconfig) look replaced."""
 
 
 def add_on_set_changes(old: Any, new: Any) -> bool:
@@ -330,10 +334,20 @@ _FIELDS = (
 FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _FIELDS}
 
 _TARGET_OUTPUTS = (
-    OutputSpec("api_endpoint", str, "The compute API the resource was made through."),
-    OutputSpec("api_project_id", str, "The project the API key worked in when the resource was made.", always=False),
+    OutputSpec("api_endpoint", str, "The compute API the resource was made through.", kept_on_update=True),
     OutputSpec(
-        "api_organization_id", str, "The organization of that project, as the API reports it.", always=False
+        "api_project_id",
+        str,
+        "The project the API key worked in when the resource was made.",
+        always=False,
+        kept_on_update=True,
+    ),
+    OutputSpec(
+        "api_organization_id",
+        str,
+        "The organization of that project, as the API reports it.",
+        always=False,
+        kept_on_update=True,
     ),
 )
 TARGET_OUTPUTS: tuple[str, ...] = tuple(spec.name for spec in _TARGET_OUTPUTS)
@@ -341,20 +355,22 @@ TARGET_OUTPUTS: tuple[str, ...] = tuple(spec.name for spec in _TARGET_OUTPUTS)
 
 # Outputs computed from the live cluster. They never take part in a diff.
 _OUTPUTS = (
-    OutputSpec("cluster_id", str, "The cluster's id (also the resource's id)."),
+    OutputSpec("cluster_id", str, "The cluster's id (also the resource's id).", kept_on_update=True),
     OutputSpec("status", str, "The API's status, e.g. Ready or WaitingForDataPlaneNodes."),
     OutputSpec("phase", str, "The API's phase, e.g. CLUSTER_PHASE_READY."),
     OutputSpec("desired_preemptible_gpus", int, "The preemptible target the platform works toward."),
     OutputSpec(
         "allocated_preemptible_gpus", int, "Preemptible GPUs the platform has found so far (may stay below)."
     ),
-    OutputSpec("preemptible_shortfall_gpus", int, "desired_preemptible_gpus minus allocated_preemptible_gpus."),
+    OutputSpec(
+        "preemptible_shortfall_gpus", int, "desired_preemptible_gpus minus allocated_preemptible_gpus."
+    ),
     OutputSpec("standard_nodes", int, "Standard (on-demand) nodes in the cluster."),
     OutputSpec("preemptible_nodes", int, "Preemptible nodes in the cluster."),
     OutputSpec("recent_preemptions", int, "Preemptions the platform reports for the cluster."),
     OutputSpec("last_preempted_at", str, "When a node of the cluster was last preempted.", always=False),
-    OutputSpec("kube_config", str, "The cluster's kubeconfig (a secret).", secret=True),
-    OutputSpec("created_at", str, "When the cluster was created."),
+    OutputSpec("kube_config", str, "The cluster's kubeconfig (a secret).", secret=True, kept_on_update=True),
+    OutputSpec("created_at", str, "When the cluster was created.", kept_on_update=True),
     *_TARGET_OUTPUTS,
 )
 OUTPUTS: dict[str, OutputSpec] = {spec.name: spec for spec in _OUTPUTS}
@@ -411,7 +427,7 @@ VOLUME_FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _VOLUME_FIELD
 VOLUME_OUTPUTS: dict[str, OutputSpec] = {
     spec.name: spec
     for spec in (
-        OutputSpec("volume_id", str, "The volume's id (also the resource's id)."),
+        OutputSpec("volume_id", str, "The volume's id (also the resource's id).", kept_on_update=True),
         OutputSpec("status", str, "The API's status of the volume, e.g. available."),
         *_TARGET_OUTPUTS,
     )

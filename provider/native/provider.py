@@ -3,7 +3,8 @@ answered by the function the dynamic provider calls for it (``planning``, ``oper
 ``volume_operations``), its names and results translated by ``wire``. No rule lives here: ``diff`` takes the
 change plan the dynamic provider's ``diff`` is made from (``change``), for the fields it names.
 
-The workload components (``together:index:BatchJob``) are answered by ``construct``: the Python component
+The workload components (``together:index:BatchJob``, ``Sweep``, ``TrainingRun``, ``BatchInference``,
+``CheckpointStore``, ``ClusterControllers``) are answered by ``construct``: the Python component
 itself, built from its own argument dataclasses (``wire.workload_args``) and registered under the schema's
 token, so its rules and its placement guard refuse at preview what they refuse in a Python program. Its
 Kubernetes objects go through the ``kubernetes`` provider the program gives in ``providers``.
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -45,15 +47,38 @@ from pulumi.provider.experimental.provider import (
     UpdateRequest,
     UpdateResponse,
 )
+from pulumi.runtime.rpc import UNKNOWN
 
 from .. import operations, planning, settings, volume_operations
 from ..change_planning import inline_volume_at_risk
 from ..errors import InputError
-from ..package_schema import BATCH_JOB_TOKEN, CLUSTER_TOKEN, COMPONENTS, PACKAGE, SCHEMA_FILE, VOLUME_TOKEN
+from ..package_schema import (
+    BATCH_INFERENCE_TOKEN,
+    BATCH_JOB_TOKEN,
+    CHECKPOINT_STORE_TOKEN,
+    CLUSTER_CONTROLLERS_TOKEN,
+    CLUSTER_TOKEN,
+    COMPONENTS,
+    PACKAGE,
+    SCHEMA_FILE,
+    SWEEP_TOKEN,
+    TRAINING_RUN_TOKEN,
+    VOLUME_TOKEN,
+)
 from ..plan_types import ChangePlan
-from ..schema import SECRET_OUTPUTS
+from ..schema import OUTPUTS, SECRET_OUTPUTS, VOLUME_OUTPUTS, OutputSpec
 from ..waiting import report
-from .wire import camel, from_output, in_schema_names, snake, to_plain, to_values, to_wire, workload_args
+from .wire import (
+    camel,
+    from_output,
+    in_schema_names,
+    keyword_args,
+    snake,
+    to_plain,
+    to_values,
+    to_wire,
+    workload_args,
+)
 
 DISTRIBUTION = "together-gpu-clusters"
 
@@ -103,7 +128,18 @@ class Door:
     update: Callable[[str, dict[str, Any], dict[str, Any]], Any]
     delete: Callable[[str, dict[str, Any]], None]
     may_be_deleted: Callable[[dict[str, Any]], bool]
+    outputs: Mapping[str, OutputSpec]
     secrets: tuple[str, ...] = ()
+
+    def planned(self, inputs: dict[str, Any], old_state: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The state a preview shows for a create (``old_state`` None) or an update in place: the inputs, each
+        output an update keeps at its old value (``OutputSpec.kept_on_update``), every other output unknown."""
+        kept = {
+            name: old_state[name]
+            for name, spec in self.outputs.items()
+            if old_state is not None and spec.kept_on_update and name in old_state
+        }
+        return {**inputs, **dict.fromkeys(self.outputs, UNKNOWN), **kept}
 
 
 DOORS: dict[str, Door] = {
@@ -115,6 +151,7 @@ DOORS: dict[str, Door] = {
         operations.update,
         operations.delete,
         _cluster_may_be_deleted,
+        OUTPUTS,
         SECRET_OUTPUTS,
     ),
     VOLUME_TOKEN: Door(
@@ -125,6 +162,7 @@ DOORS: dict[str, Door] = {
         volume_operations.update,
         volume_operations.delete,
         _volume_may_be_deleted,
+        VOLUME_OUTPUTS,
     ),
 }
 
@@ -137,16 +175,28 @@ def door(resource_type: str) -> Door:
         raise ValueError(f"{PACKAGE} has no resource {resource_type!r}; it has {', '.join(DOORS)}") from None
 
 
-def _batch_job(name: str, args: Any, opts: Any) -> Any:
-    from together_clusters.components.batch_job import BatchJob  # pulumi_kubernetes: only when constructing
+def _constructed(module: str, class_name: str, token: str) -> Callable[[str, Any, Any, dict[str, Any]], Any]:
+    """A constructor of the Python component ``module.class_name`` registering under the schema's ``token``
+    (imported when first constructed: the components need pulumi_kubernetes, the resources do not)."""
 
-    class ConstructedBatchJob(BatchJob):
-        type_token = BATCH_JOB_TOKEN
+    def construct(name: str, args: Any, opts: Any, keywords: dict[str, Any]) -> Any:
+        component = getattr(importlib.import_module(f"together_clusters.components.{module}"), class_name)
+        constructed = type(f"Constructed{class_name}", (component,), {"type_token": token})
+        return constructed(name, args, opts, **keywords)
 
-    return ConstructedBatchJob(name, args, opts)
+    return construct
 
 
-CONSTRUCTORS: dict[str, Callable[[str, Any, Any], Any]] = {BATCH_JOB_TOKEN: _batch_job}
+CONSTRUCTORS: dict[str, Callable[[str, Any, Any, dict[str, Any]], Any]] = {
+    BATCH_JOB_TOKEN: _constructed("batch_job", "BatchJob", BATCH_JOB_TOKEN),
+    SWEEP_TOKEN: _constructed("sweep", "Sweep", SWEEP_TOKEN),
+    TRAINING_RUN_TOKEN: _constructed("training_run", "TrainingRun", TRAINING_RUN_TOKEN),
+    BATCH_INFERENCE_TOKEN: _constructed("batch_inference", "BatchInference", BATCH_INFERENCE_TOKEN),
+    CHECKPOINT_STORE_TOKEN: _constructed("checkpoint_store", "CheckpointStore", CHECKPOINT_STORE_TOKEN),
+    CLUSTER_CONTROLLERS_TOKEN: _constructed(
+        "cluster_controllers", "ClusterControllers", CLUSTER_CONTROLLERS_TOKEN
+    ),
+}
 """The Python component of each component token of the schema (``package_schema.COMPONENTS``)."""
 
 
@@ -182,8 +232,10 @@ class TogetherProvider(Provider):
             }
         )
         # No outputs or resource references as inputs: the SDK cannot unmarshal an unknown output value.
-        # No preview of create and update: the engine leaves the outputs unknown, as for the dynamic provider.
-        return ConfigureResponse(accept_secrets=True, supports_preview=False)
+        # Previews of create and update are ours (``Door.planned``): without them the engine shows an update's
+        # state as its inputs alone, every output unknown, the kubeconfig too, so a Kubernetes provider made
+        # from it, and every object on it, would preview as replaced by a mere scale change.
+        return ConfigureResponse(accept_secrets=True, supports_preview=True)
 
     async def construct(self, request: ConstructRequest) -> ConstructResponse:
         """A workload component: the Python one, its arguments from the wire, its outputs back to it."""
@@ -193,8 +245,10 @@ class TogetherProvider(Provider):
             raise ValueError(f"{PACKAGE} has no component {token!r}; it has {components}")
         spec = COMPONENTS[token]
         owner = f"{token.rsplit(':', 1)[-1]} {request.name!r}"  # as the Python component names itself
-        args: Any = workload_args(spec.args, to_values(request.inputs), owner)
-        component = CONSTRUCTORS[token](request.name, args, request.options)
+        values = dict(to_values(request.inputs))
+        keywords = keyword_args(spec.keywords, values, owner)
+        args: Any = workload_args(spec.args, values, owner)
+        component = CONSTRUCTORS[token](request.name, args, request.options, keywords)
         urn = await component.urn.future()
         state = {camel(name): await from_output(getattr(component, name)) for name in spec.outputs}
         return ConstructResponse(urn, state, {})
@@ -232,6 +286,10 @@ class TogetherProvider(Provider):
 
     async def create(self, request: CreateRequest) -> CreateResponse:
         resource = door(request.type)
+        if request.preview:
+            return CreateResponse(
+                "", to_wire(resource.planned(to_plain(request.properties)), resource.secrets)
+            )
         result = await _run(resource.create, to_plain(request.properties))
         return CreateResponse(result.id, to_wire(result.outs or {}, resource.secrets))
 
@@ -248,6 +306,9 @@ class TogetherProvider(Provider):
 
     async def update(self, request: UpdateRequest) -> UpdateResponse:
         resource = door(request.type)
+        if request.preview:
+            planned = resource.planned(to_plain(request.news), to_plain(request.olds))
+            return UpdateResponse(to_wire(planned, resource.secrets))
         result = await _run(
             resource.update, request.resource_id, to_plain(request.olds), to_plain(request.news)
         )

@@ -41,6 +41,7 @@ from ..package_schema import (
     camel,
     is_checkpoint_choice,
     is_queue,
+    is_scalar_choice,
     snake,
     without_none,
     workload_fields,
@@ -51,6 +52,7 @@ __all__ = [
     "camel",
     "from_output",
     "in_schema_names",
+    "keyword_args",
     "snake",
     "to_plain",
     "to_values",
@@ -152,6 +154,23 @@ def workload_args(cls: type[T], values: Mapping[str, Any], owner: str) -> T:
     return args  # type: ignore[no-any-return]
 
 
+def keyword_args(
+    keywords: Mapping[str, tuple[Any, str]], values: dict[str, Any], owner: str
+) -> dict[str, Any]:
+    """The keyword inputs of the component ``owner`` (snake_case names) taken out of its wire ``values``, each
+    checked against its type; every problem found raised at once as one :class:`ArgsError`."""
+    problems: list[str] = []
+    given = {name: values.pop(camel(name)) for name in keywords if camel(name) in values}
+    taken = {
+        name: _build(keywords[name][0], value, camel(name), problems)
+        for name, value in given.items()
+        if value is not None
+    }
+    if problems:
+        raise ArgsError(owner, problems)
+    return taken
+
+
 def _build(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
     hint, _ = without_none(hint)
     if value is None:
@@ -163,7 +182,15 @@ def _build(hint: Any, value: Any, path: str, problems: list[str]) -> Any:
             )
         return value
     if is_checkpoint_choice(hint):
-        return _checkpoint(value, path, problems)
+        return _checkpoint(value, get_args(hint), path, problems)
+    if hint is Any:  # a trial's parameters: whatever JSON the program gives
+        return value
+    if is_scalar_choice(hint):
+        if isinstance(value, get_args(hint)) and not isinstance(value, bool):
+            return value
+        kinds = " or ".join("a string" if k is str else f"an {k.__name__}" for k in get_args(hint))
+        problems.append(f"{path}: {value!r} is not {kinds}")
+        return None
     if hint is str or is_queue(hint):
         return _expect(value, str, path, problems)
     if hint in (bool, int, float):
@@ -228,15 +255,17 @@ def _dataclass(cls: type, values: Mapping[str, Any], path: str, problems: list[s
     return cls(**given)
 
 
-def _checkpoint(value: Any, path: str, problems: list[str]) -> Any:
+def _checkpoint(value: Any, classes: tuple[type, ...], path: str, problems: list[str]) -> Any:
+    """One of the checkpoint ``classes`` the field takes (a CheckpointStore's storage takes no noCheckpoint)."""
     if not isinstance(value, Mapping):
         problems.append(f"{path}: {value!r} is not an object")
         return None
-    chosen = [name for name in CHECKPOINT_CHOICES if value.get(name) is not None]
-    others = sorted(set(value) - set(CHECKPOINT_CHOICES))
+    allowed = [name for name, cls in CHECKPOINT_CHOICES.items() if cls in classes]
+    chosen = [name for name in allowed if value.get(name) is not None]
+    others = sorted(set(value) - set(allowed))
     if len(chosen) != 1 or others:
         problems.append(
-            f"{path}: give exactly one of {', '.join(CHECKPOINT_CHOICES)}"
+            f"{path}: give exactly one of {', '.join(allowed)}"
             + (f" (given: {', '.join(chosen + others)})" if chosen or others else " (given: none)")
         )
         return None

@@ -5,20 +5,45 @@ import * as pulumi from "@pulumi/pulumi";
 import * as utilities from "./utilities";
 
 // Export members:
+export { BatchInferenceArgs } from "./batchInference";
+export type BatchInference = import("./batchInference").BatchInference;
+export const BatchInference: typeof import("./batchInference").BatchInference = null as any;
+utilities.lazyLoad(exports, ["BatchInference"], () => require("./batchInference"));
+
 export { BatchJobArgs } from "./batchJob";
 export type BatchJob = import("./batchJob").BatchJob;
 export const BatchJob: typeof import("./batchJob").BatchJob = null as any;
 utilities.lazyLoad(exports, ["BatchJob"], () => require("./batchJob"));
+
+export { CheckpointStoreArgs } from "./checkpointStore";
+export type CheckpointStore = import("./checkpointStore").CheckpointStore;
+export const CheckpointStore: typeof import("./checkpointStore").CheckpointStore = null as any;
+utilities.lazyLoad(exports, ["CheckpointStore"], () => require("./checkpointStore"));
 
 export { ClusterArgs } from "./cluster";
 export type Cluster = import("./cluster").Cluster;
 export const Cluster: typeof import("./cluster").Cluster = null as any;
 utilities.lazyLoad(exports, ["Cluster"], () => require("./cluster"));
 
+export { ClusterControllersArgs } from "./clusterControllers";
+export type ClusterControllers = import("./clusterControllers").ClusterControllers;
+export const ClusterControllers: typeof import("./clusterControllers").ClusterControllers = null as any;
+utilities.lazyLoad(exports, ["ClusterControllers"], () => require("./clusterControllers"));
+
 export { ProviderArgs } from "./provider";
 export type Provider = import("./provider").Provider;
 export const Provider: typeof import("./provider").Provider = null as any;
 utilities.lazyLoad(exports, ["Provider"], () => require("./provider"));
+
+export { SweepArgs } from "./sweep";
+export type Sweep = import("./sweep").Sweep;
+export const Sweep: typeof import("./sweep").Sweep = null as any;
+utilities.lazyLoad(exports, ["Sweep"], () => require("./sweep"));
+
+export { TrainingRunArgs } from "./trainingRun";
+export type TrainingRun = import("./trainingRun").TrainingRun;
+export const TrainingRun: typeof import("./trainingRun").TrainingRun = null as any;
+utilities.lazyLoad(exports, ["TrainingRun"], () => require("./trainingRun"));
 
 export { VolumeArgs } from "./volume";
 export type Volume = import("./volume").Volume;
@@ -42,10 +67,20 @@ const _module = {
     version: utilities.getVersion(),
     construct: (name: string, type: string, urn: string): pulumi.Resource => {
         switch (type) {
+            case "together:index:BatchInference":
+                return new BatchInference(name, <any>undefined, { urn })
             case "together:index:BatchJob":
                 return new BatchJob(name, <any>undefined, { urn })
+            case "together:index:CheckpointStore":
+                return new CheckpointStore(name, <any>undefined, { urn })
             case "together:index:Cluster":
                 return new Cluster(name, <any>undefined, { urn })
+            case "together:index:ClusterControllers":
+                return new ClusterControllers(name, <any>undefined, { urn })
+            case "together:index:Sweep":
+                return new Sweep(name, <any>undefined, { urn })
+            case "together:index:TrainingRun":
+                return new TrainingRun(name, <any>undefined, { urn })
             case "together:index:Volume":
                 return new Volume(name, <any>undefined, { urn })
             default:

@@ -13,8 +13,10 @@ from pulumi.provider.experimental.property_value import Computed, PropertyValue
 from pulumi.provider.experimental.provider import (
     CheckRequest,
     ConfigureRequest,
+    CreateRequest,
     DiffRequest,
     GetSchemaRequest,
+    UpdateRequest,
 )
 from pulumi.runtime.rpc import UNKNOWN
 
@@ -96,6 +98,11 @@ def test_the_schema_is_the_package_schema_with_the_packages_version(provider) ->
         "together:index:Cluster",
         "together:index:Volume",
         "together:index:BatchJob",
+        "together:index:Sweep",
+        "together:index:TrainingRun",
+        "together:index:BatchInference",
+        "together:index:CheckpointStore",
+        "together:index:ClusterControllers",
     }
 
 
@@ -109,6 +116,38 @@ def test_configure_takes_the_api_key_and_base_url_of_the_provider(provider, emu,
     client = settings.connect()
     assert client.base_url.rstrip("/") == emu.base_url.rstrip("/")
     settings.take_stack_config({})
+
+
+def test_a_previewed_update_keeps_what_an_update_in_place_keeps_and_leaves_the_rest_unknown(
+    provider, emu
+) -> None:
+    """Else the kubeconfig shows unknown and a Kubernetes provider made from it previews as replaced."""
+    olds = _inputs(numPreemptibleGpus=8.0) | {
+        "clusterId": PropertyValue("c-1"),
+        "kubeConfig": PropertyValue("apiVersion: v1").with_secret(True),
+        "apiEndpoint": PropertyValue(emu.base_url),
+        "createdAt": PropertyValue("2026-12-05T00:00:00Z"),
+        "desiredPreemptibleGpus": PropertyValue(8.0),
+        "status": PropertyValue("Ready"),
+    }
+    news = _inputs(numPreemptibleGpus=16.0)
+    before = emu.admin.clusters()
+    answer = asyncio.run(provider.update(UpdateRequest(URN, "c-1", olds, news, 60, [], preview=True)))
+    planned = answer.properties or {}
+    assert planned["numPreemptibleGpus"].value == 16.0
+    assert (planned["clusterId"].value, planned["apiEndpoint"].value) == ("c-1", emu.base_url)
+    assert planned["kubeConfig"].value == "apiVersion: v1" and planned["kubeConfig"].is_secret
+    assert planned["desiredPreemptibleGpus"].value == UNKNOWN and planned["status"].value == UNKNOWN
+    assert emu.admin.clusters() == before  # a preview calls nothing
+
+
+def test_a_previewed_create_creates_nothing_and_leaves_every_output_unknown(provider, emu) -> None:
+    before = emu.admin.clusters()
+    answer = asyncio.run(provider.create(CreateRequest(URN, _inputs(), 60, preview=True)))
+    planned = answer.properties or {}
+    assert planned["clusterName"].value == "native"
+    assert planned["clusterId"].value == UNKNOWN and planned["kubeConfig"].value == UNKNOWN
+    assert emu.admin.clusters() == before
 
 
 def test_an_unknown_resource_type_is_refused_naming_the_types(provider) -> None:

@@ -13,8 +13,10 @@ from pulumi.provider.experimental.property_value import Computed, PropertyValue
 from pulumi.runtime.rpc import UNKNOWN
 
 from together_clusters.components.args import (
+    BatchInferenceArgs,
     BatchJobArgs,
     Checkpointing,
+    CheckpointStoreArgs,
     ContainerSpec,
     NoCheckpoint,
     NodePlacement,
@@ -22,11 +24,22 @@ from together_clusters.components.args import (
     Retries,
     S3Bucket,
     SecretEnv,
+    SharedVolume,
+    SweepArgs,
 )
+from together_clusters.components.controllers.releases import ClusterControllersArgs, KueueSettings
 from together_clusters.errors import ArgsError
 from together_clusters.platform import ComputeClass, Taint
-from together_clusters.provider.native.wire import camel, snake, to_plain, to_values, to_wire, workload_args
-from together_clusters.provider.package_schema import SCHEMA_FILE
+from together_clusters.provider.native.wire import (
+    camel,
+    keyword_args,
+    snake,
+    to_plain,
+    to_values,
+    to_wire,
+    workload_args,
+)
+from together_clusters.provider.package_schema import CHECKPOINT_STORE_TOKEN, COMPONENTS, SCHEMA_FILE
 from together_clusters.provider.schema import FIELDS, OUTPUT_NAMES, VOLUME_FIELDS, VOLUME_OUTPUT_NAMES
 
 
@@ -205,3 +218,75 @@ def test_an_unknown_text_stays_an_output_and_an_unknown_layout_field_is_refused(
     assert isinstance(args.container.image, pulumi.Output) and args.checkpoint == NoCheckpoint()
     with pytest.raises(ArgsError, match=r"^container.gpus: must be known at preview"):
         _batch_job_args({"container": {"image": "img:1", "gpus": PropertyValue(UNKNOWN)}})
+
+
+def _args(cls: type, owner: str, inputs: Mapping[str, object]) -> object:
+    async def build() -> object:
+        wire = {key: _wired(value) for key, value in inputs.items()}
+        return workload_args(cls, to_values(wire), owner)
+
+    return asyncio.run(build())
+
+
+def test_a_sweeps_trials_cross_the_wire_as_the_json_the_program_wrote() -> None:
+    trials = [{"learning_rate": 0.1, "layers": [2, 4], "name": "a"}, {"learning_rate": 0.25, "warm": True}]
+    args = _args(
+        SweepArgs, "Sweep 'lr'", {"container": {"image": "img:1"}, "trials": trials, "sweepName": "lr"}
+    )
+    assert isinstance(args, SweepArgs)
+    assert args.trials == (
+        {"learning_rate": 0.1, "layers": [2, 4], "name": "a"},
+        {"learning_rate": 0.25, "warm": True},
+    )
+    assert args.retries == Retries(backoff_limit=2)  # a Sweep's own default, not Retries()'s
+
+
+@pytest.mark.parametrize("given", [1, "25%"])
+def test_batch_inferences_max_unavailable_is_a_count_or_a_percentage(given: object) -> None:
+    args = _args(
+        BatchInferenceArgs, "BatchInference 'llm'", {"container": {"image": "img:1"}, "maxUnavailable": given}
+    )
+    assert isinstance(args, BatchInferenceArgs) and args.max_unavailable == given
+
+
+@pytest.mark.parametrize("given", [True, 1.5, ["1"]])
+def test_batch_inferences_max_unavailable_of_another_type_is_refused_naming_both(given: object) -> None:
+    with pytest.raises(ArgsError, match=r"maxUnavailable: .* is not an int or a string"):
+        _args(
+            BatchInferenceArgs,
+            "BatchInference 'llm'",
+            {"container": {"image": "img:1"}, "maxUnavailable": given},
+        )
+
+
+def test_a_checkpoint_store_takes_a_volume_or_a_bucket_never_no_checkpoint() -> None:
+    store = _args(
+        CheckpointStoreArgs, "CheckpointStore 'c'", {"storage": {"sharedVolume": {"claimName": "c"}}}
+    )
+    assert store == CheckpointStoreArgs(storage=SharedVolume(claim_name="c"))
+    with pytest.raises(
+        ArgsError, match=r"storage: give exactly one of sharedVolume, s3Bucket \(given: noCheckpoint\)"
+    ):
+        _args(CheckpointStoreArgs, "CheckpointStore 'c'", {"storage": {"noCheckpoint": {}}})
+
+
+def test_a_components_keyword_inputs_are_taken_out_and_checked() -> None:
+    keywords = COMPONENTS[CHECKPOINT_STORE_TOKEN].keywords
+    values: dict[str, object] = {"storage": {}, "volumeName": "research-data", "allowDataLoss": True}
+    assert keyword_args(keywords, values, "CheckpointStore 'c'") == {
+        "volume_name": "research-data",
+        "allow_data_loss": True,
+    }
+    assert values == {"storage": {}}  # what the arguments' class is built from
+    with pytest.raises(ArgsError, match=r"^allowDataLoss: 'yes' is not a bool \(CheckpointStore 'c'\)"):
+        keyword_args(keywords, {"allowDataLoss": "yes"}, "CheckpointStore 'c'")
+
+
+def test_cluster_controllers_wire_args_are_its_python_args_kueue_settings_nested() -> None:
+    args = _args(
+        ClusterControllersArgs,
+        "ClusterControllers 'controllers'",
+        {"kueue": True, "descheduler": False, "kueueSettings": {"podsReadyTimeoutSeconds": 120}},
+    )
+    assert args == ClusterControllersArgs(kueue=True, descheduler=False, kueue_settings=KueueSettings(120))
+    assert _args(ClusterControllersArgs, "ClusterControllers 'c'", {}) == ClusterControllersArgs()

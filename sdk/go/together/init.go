@@ -21,10 +21,20 @@ func (m *module) Version() semver.Version {
 
 func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi.Resource, err error) {
 	switch typ {
+	case "together:index:BatchInference":
+		r = &BatchInference{}
 	case "together:index:BatchJob":
 		r = &BatchJob{}
+	case "together:index:CheckpointStore":
+		r = &CheckpointStore{}
 	case "together:index:Cluster":
 		r = &Cluster{}
+	case "together:index:ClusterControllers":
+		r = &ClusterControllers{}
+	case "together:index:Sweep":
+		r = &Sweep{}
+	case "together:index:TrainingRun":
+		r = &TrainingRun{}
 	case "together:index:Volume":
 		r = &Volume{}
 	default:

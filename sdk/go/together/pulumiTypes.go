@@ -1401,6 +1401,47 @@ func (i ContainerSpecArgs) ToContainerSpecOutputWithContext(ctx context.Context)
 	return pulumi.ToOutputWithContext(ctx, i).(ContainerSpecOutput)
 }
 
+func (i ContainerSpecArgs) ToContainerSpecPtrOutput() ContainerSpecPtrOutput {
+	return i.ToContainerSpecPtrOutputWithContext(context.Background())
+}
+
+func (i ContainerSpecArgs) ToContainerSpecPtrOutputWithContext(ctx context.Context) ContainerSpecPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ContainerSpecOutput).ToContainerSpecPtrOutputWithContext(ctx)
+}
+
+// ContainerSpecPtrInput is an input type that accepts ContainerSpecArgs, ContainerSpecPtr and ContainerSpecPtrOutput values.
+// You can construct a concrete instance of `ContainerSpecPtrInput` via:
+//
+//	        ContainerSpecArgs{...}
+//
+//	or:
+//
+//	        nil
+type ContainerSpecPtrInput interface {
+	pulumi.Input
+
+	ToContainerSpecPtrOutput() ContainerSpecPtrOutput
+	ToContainerSpecPtrOutputWithContext(context.Context) ContainerSpecPtrOutput
+}
+
+type containerSpecPtrType ContainerSpecArgs
+
+func ContainerSpecPtr(v *ContainerSpecArgs) ContainerSpecPtrInput {
+	return (*containerSpecPtrType)(v)
+}
+
+func (*containerSpecPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**ContainerSpec)(nil)).Elem()
+}
+
+func (i *containerSpecPtrType) ToContainerSpecPtrOutput() ContainerSpecPtrOutput {
+	return i.ToContainerSpecPtrOutputWithContext(context.Background())
+}
+
+func (i *containerSpecPtrType) ToContainerSpecPtrOutputWithContext(ctx context.Context) ContainerSpecPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ContainerSpecPtrOutput)
+}
+
 // The workload's container.
 type ContainerSpecOutput struct{ *pulumi.OutputState }
 
@@ -1414,6 +1455,16 @@ func (o ContainerSpecOutput) ToContainerSpecOutput() ContainerSpecOutput {
 
 func (o ContainerSpecOutput) ToContainerSpecOutputWithContext(ctx context.Context) ContainerSpecOutput {
 	return o
+}
+
+func (o ContainerSpecOutput) ToContainerSpecPtrOutput() ContainerSpecPtrOutput {
+	return o.ToContainerSpecPtrOutputWithContext(context.Background())
+}
+
+func (o ContainerSpecOutput) ToContainerSpecPtrOutputWithContext(ctx context.Context) ContainerSpecPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v ContainerSpec) *ContainerSpec {
+		return &v
+	}).(ContainerSpecPtrOutput)
 }
 
 func (o ContainerSpecOutput) Args() pulumi.StringArrayOutput {
@@ -1498,6 +1549,219 @@ func (o ContainerSpecOutput) Volumes() DataVolumeArrayOutput {
 
 func (o ContainerSpecOutput) WorkingDir() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v ContainerSpec) *string { return v.WorkingDir }).(pulumi.StringPtrOutput)
+}
+
+type ContainerSpecPtrOutput struct{ *pulumi.OutputState }
+
+func (ContainerSpecPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**ContainerSpec)(nil)).Elem()
+}
+
+func (o ContainerSpecPtrOutput) ToContainerSpecPtrOutput() ContainerSpecPtrOutput {
+	return o
+}
+
+func (o ContainerSpecPtrOutput) ToContainerSpecPtrOutputWithContext(ctx context.Context) ContainerSpecPtrOutput {
+	return o
+}
+
+func (o ContainerSpecPtrOutput) Elem() ContainerSpecOutput {
+	return o.ApplyT(func(v *ContainerSpec) ContainerSpec {
+		if v != nil {
+			return *v
+		}
+		var ret ContainerSpec
+		return ret
+	}).(ContainerSpecOutput)
+}
+
+func (o ContainerSpecPtrOutput) Args() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v *ContainerSpec) []string {
+		if v == nil {
+			return nil
+		}
+		return v.Args
+	}).(pulumi.StringArrayOutput)
+}
+
+func (o ContainerSpecPtrOutput) Command() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v *ContainerSpec) []string {
+		if v == nil {
+			return nil
+		}
+		return v.Command
+	}).(pulumi.StringArrayOutput)
+}
+
+func (o ContainerSpecPtrOutput) Cpu() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Cpu
+	}).(pulumi.StringPtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) CpuLimit() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *string {
+		if v == nil {
+			return nil
+		}
+		return v.CpuLimit
+	}).(pulumi.StringPtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) Env() pulumi.StringMapOutput {
+	return o.ApplyT(func(v *ContainerSpec) map[string]string {
+		if v == nil {
+			return nil
+		}
+		return v.Env
+	}).(pulumi.StringMapOutput)
+}
+
+func (o ContainerSpecPtrOutput) Gpus() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *int {
+		if v == nil {
+			return nil
+		}
+		return v.Gpus
+	}).(pulumi.IntPtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) Image() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Image
+	}).(pulumi.StringPtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) ImagePullPolicy() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *string {
+		if v == nil {
+			return nil
+		}
+		return v.ImagePullPolicy
+	}).(pulumi.StringPtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) ImagePullSecrets() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v *ContainerSpec) []string {
+		if v == nil {
+			return nil
+		}
+		return v.ImagePullSecrets
+	}).(pulumi.StringArrayOutput)
+}
+
+func (o ContainerSpecPtrOutput) LivenessProbe() ProbePtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *Probe {
+		if v == nil {
+			return nil
+		}
+		return v.LivenessProbe
+	}).(ProbePtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) Memory() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Memory
+	}).(pulumi.StringPtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) MemoryLimit() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *string {
+		if v == nil {
+			return nil
+		}
+		return v.MemoryLimit
+	}).(pulumi.StringPtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) PodAnnotations() pulumi.StringMapOutput {
+	return o.ApplyT(func(v *ContainerSpec) map[string]string {
+		if v == nil {
+			return nil
+		}
+		return v.PodAnnotations
+	}).(pulumi.StringMapOutput)
+}
+
+func (o ContainerSpecPtrOutput) Ports() pulumi.IntMapOutput {
+	return o.ApplyT(func(v *ContainerSpec) map[string]int {
+		if v == nil {
+			return nil
+		}
+		return v.Ports
+	}).(pulumi.IntMapOutput)
+}
+
+func (o ContainerSpecPtrOutput) ReadinessProbe() ProbePtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *Probe {
+		if v == nil {
+			return nil
+		}
+		return v.ReadinessProbe
+	}).(ProbePtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) Resources() pulumi.StringMapOutput {
+	return o.ApplyT(func(v *ContainerSpec) map[string]string {
+		if v == nil {
+			return nil
+		}
+		return v.Resources
+	}).(pulumi.StringMapOutput)
+}
+
+func (o ContainerSpecPtrOutput) SecretEnv() SecretEnvMapOutput {
+	return o.ApplyT(func(v *ContainerSpec) map[string]SecretEnv {
+		if v == nil {
+			return nil
+		}
+		return v.SecretEnv
+	}).(SecretEnvMapOutput)
+}
+
+func (o ContainerSpecPtrOutput) ShmSize() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *string {
+		if v == nil {
+			return nil
+		}
+		return v.ShmSize
+	}).(pulumi.StringPtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) StartupProbe() ProbePtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *Probe {
+		if v == nil {
+			return nil
+		}
+		return v.StartupProbe
+	}).(ProbePtrOutput)
+}
+
+func (o ContainerSpecPtrOutput) Volumes() DataVolumeArrayOutput {
+	return o.ApplyT(func(v *ContainerSpec) []DataVolume {
+		if v == nil {
+			return nil
+		}
+		return v.Volumes
+	}).(DataVolumeArrayOutput)
+}
+
+func (o ContainerSpecPtrOutput) WorkingDir() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ContainerSpec) *string {
+		if v == nil {
+			return nil
+		}
+		return v.WorkingDir
+	}).(pulumi.StringPtrOutput)
 }
 
 // A volume mounted into the container: a dataset, a model cache, a config.
@@ -1773,6 +2037,172 @@ func (o EnabledFlagPtrOutput) Enabled() pulumi.BoolPtrOutput {
 		}
 		return v.Enabled
 	}).(pulumi.BoolPtrOutput)
+}
+
+// How the installed Kueue treats a queued workload that loses its pods (its manager configuration's “waitForPodsReady“, see :func:`kueue_manager_config`).
+type KueueSettings struct {
+	PodsReadyTimeoutSeconds   *int `pulumi:"podsReadyTimeoutSeconds"`
+	RequeueBackoffBaseSeconds *int `pulumi:"requeueBackoffBaseSeconds"`
+	RequeueBackoffMaxSeconds  *int `pulumi:"requeueBackoffMaxSeconds"`
+}
+
+// KueueSettingsInput is an input type that accepts KueueSettingsArgs and KueueSettingsOutput values.
+// You can construct a concrete instance of `KueueSettingsInput` via:
+//
+//	KueueSettingsArgs{...}
+type KueueSettingsInput interface {
+	pulumi.Input
+
+	ToKueueSettingsOutput() KueueSettingsOutput
+	ToKueueSettingsOutputWithContext(context.Context) KueueSettingsOutput
+}
+
+// How the installed Kueue treats a queued workload that loses its pods (its manager configuration's “waitForPodsReady“, see :func:`kueue_manager_config`).
+type KueueSettingsArgs struct {
+	PodsReadyTimeoutSeconds   pulumi.IntPtrInput `pulumi:"podsReadyTimeoutSeconds"`
+	RequeueBackoffBaseSeconds pulumi.IntPtrInput `pulumi:"requeueBackoffBaseSeconds"`
+	RequeueBackoffMaxSeconds  pulumi.IntPtrInput `pulumi:"requeueBackoffMaxSeconds"`
+}
+
+func (KueueSettingsArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*KueueSettings)(nil)).Elem()
+}
+
+func (i KueueSettingsArgs) ToKueueSettingsOutput() KueueSettingsOutput {
+	return i.ToKueueSettingsOutputWithContext(context.Background())
+}
+
+func (i KueueSettingsArgs) ToKueueSettingsOutputWithContext(ctx context.Context) KueueSettingsOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(KueueSettingsOutput)
+}
+
+func (i KueueSettingsArgs) ToKueueSettingsPtrOutput() KueueSettingsPtrOutput {
+	return i.ToKueueSettingsPtrOutputWithContext(context.Background())
+}
+
+func (i KueueSettingsArgs) ToKueueSettingsPtrOutputWithContext(ctx context.Context) KueueSettingsPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(KueueSettingsOutput).ToKueueSettingsPtrOutputWithContext(ctx)
+}
+
+// KueueSettingsPtrInput is an input type that accepts KueueSettingsArgs, KueueSettingsPtr and KueueSettingsPtrOutput values.
+// You can construct a concrete instance of `KueueSettingsPtrInput` via:
+//
+//	        KueueSettingsArgs{...}
+//
+//	or:
+//
+//	        nil
+type KueueSettingsPtrInput interface {
+	pulumi.Input
+
+	ToKueueSettingsPtrOutput() KueueSettingsPtrOutput
+	ToKueueSettingsPtrOutputWithContext(context.Context) KueueSettingsPtrOutput
+}
+
+type kueueSettingsPtrType KueueSettingsArgs
+
+func KueueSettingsPtr(v *KueueSettingsArgs) KueueSettingsPtrInput {
+	return (*kueueSettingsPtrType)(v)
+}
+
+func (*kueueSettingsPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**KueueSettings)(nil)).Elem()
+}
+
+func (i *kueueSettingsPtrType) ToKueueSettingsPtrOutput() KueueSettingsPtrOutput {
+	return i.ToKueueSettingsPtrOutputWithContext(context.Background())
+}
+
+func (i *kueueSettingsPtrType) ToKueueSettingsPtrOutputWithContext(ctx context.Context) KueueSettingsPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(KueueSettingsPtrOutput)
+}
+
+// How the installed Kueue treats a queued workload that loses its pods (its manager configuration's “waitForPodsReady“, see :func:`kueue_manager_config`).
+type KueueSettingsOutput struct{ *pulumi.OutputState }
+
+func (KueueSettingsOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*KueueSettings)(nil)).Elem()
+}
+
+func (o KueueSettingsOutput) ToKueueSettingsOutput() KueueSettingsOutput {
+	return o
+}
+
+func (o KueueSettingsOutput) ToKueueSettingsOutputWithContext(ctx context.Context) KueueSettingsOutput {
+	return o
+}
+
+func (o KueueSettingsOutput) ToKueueSettingsPtrOutput() KueueSettingsPtrOutput {
+	return o.ToKueueSettingsPtrOutputWithContext(context.Background())
+}
+
+func (o KueueSettingsOutput) ToKueueSettingsPtrOutputWithContext(ctx context.Context) KueueSettingsPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v KueueSettings) *KueueSettings {
+		return &v
+	}).(KueueSettingsPtrOutput)
+}
+
+func (o KueueSettingsOutput) PodsReadyTimeoutSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v KueueSettings) *int { return v.PodsReadyTimeoutSeconds }).(pulumi.IntPtrOutput)
+}
+
+func (o KueueSettingsOutput) RequeueBackoffBaseSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v KueueSettings) *int { return v.RequeueBackoffBaseSeconds }).(pulumi.IntPtrOutput)
+}
+
+func (o KueueSettingsOutput) RequeueBackoffMaxSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v KueueSettings) *int { return v.RequeueBackoffMaxSeconds }).(pulumi.IntPtrOutput)
+}
+
+type KueueSettingsPtrOutput struct{ *pulumi.OutputState }
+
+func (KueueSettingsPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**KueueSettings)(nil)).Elem()
+}
+
+func (o KueueSettingsPtrOutput) ToKueueSettingsPtrOutput() KueueSettingsPtrOutput {
+	return o
+}
+
+func (o KueueSettingsPtrOutput) ToKueueSettingsPtrOutputWithContext(ctx context.Context) KueueSettingsPtrOutput {
+	return o
+}
+
+func (o KueueSettingsPtrOutput) Elem() KueueSettingsOutput {
+	return o.ApplyT(func(v *KueueSettings) KueueSettings {
+		if v != nil {
+			return *v
+		}
+		var ret KueueSettings
+		return ret
+	}).(KueueSettingsOutput)
+}
+
+func (o KueueSettingsPtrOutput) PodsReadyTimeoutSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *KueueSettings) *int {
+		if v == nil {
+			return nil
+		}
+		return v.PodsReadyTimeoutSeconds
+	}).(pulumi.IntPtrOutput)
+}
+
+func (o KueueSettingsPtrOutput) RequeueBackoffBaseSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *KueueSettings) *int {
+		if v == nil {
+			return nil
+		}
+		return v.RequeueBackoffBaseSeconds
+	}).(pulumi.IntPtrOutput)
+}
+
+func (o KueueSettingsPtrOutput) RequeueBackoffMaxSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *KueueSettings) *int {
+		if v == nil {
+			return nil
+		}
+		return v.RequeueBackoffMaxSeconds
+	}).(pulumi.IntPtrOutput)
 }
 
 // No checkpoint storage from the component, said out loud so the guard lets the run on preemptible nodes.
@@ -3830,10 +4260,13 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*ClusterConfigInput)(nil)).Elem(), ClusterConfigArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ClusterConfigPtrInput)(nil)).Elem(), ClusterConfigArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ContainerSpecInput)(nil)).Elem(), ContainerSpecArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ContainerSpecPtrInput)(nil)).Elem(), ContainerSpecArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataVolumeInput)(nil)).Elem(), DataVolumeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataVolumeArrayInput)(nil)).Elem(), DataVolumeArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*EnabledFlagInput)(nil)).Elem(), EnabledFlagArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*EnabledFlagPtrInput)(nil)).Elem(), EnabledFlagArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*KueueSettingsInput)(nil)).Elem(), KueueSettingsArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*KueueSettingsPtrInput)(nil)).Elem(), KueueSettingsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NoCheckpointInput)(nil)).Elem(), NoCheckpointArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NoCheckpointPtrInput)(nil)).Elem(), NoCheckpointArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodePlacementInput)(nil)).Elem(), NodePlacementArgs{})
@@ -3871,10 +4304,13 @@ func init() {
 	pulumi.RegisterOutputType(ClusterConfigOutput{})
 	pulumi.RegisterOutputType(ClusterConfigPtrOutput{})
 	pulumi.RegisterOutputType(ContainerSpecOutput{})
+	pulumi.RegisterOutputType(ContainerSpecPtrOutput{})
 	pulumi.RegisterOutputType(DataVolumeOutput{})
 	pulumi.RegisterOutputType(DataVolumeArrayOutput{})
 	pulumi.RegisterOutputType(EnabledFlagOutput{})
 	pulumi.RegisterOutputType(EnabledFlagPtrOutput{})
+	pulumi.RegisterOutputType(KueueSettingsOutput{})
+	pulumi.RegisterOutputType(KueueSettingsPtrOutput{})
 	pulumi.RegisterOutputType(NoCheckpointOutput{})
 	pulumi.RegisterOutputType(NoCheckpointPtrOutput{})
 	pulumi.RegisterOutputType(NodePlacementOutput{})

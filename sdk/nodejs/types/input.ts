@@ -132,6 +132,15 @@ export interface EnabledFlagArgs {
 }
 
 /**
+ * How the installed Kueue treats a queued workload that loses its pods (its manager configuration's ``waitForPodsReady``, see :func:`kueue_manager_config`).
+ */
+export interface KueueSettingsArgs {
+    podsReadyTimeoutSeconds?: pulumi.Input<number | undefined>;
+    requeueBackoffBaseSeconds?: pulumi.Input<number | undefined>;
+    requeueBackoffMaxSeconds?: pulumi.Input<number | undefined>;
+}
+
+/**
  * No checkpoint storage from the component, said out loud so the guard lets the run on preemptible nodes.
  */
 export interface NoCheckpointArgs {

@@ -7,9 +7,14 @@ from . import _utilities
 import typing
 # Export this package's modules as members:
 from ._enums import *
+from .batch_inference import *
 from .batch_job import *
+from .checkpoint_store import *
 from .cluster import *
+from .cluster_controllers import *
 from .provider import *
+from .sweep import *
+from .training_run import *
 from .volume import *
 from ._inputs import *
 from . import outputs
@@ -29,8 +34,13 @@ _utilities.register(
   "mod": "index",
   "fqn": "pulumi_together",
   "classes": {
+   "together:index:BatchInference": "BatchInference",
    "together:index:BatchJob": "BatchJob",
+   "together:index:CheckpointStore": "CheckpointStore",
    "together:index:Cluster": "Cluster",
+   "together:index:ClusterControllers": "ClusterControllers",
+   "together:index:Sweep": "Sweep",
+   "together:index:TrainingRun": "TrainingRun",
    "together:index:Volume": "Volume"
   }
  }

@@ -36,6 +36,8 @@ __all__ = [
     'DataVolumeArgsDict',
     'EnabledFlagArgs',
     'EnabledFlagArgsDict',
+    'KueueSettingsArgs',
+    'KueueSettingsArgsDict',
     'NoCheckpointArgs',
     'NoCheckpointArgsDict',
     'NodePlacementArgs',
@@ -1026,6 +1028,58 @@ class EnabledFlagArgs:
     @enabled.setter
     def enabled(self, value: pulumi.Input[Optional[_builtins.bool]]):
         pulumi.set(self, "enabled", value)
+
+
+class KueueSettingsArgsDict(TypedDict):
+    """
+    How the installed Kueue treats a queued workload that loses its pods (its manager configuration's ``waitForPodsReady``, see :func:`kueue_manager_config`).
+    """
+    pods_ready_timeout_seconds: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    requeue_backoff_base_seconds: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    requeue_backoff_max_seconds: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+
+@pulumi.input_type
+class KueueSettingsArgs:
+    def __init__(__self__, *,
+                 pods_ready_timeout_seconds: pulumi.Input[Optional[_builtins.int]] = None,
+                 requeue_backoff_base_seconds: pulumi.Input[Optional[_builtins.int]] = None,
+                 requeue_backoff_max_seconds: pulumi.Input[Optional[_builtins.int]] = None):
+        """
+        How the installed Kueue treats a queued workload that loses its pods (its manager configuration's ``waitForPodsReady``, see :func:`kueue_manager_config`).
+        """
+        if pods_ready_timeout_seconds is not None:
+            pulumi.set(__self__, "pods_ready_timeout_seconds", pods_ready_timeout_seconds)
+        if requeue_backoff_base_seconds is not None:
+            pulumi.set(__self__, "requeue_backoff_base_seconds", requeue_backoff_base_seconds)
+        if requeue_backoff_max_seconds is not None:
+            pulumi.set(__self__, "requeue_backoff_max_seconds", requeue_backoff_max_seconds)
+
+    @_builtins.property
+    @pulumi.getter(name="podsReadyTimeoutSeconds")
+    def pods_ready_timeout_seconds(self) -> pulumi.Input[Optional[_builtins.int]]:
+        return pulumi.get(self, "pods_ready_timeout_seconds")
+
+    @pods_ready_timeout_seconds.setter
+    def pods_ready_timeout_seconds(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "pods_ready_timeout_seconds", value)
+
+    @_builtins.property
+    @pulumi.getter(name="requeueBackoffBaseSeconds")
+    def requeue_backoff_base_seconds(self) -> pulumi.Input[Optional[_builtins.int]]:
+        return pulumi.get(self, "requeue_backoff_base_seconds")
+
+    @requeue_backoff_base_seconds.setter
+    def requeue_backoff_base_seconds(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "requeue_backoff_base_seconds", value)
+
+    @_builtins.property
+    @pulumi.getter(name="requeueBackoffMaxSeconds")
+    def requeue_backoff_max_seconds(self) -> pulumi.Input[Optional[_builtins.int]]:
+        return pulumi.get(self, "requeue_backoff_max_seconds")
+
+    @requeue_backoff_max_seconds.setter
+    def requeue_backoff_max_seconds(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "requeue_backoff_max_seconds", value)
 
 
 class NoCheckpointArgsDict(TypedDict):
