@@ -1,5 +1,5 @@
 """A Python stack's dynamic ``Cluster`` moves to the plugin's ``together:index:Cluster`` under the real engine,
-against the emulator (issue 39, part 4): the program that declared ``together_clusters.provider.Cluster`` (type
+against the emulator (issue 39, part 4), and its dynamic ``Volume`` to ``together:index:Volume``: the program that declared ``together_clusters.provider.Cluster`` (type
 ``pulumi-python:dynamic/together_clusters:Cluster``, snake_case state with the pickled ``__provider``) declares
 the native type instead, with one ``aliases=[pulumi.Alias(type_=<the dynamic type>)]``. The preview shows no
 create, delete or replace; the ``up`` keeps the cluster's id and sends the API no create and no delete; a
@@ -22,12 +22,13 @@ import pytest
 from tests import _engine
 from tests.faultproxy import FaultProxy
 from tests.provider.test_engine_native import DRIVER, PREVIEW, UP, Stack
-from together_clusters.provider.schema import CLUSTER_TYPE
+from together_clusters.provider.schema import CLUSTER_TYPE, VOLUME_TYPE
 
 pytestmark = pytest.mark.engine
 
 NATIVE_TYPE = "together:index:Cluster"
 CLUSTERS = "/v1/compute/clusters"
+VOLUMES = "/v1/compute/clusters/storage/volumes"
 
 DYNAMIC_PROGRAM = f"""
 import pulumi
@@ -215,3 +216,72 @@ def test_up_refreshing_through_the_program_moves_and_gives_the_schemas_outputs_a
     proc = stack.run("destroy", *_engine.UP_FLAGS)
     assert proc.returncode == 0, _engine.output(proc)
     assert cluster_id not in [c["cluster_id"] for c in _live(emu)]
+
+
+DYNAMIC_VOLUME_PROGRAM = """
+import pulumi
+
+from together_clusters.provider import Volume, VolumeArgs
+
+volume = Volume("data", VolumeArgs(volume_name="moved-volume", region="us-central-8", size_tib=SIZE))
+pulumi.export("volume_id", volume.volume_id)
+"""
+
+# The same volume on the native type, the dynamic Volume type as the one alias.
+NATIVE_VOLUME_PROGRAM = f"""
+import pulumi
+
+volume = pulumi.CustomResource(
+    "together:index:Volume",
+    "data",
+    {{"volumeName": "moved-volume", "region": "us-central-8", "sizeTib": SIZE, "volumeId": None}},
+    pulumi.ResourceOptions(aliases=[pulumi.Alias(type_={VOLUME_TYPE!r})]),
+)
+pulumi.export("volume_id", volume.id)
+"""
+
+
+def _volume_calls(proxy: FaultProxy, since: int) -> list[tuple[str, str]]:
+    return [
+        (method, path)
+        for method, path in proxy.requests[since:]
+        if path.startswith(VOLUMES) and method in ("POST", "PUT", "PATCH", "DELETE")
+    ]
+
+
+def test_the_dynamic_volume_moves_to_the_native_type_keeping_the_volume_and_its_data(emu, proxy, tmp_path):
+    """A Volume keeps the data: the move creates, deletes and replaces nothing, and a size change made with it
+    resizes the same volume in place."""
+    stack = Stack(
+        tmp_path, proxy.url, name="native-move-volume", program=DYNAMIC_VOLUME_PROGRAM.replace("SIZE", "1")
+    )
+    proc = stack.run(*UP)
+    assert proc.returncode == 0, _engine.output(proc)
+    (dynamic,) = [r for r in _engine.stack_resources(stack.dir, stack.env) if r["type"] == VOLUME_TYPE]
+    volume_id = dynamic["id"]
+    assert "__provider" in dynamic["outputs"], dynamic["outputs"]
+
+    (stack.dir / "__main__.py").write_text(NATIVE_VOLUME_PROGRAM.replace("SIZE", "1"))
+    preview = stack.run(*PREVIEW, "--json")
+    assert preview.returncode == 0, _engine.output(preview)
+    ops = {step["op"] for step in json.loads(preview.stdout)["steps"]}
+    assert ops <= {"same"}, ops
+    before = len(proxy.requests)
+    proc = stack.run(*UP, "--refresh", "--run-program", "--expect-no-changes")
+    assert proc.returncode == 0, _engine.output(proc)
+    assert _volume_calls(proxy, before) == [], proxy.requests[before:]
+    resources = _engine.stack_resources(stack.dir, stack.env)
+    assert not [r for r in resources if r["type"] == VOLUME_TYPE], resources
+    (moved,) = [r for r in resources if r["type"] == "together:index:Volume"]
+    assert moved["id"] == volume_id and moved["outputs"]["volumeId"] == volume_id, moved["outputs"]
+
+    (stack.dir / "__main__.py").write_text(NATIVE_VOLUME_PROGRAM.replace("SIZE", "2"))
+    before = len(proxy.requests)
+    proc = stack.run(*UP)
+    assert proc.returncode == 0, _engine.output(proc)
+    assert [m for m, _ in _volume_calls(proxy, before)] in (["PUT"], ["PATCH"]), proxy.requests[before:]
+    assert [v["size_tib"] for v in emu.admin.volumes() if v["volume_id"] == volume_id] == [2]
+
+    proc = stack.run("destroy", *_engine.UP_FLAGS)  # no allowDataLoss: the volume leaves the stack, kept
+    assert proc.returncode == 0, _engine.output(proc)
+    assert volume_id in [v["volume_id"] for v in emu.admin.volumes()]
