@@ -362,9 +362,7 @@ _OUTPUTS = (
     OutputSpec(
         "allocated_preemptible_gpus", int, "Preemptible GPUs the platform has found so far (may stay below)."
     ),
-    OutputSpec(
-        "preemptible_shortfall_gpus", int, "desired_preemptible_gpus minus allocated_preemptible_gpus."
-    ),
+    OutputSpec("preemptible_shortfall_gpus", int, "desired_preemptible_gpus minus allocated_preemptible_gpus."),
     OutputSpec("standard_nodes", int, "Standard (on-demand) nodes in the cluster."),
     OutputSpec("preemptible_nodes", int, "Preemptible nodes in the cluster."),
     OutputSpec("recent_preemptions", int, "Preemptions the platform reports for the cluster."),

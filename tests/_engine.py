@@ -341,6 +341,22 @@ def write_project(
     return project
 
 
+def write_yaml_project(directory: os.PathLike[str] | str, name: str, body: str = "") -> Path:
+    """Write a YAML Pulumi project ``name`` (its resources, config and outputs in ``body``) whose ``Pulumi.yaml``
+    takes the plugin ``together`` from this checkout, and return its directory (made)."""
+    from together_clusters.provider import native  # the plugin's launcher sits beside its module
+
+    plugin = Path(native.__file__).resolve().parent / "plugin"
+    project = Path(directory)
+    project.mkdir(parents=True, exist_ok=True)
+    head = (
+        f"name: {name}\nruntime: yaml\nplugins:\n  providers:\n    - name: together\n"
+        f"      path: {json.dumps(str(plugin))}\n"
+    )
+    (project / "Pulumi.yaml").write_text(head + body)
+    return project
+
+
 def copy_example(example: str, directory: os.PathLike[str] | str) -> Path:
     """A copy of the project ``examples/<example>`` in ``directory`` (the folder is made), runnable from there:
     its ``Pulumi.yaml``'s virtualenv, relative to the repository, made absolute."""

@@ -53,20 +53,14 @@ from .. import operations, planning, settings, volume_operations
 from ..change_planning import inline_volume_at_risk
 from ..errors import InputError
 from ..package_schema import (
-    BATCH_INFERENCE_TOKEN,
-    BATCH_JOB_TOKEN,
-    CHECKPOINT_STORE_TOKEN,
-    CLUSTER_CONTROLLERS_TOKEN,
     CLUSTER_TOKEN,
     COMPONENTS,
     PACKAGE,
     SCHEMA_FILE,
-    SWEEP_TOKEN,
-    TRAINING_RUN_TOKEN,
     VOLUME_TOKEN,
 )
 from ..plan_types import ChangePlan
-from ..schema import OUTPUTS, SECRET_OUTPUTS, VOLUME_OUTPUTS, OutputSpec
+from ..schema import OUTPUTS, VOLUME_OUTPUTS, OutputSpec
 from ..waiting import report
 from .wire import (
     camel,
@@ -119,7 +113,7 @@ def _volume_may_be_deleted(state: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class Door:
-    """What one resource type calls: the functions the dynamic provider calls, and its secret outputs."""
+    """What one resource type calls: the functions the dynamic provider calls, and its outputs."""
 
     check: Callable[[dict[str, Any], dict[str, Any]], Any]
     change: Callable[[dict[str, Any], dict[str, Any]], ChangePlan]
@@ -129,7 +123,11 @@ class Door:
     delete: Callable[[str, dict[str, Any]], None]
     may_be_deleted: Callable[[dict[str, Any]], bool]
     outputs: Mapping[str, OutputSpec]
-    secrets: tuple[str, ...] = ()
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The outputs the engine keeps secret (``OutputSpec.secret``)."""
+        return tuple(name for name, spec in self.outputs.items() if spec.secret)
 
     def planned(self, inputs: dict[str, Any], old_state: dict[str, Any] | None = None) -> dict[str, Any]:
         """The state a preview shows for a create (``old_state`` None) or an update in place: the inputs, each
@@ -152,7 +150,6 @@ DOORS: dict[str, Door] = {
         operations.delete,
         _cluster_may_be_deleted,
         OUTPUTS,
-        SECRET_OUTPUTS,
     ),
     VOLUME_TOKEN: Door(
         volume_operations.check,
@@ -175,27 +172,22 @@ def door(resource_type: str) -> Door:
         raise ValueError(f"{PACKAGE} has no resource {resource_type!r}; it has {', '.join(DOORS)}") from None
 
 
-def _constructed(module: str, class_name: str, token: str) -> Callable[[str, Any, Any, dict[str, Any]], Any]:
-    """A constructor of the Python component ``module.class_name`` registering under the schema's ``token``
-    (imported when first constructed: the components need pulumi_kubernetes, the resources do not)."""
+def _constructed(token: str) -> Callable[[str, Any, Any, dict[str, Any]], Any]:
+    """A constructor of the Python component the schema's ``token`` names (``together:index:BatchJob``: the
+    class ``BatchJob`` of ``together_clusters.components.batch_job``), registering under that token; imported
+    when first constructed (the components need pulumi_kubernetes, the resources do not)."""
+    class_name = token.rsplit(":", 1)[-1]
 
     def construct(name: str, args: Any, opts: Any, keywords: dict[str, Any]) -> Any:
-        component = getattr(importlib.import_module(f"together_clusters.components.{module}"), class_name)
-        constructed = type(f"Constructed{class_name}", (component,), {"type_token": token})
+        module = importlib.import_module(f"together_clusters.components.{snake(class_name)}")
+        constructed = type(f"Constructed{class_name}", (getattr(module, class_name),), {"type_token": token})
         return constructed(name, args, opts, **keywords)
 
     return construct
 
 
 CONSTRUCTORS: dict[str, Callable[[str, Any, Any, dict[str, Any]], Any]] = {
-    BATCH_JOB_TOKEN: _constructed("batch_job", "BatchJob", BATCH_JOB_TOKEN),
-    SWEEP_TOKEN: _constructed("sweep", "Sweep", SWEEP_TOKEN),
-    TRAINING_RUN_TOKEN: _constructed("training_run", "TrainingRun", TRAINING_RUN_TOKEN),
-    BATCH_INFERENCE_TOKEN: _constructed("batch_inference", "BatchInference", BATCH_INFERENCE_TOKEN),
-    CHECKPOINT_STORE_TOKEN: _constructed("checkpoint_store", "CheckpointStore", CHECKPOINT_STORE_TOKEN),
-    CLUSTER_CONTROLLERS_TOKEN: _constructed(
-        "cluster_controllers", "ClusterControllers", CLUSTER_CONTROLLERS_TOKEN
-    ),
+    token: _constructed(token) for token in COMPONENTS
 }
 """The Python component of each component token of the schema (``package_schema.COMPONENTS``)."""
 

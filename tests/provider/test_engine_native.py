@@ -423,10 +423,7 @@ outputs:
 
 def test_a_yaml_project_imports_a_cluster_made_with_tg_and_reads_one_with_get(emu, tmp_path):
     created = tg_create(emu, tmp_path, "yaml-imported")
-    head = f"name: yaml-import\nruntime: yaml\nplugins:\n  providers:\n    - name: together\n      path: {json.dumps(str(PLUGIN_DIR))}\n"
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "Pulumi.yaml").write_text(head)
+    project = _engine.write_yaml_project(tmp_path / "project", "yaml-import")
     env = _engine.engine_env(tmp_path, extra={"TOGETHER_BASE_URL": emu.base_url, "TOGETHER_API_KEY": API_KEY})
 
     def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
@@ -450,13 +447,13 @@ def test_a_yaml_project_imports_a_cluster_made_with_tg_and_reads_one_with_get(em
     code = generated.read_text()
     assert "clusterName: yaml-imported" in code and "numGpus: 8" in code and "protect: true" in code, code
     # The generated YAML, pasted into the program, changes nothing.
-    (project / "Pulumi.yaml").write_text(head + code)
+    _engine.write_yaml_project(project, "yaml-import", code)
     proc = pulumi(*PREVIEW, "--expect-no-changes", "--diff")
     assert proc.returncode == 0, _engine.output(proc)
     proc = pulumi(*UP, "--expect-no-changes")
     assert proc.returncode == 0, _engine.output(proc)
     # A get reads the same cluster by its id, without managing it.
-    (project / "Pulumi.yaml").write_text(head + code.rstrip("\n") + "\n" + YAML_GET)
+    _engine.write_yaml_project(project, "yaml-import", code.rstrip("\n") + "\n" + YAML_GET)
     pulumi("config", "set", "existingId", created.cluster_id)
     proc = pulumi(*UP)
     assert proc.returncode == 0, _engine.output(proc)
@@ -505,14 +502,8 @@ outputs:
 
 
 def _yaml_batch_job(tmp_path: Path, base_url: str, grace: int) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    head = (
-        "name: yaml-batch-job\nruntime: yaml\nplugins:\n  providers:\n    - name: together\n"
-        f"      path: {json.dumps(str(PLUGIN_DIR))}\n"
-    )
-    (project / "Pulumi.yaml").write_text(head + YAML_BATCH_JOB.replace("GRACE", str(grace)))
-    return project
+    body = YAML_BATCH_JOB.replace("GRACE", str(grace))
+    return _engine.write_yaml_project(tmp_path / "project", "yaml-batch-job", body)
 
 
 def test_a_yaml_batch_job_whose_layout_the_guard_refuses_fails_the_preview_in_one_line(emu, tmp_path):

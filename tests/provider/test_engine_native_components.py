@@ -17,12 +17,10 @@ from typing import Any
 import pytest
 
 from tests import _engine
-from together_clusters.provider import native
 
 pytestmark = pytest.mark.engine
 
 API_KEY = "tgp_v1_engine-native-components-0123"
-PLUGIN_DIR = Path(native.__file__).resolve().parent / "plugin"
 
 PROGRAM = """resources:
   data:
@@ -129,19 +127,9 @@ outputs:
 """
 
 
-def _project(tmp_path: Path, grace: int) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    head = (
-        "name: yaml-components\nruntime: yaml\nplugins:\n  providers:\n    - name: together\n"
-        f"      path: {json.dumps(str(PLUGIN_DIR))}\n"
-    )
-    (project / "Pulumi.yaml").write_text(head + PROGRAM.replace("GRACE", str(grace)))
-    return project
-
-
 def _preview(emu: Any, tmp_path: Path, grace: int, *flags: str) -> Any:
-    project = _project(tmp_path, grace)
+    body = PROGRAM.replace("GRACE", str(grace))
+    project = _engine.write_yaml_project(tmp_path / "project", "yaml-components", body)
     env = _engine.engine_env(tmp_path, extra={"TOGETHER_BASE_URL": emu.base_url, "TOGETHER_API_KEY": API_KEY})
     _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
     return _engine.run_pulumi(["preview", *_engine.PREVIEW_FLAGS, *flags], cwd=project, env=env)

@@ -14,18 +14,15 @@ Oracles: the real engine and YAML host, ``pulumi preview --json``'s steps, the e
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import _engine
-from together_clusters.provider import native
 
 pytestmark = pytest.mark.engine
 
 API_KEY = "tgp_v1_engine-native-preview-01234"
-PLUGIN_DIR = Path(native.__file__).resolve().parent / "plugin"
 
 PROGRAM = """resources:
   gpu:
@@ -57,13 +54,7 @@ def _ops(preview: Any) -> dict[str, str]:
 def test_a_previewed_scale_change_keeps_the_clusters_kubeconfig_so_nothing_on_it_is_replaced(
     emu, tmp_path
 ) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    head = (
-        "name: yaml-preview\nruntime: yaml\nplugins:\n  providers:\n    - name: together\n"
-        f"      path: {json.dumps(str(PLUGIN_DIR))}\n"
-    )
-    (project / "Pulumi.yaml").write_text(head + PROGRAM)
+    project = _engine.write_yaml_project(tmp_path / "project", "yaml-preview", PROGRAM)
     env = _engine.engine_env(tmp_path, extra={"TOGETHER_BASE_URL": emu.base_url, "TOGETHER_API_KEY": API_KEY})
     pulumi = _engine.pulumi_in(project, env)
     pulumi("stack", "init", "test")

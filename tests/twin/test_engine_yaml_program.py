@@ -14,7 +14,6 @@ the emulator's compute API, the volume's folder on disk.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +23,12 @@ from kubernetes import client
 from tests import _engine
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import start_emulator
-from together_clusters.provider import native
 
 from ._programs import IMAGE
 from ._twin import COMPUTE_CLASS, DRIVER, GPU, REGION, kube_clients, running_pod, wait_for
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-yaml-program-0123456789ab"
-PLUGIN_DIR = Path(native.__file__).resolve().parent / "plugin"
 
 PROGRAM = f"""resources:
   data:
@@ -102,17 +99,6 @@ outputs:
 """
 
 
-def _project(tmp_path: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    head = (
-        "name: yaml-twin\nruntime: yaml\nplugins:\n  providers:\n    - name: together\n"
-        f"      path: {json.dumps(str(PLUGIN_DIR))}\n"
-    )
-    (project / "Pulumi.yaml").write_text(head + PROGRAM)
-    return project
-
-
 def _preemptible_nodes(core: client.CoreV1Api) -> int:
     nodes = core.list_node().items
     return sum(
@@ -130,7 +116,7 @@ def test_a_yaml_program_deploys_a_batch_job_on_its_cluster_changes_it_in_place_a
     _engine.require_engine()
     require_twin()
     with start_emulator(speed=60, kubernetes=TwinOptions()) as emulator:
-        project = _project(tmp_path)
+        project = _engine.write_yaml_project(tmp_path / "project", "yaml-twin", PROGRAM)
         env = _engine.engine_env(
             tmp_path, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
         )
@@ -172,10 +158,10 @@ def test_a_yaml_program_deploys_a_batch_job_on_its_cluster_changes_it_in_place_a
             destroy = _engine.run_pulumi(["destroy", *_engine.UP_FLAGS], cwd=project, env=env)
         assert destroy.returncode == 0, _engine.output(destroy)
         # The cluster is deleted; the volume, not allowed to lose data, is kept.
-        deadline = time.monotonic() + 120
-        while any(c["cluster_name"] == "yaml-twin" for c in emulator.admin.clusters()):
-            assert time.monotonic() < deadline, emulator.admin.clusters()
-            time.sleep(0.5)
+        wait_for(
+            lambda: not any(c["cluster_name"] == "yaml-twin" for c in emulator.admin.clusters()),
+            "the cluster deleted",
+        )
         assert outputs["volumeId"] in [v["volume_id"] for v in emulator.admin.volumes()], (
             emulator.admin.volumes()
         )
