@@ -718,6 +718,14 @@ class FleetQueueArgs:
         return tuple(w if isinstance(w, FleetWorkerArgs) else FleetWorkerArgs(cluster=w) for w in self.workers)
 
 
+WIRE_TYPE = "wire_type"
+"""Field metadata: the type of a field annotated ``Any`` (because a Python program may give it another resource's
+output) as the plugin's schema declares it, for programs in every language (``cluster_id``: a string)."""
+SECRET = "secret"
+"""Field metadata: the field holds a secret (an API key). The plugin's schema marks it, so every SDK sends it as
+a secret, and the plugin keeps it one even when a program gave it in plain text."""
+
+
 REMEDIATION_GATE_MODES = tuple(REMEDIATION_MODES_BY_NAME)
 """The modes a :class:`RemediationGateArgs` may list, as ``together-clusters remediations gate --modes`` spells
 them (``REMEDIATION_MODE_VM_ONLY`` is ``vm-only``)."""
@@ -739,11 +747,12 @@ class RemediationGateArgs:
     before the gate tries again on a later pass (the node stays cordoned and the remediation pending).
     """
 
-    cluster_id: Any
+    cluster_id: Any = field(metadata={WIRE_TYPE: str})
     """A string, or an output of one (``cluster.id``)."""
     modes: Sequence[str]
     image: str
-    api_key: Any = None
+    api_key: Any = field(default=None, metadata={WIRE_TYPE: str, SECRET: True})
+    """A string, or an output of one; held as a secret wherever it goes."""
     api_key_secret: str | None = None
     base_url: str | None = None
     namespace: str = "together-remediation-gate"

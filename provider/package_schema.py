@@ -54,6 +54,7 @@ TRAINING_RUN_TOKEN = f"{PACKAGE}:index:TrainingRun"
 BATCH_INFERENCE_TOKEN = f"{PACKAGE}:index:BatchInference"
 CHECKPOINT_STORE_TOKEN = f"{PACKAGE}:index:CheckpointStore"
 CLUSTER_CONTROLLERS_TOKEN = f"{PACKAGE}:index:ClusterControllers"
+REMEDIATION_GATE_TOKEN = f"{PACKAGE}:index:RemediationGate"
 SCHEMA_FILE = Path(__file__).resolve().with_name("schema.json")  # resolved: the editable install links
 
 _PRIMITIVES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -204,8 +205,11 @@ class _Types:
         """The input properties of the workload arguments ``cls`` and the required ones among them."""
         properties: dict[str, Any] = {}
         required: list[str] = []
+        secrets = secret_fields(cls)
         for name, (hint, optional, has_default) in workload_fields(cls).items():
             properties[camel(name)] = self.workload_property(hint)
+            if name in secrets:
+                properties[camel(name)]["secret"] = True
             if not optional and not has_default:
                 required.append(camel(name))
         return properties, required
@@ -285,12 +289,17 @@ def workload_fields(cls: type) -> dict[str, tuple[Any, bool, bool]]:
     hints = get_type_hints(cls)
     fields: dict[str, tuple[Any, bool, bool]] = {}
     for field in dataclasses.fields(cls):
-        hint, optional = without_none(hints[field.name])
+        hint, optional = without_none(field.metadata.get(workload_args.WIRE_TYPE, hints[field.name]))
         has_default = (
             field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
         )
         fields[field.name] = (hint, optional, has_default)
     return fields
+
+
+def secret_fields(cls: type) -> frozenset[str]:
+    """The fields of the workload arguments ``cls`` that hold a secret (``workload_args.SECRET``)."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get(workload_args.SECRET))
 
 
 NAMES_DOC = "Kind/name of every object the component created."
@@ -390,6 +399,14 @@ COMPONENTS: dict[str, ComponentSpec] = {
                 "Per controller: installed (by this stack), or what was found instead.",
             )
         },
+    ),
+    REMEDIATION_GATE_TOKEN: ComponentSpec(
+        workload_args.RemediationGateArgs,
+        "The unattended remediation gate of one cluster: the RemediationGate of together_clusters.components, "
+        "which approves the automated node repairs of the modes listed only once the node's work has "
+        "checkpointed and moved (cordon, evictions through the Eviction API, then the approval through the "
+        "compute API), run in the cluster on a standard node with the least it needs. " + THROUGH_PROVIDER,
+        {"namespace": (str, "The gate's namespace."), "names": (list[str], NAMES_DOC)},
     ),
 }
 

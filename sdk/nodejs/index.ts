@@ -35,6 +35,11 @@ export type Provider = import("./provider").Provider;
 export const Provider: typeof import("./provider").Provider = null as any;
 utilities.lazyLoad(exports, ["Provider"], () => require("./provider"));
 
+export { RemediationGateArgs } from "./remediationGate";
+export type RemediationGate = import("./remediationGate").RemediationGate;
+export const RemediationGate: typeof import("./remediationGate").RemediationGate = null as any;
+utilities.lazyLoad(exports, ["RemediationGate"], () => require("./remediationGate"));
+
 export { SweepArgs } from "./sweep";
 export type Sweep = import("./sweep").Sweep;
 export const Sweep: typeof import("./sweep").Sweep = null as any;
@@ -77,6 +82,8 @@ const _module = {
                 return new Cluster(name, <any>undefined, { urn })
             case "together:index:ClusterControllers":
                 return new ClusterControllers(name, <any>undefined, { urn })
+            case "together:index:RemediationGate":
+                return new RemediationGate(name, <any>undefined, { urn })
             case "together:index:Sweep":
                 return new Sweep(name, <any>undefined, { urn })
             case "together:index:TrainingRun":

@@ -217,3 +217,84 @@ def test_a_training_run_whose_layout_the_guard_refuses_fails_the_preview_in_one_
     assert "TrainingRun 'pretrain' refused by the preemptible placement guard" in line, said
     assert "terminationGracePeriodSeconds=600" in line, said
     assert "Traceback" not in said and 'File "' not in said, said
+
+
+GATE_KEY = "tgp_v1_engine-native-gate-key-4567"
+GATE_PROGRAM = """config:
+  apiKey:
+    type: string
+    secret: true
+resources:
+  gpu:
+    type: together:index:Cluster
+    properties:
+      clusterName: yaml-gate
+      region: us-central-8
+      gpuType: H100_SXM
+      numGpus: 8
+      nvidiaVersionId: nv-570-cu128-ubuntu2204
+  k8s:
+    type: pulumi:providers:kubernetes
+    properties:
+      kubeconfig: ${gpu.kubeConfig}
+  gate:
+    type: together:index:RemediationGate
+    properties:
+      clusterId: ${gpu.clusterId}
+      modes: MODES
+      image: registry.example/remediation-gate:1
+      apiKey: ${apiKey}
+      intervalSeconds: 10
+    options:
+      providers:
+        - ${k8s}
+outputs:
+  gateNamespace: ${gate.namespace}
+"""
+
+
+def _preview_gate(emu: Any, tmp_path: Path, modes: str) -> Any:
+    project = _engine.write_yaml_project(
+        tmp_path / "project", "yaml-gate", GATE_PROGRAM.replace("MODES", modes)
+    )
+    env = _engine.engine_env(tmp_path, extra={"TOGETHER_BASE_URL": emu.base_url, "TOGETHER_API_KEY": API_KEY})
+    _engine.run_pulumi(["stack", "init", "test"], cwd=project, env=env, check=True)
+    _engine.run_pulumi(["config", "set", "--secret", "apiKey", GATE_KEY], cwd=project, env=env, check=True)
+    return _engine.run_pulumi(["preview", "--json", *_engine.PREVIEW_FLAGS], cwd=project, env=env)
+
+
+def test_a_remediation_gate_of_a_yaml_program_previews_its_objects_its_key_never_in_plain_text(
+    emu, tmp_path
+) -> None:
+    proc = _preview_gate(emu, tmp_path, "[reboot-vm, vm-only]")
+    assert proc.returncode == 0, _engine.output(proc)
+    steps = _steps(proc)
+    gate = {
+        kind.rsplit(":", 1)[-1]: name for kind, name in _parented_by(steps, "together:index:RemediationGate")
+    }
+    assert gate == {
+        "Namespace": "together-remediation-gate",
+        "ServiceAccount": "gate",
+        "ClusterRole": "together-remediation-gate-gate",
+        "ClusterRoleBinding": "together-remediation-gate-gate",
+        "Secret": "gate-api-key",
+        "Deployment": "gate",
+    }, gate
+    deployment = steps[("kubernetes:apps/v1:Deployment", "gate")]["newState"]["inputs"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"][container["command"].index("--modes") + 1] == "reboot-vm,vm-only"
+    # The key reaches the gate through its Secret, and is printed nowhere (secret across the plugin's wire).
+    env = {e["name"]: e for e in container["env"]}
+    assert env["TOGETHER_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "gate-api-key", "key": "api-key"}
+    assert GATE_KEY not in _engine.output(proc)
+
+
+def test_a_remediation_gate_given_a_mode_that_does_not_exist_fails_the_preview_in_one_line(
+    emu, tmp_path
+) -> None:
+    proc = _preview_gate(emu, tmp_path, "[reboot]")
+    said = _engine.output(proc)
+    assert proc.returncode != 0, said
+    (line,) = {x.split("error: ", 1)[-1] for x in said.splitlines() if "not a remediation mode" in x}
+    assert "RemediationGate 'gate'" in line and "modes has 'reboot'" in line, said
+    assert "Traceback" not in said and 'File "' not in said, said

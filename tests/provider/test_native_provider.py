@@ -103,6 +103,7 @@ def test_the_schema_is_the_package_schema_with_the_packages_version(provider) ->
         "together:index:BatchInference",
         "together:index:CheckpointStore",
         "together:index:ClusterControllers",
+        "together:index:RemediationGate",
     }
 
 

@@ -21,6 +21,7 @@ from together_clusters.components.args import (
     NoCheckpoint,
     NodePlacement,
     PodSettings,
+    RemediationGateArgs,
     Retries,
     S3Bucket,
     SecretEnv,
@@ -290,3 +291,32 @@ def test_cluster_controllers_wire_args_are_its_python_args_kueue_settings_nested
     )
     assert args == ClusterControllersArgs(kueue=True, descheduler=False, kueue_settings=KueueSettings(120))
     assert _args(ClusterControllersArgs, "ClusterControllers 'c'", {}) == ClusterControllersArgs()
+
+
+def test_a_remediation_gates_cluster_id_may_be_an_output_and_its_api_key_is_always_a_secret() -> None:
+    async def build(api_key: PropertyValue) -> tuple[object, bool, object, bool]:
+        # The clusterId of a Cluster is unknown at the preview of its create.
+        wire = {
+            "clusterId": PropertyValue(Computed()),
+            "modes": _wired(["reboot-vm"]),
+            "image": PropertyValue("registry.example/gate:1"),
+            "apiKey": api_key,
+        }
+        args = workload_args(RemediationGateArgs, to_values(wire), "RemediationGate 'gate'")
+        assert isinstance(args, RemediationGateArgs)
+        key = args.api_key
+        assert isinstance(key, pulumi.Output) and isinstance(args.cluster_id, pulumi.Output)
+        return args.modes, await key.is_secret(), await key.future(), await args.cluster_id.is_known()
+
+    # Secret as the program's config gave it, and secret too when a YAML program wrote it as a plain literal.
+    for given in (PropertyValue("tgp_v1_gate").with_secret(True), PropertyValue("tgp_v1_gate")):
+        modes, secret, key, cluster_known = asyncio.run(build(given))
+        assert (modes, secret, key, cluster_known) == (("reboot-vm",), True, "tgp_v1_gate", False)
+
+
+def test_a_remediation_gates_wrong_wire_args_are_refused_naming_each() -> None:
+    with pytest.raises(ArgsError) as refused:
+        _args(RemediationGateArgs, "RemediationGate 'gate'", {"modes": "reboot-vm", "intervalSeconds": "30"})
+    said = str(refused.value)
+    assert "clusterId, image must be given" in said and "modes: 'reboot-vm' is not a " in said, said
+    assert "intervalSeconds: '30' is not a int" in said, said

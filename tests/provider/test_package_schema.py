@@ -21,6 +21,7 @@ from together_clusters.provider import ClusterArgs, VolumeArgs, nested_inputs, r
 from together_clusters.provider.package_schema import (
     BATCH_JOB_TOKEN,
     CLUSTER_TOKEN,
+    REMEDIATION_GATE_TOKEN,
     SCHEMA_FILE,
     VOLUME_TOKEN,
     annotation_type,
@@ -97,6 +98,24 @@ def test_the_kubeconfig_and_the_api_key_are_secret_and_nothing_else_is() -> None
     assert secret_outputs == {(CLUSTER_TOKEN, "kubeConfig")}
     assert schema["config"]["variables"]["apiKey"]["secret"] is True
     assert schema["provider"]["inputProperties"]["apiKey"]["secret"] is True
+
+
+def test_the_remediation_gates_api_key_is_the_one_secret_input_and_its_cluster_id_a_string() -> None:
+    schema = committed()
+    secret_inputs = {
+        (token, name)
+        for token, spec in schema["resources"].items()
+        for name, prop in spec["inputProperties"].items()
+        if prop.get("secret")
+    }
+    # Every SDK sends a secret input as a secret, whatever the program gave it (a YAML literal too).
+    assert secret_inputs == {(REMEDIATION_GATE_TOKEN, "apiKey")}
+    gate = schema["resources"][REMEDIATION_GATE_TOKEN]
+    assert gate["isComponent"] is True
+    assert gate["inputProperties"]["clusterId"]["type"] == "string"  # a Cluster's clusterId, an output
+    assert gate["inputProperties"]["apiKey"]["type"] == "string"
+    assert set(gate["requiredInputs"]) == {"clusterId", "modes", "image"}
+    assert gate["inputProperties"]["modes"] == {"type": "array", "items": {"type": "string"}}
 
 
 def test_the_apis_enumerations_are_enum_types_with_the_sdks_values() -> None:

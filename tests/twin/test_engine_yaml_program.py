@@ -1,11 +1,14 @@
 """A YAML program on the plugin ``together``, deployed through the real engine onto the twin: a ``Volume``, a
 ``Cluster`` on it, a ``kubernetes`` provider of its ``kubeConfig``, the ``ClusterControllers`` that install JobSet
-from its chart, a ``CheckpointStore`` whose claim binds to the volume, and a ``BatchJob`` checkpointing there.
+from its chart, a ``CheckpointStore`` whose claim binds to the volume, a ``BatchJob`` checkpointing there, and the
+cluster's ``RemediationGate``.
 
 What a YAML user relies on (issue 39): ``up`` runs the trainer on a preemptible node with its claim bound to the
 shared volume; a change of ``numPreemptibleGpus`` is an update in place (same cluster id, the nodes follow);
 ``refresh`` then finds nothing changed; ``destroy`` deletes the cluster and keeps the volume (no
-``allowDataLoss``) with the checkpoint the pod wrote on it.
+``allowDataLoss``) with the checkpoint the pod wrote on it. The gate is given the cluster's ``clusterId`` (an
+output) and the API key from secret config: its Deployment has the id, its own Secret the key, and the state
+holds the key only encrypted.
 
 Oracles: the real engine and YAML host, the twin's Kubernetes API (the real API server, JobSet's controller),
 the emulator's compute API, the volume's folder on disk.
@@ -13,6 +16,7 @@ the emulator's compute API, the volume's folder on disk.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -86,9 +90,25 @@ PROGRAM = f"""resources:
       dependsOn:
         - ${{controllers}}
         - ${{checkpoints}}
+  gate:
+    type: together:index:RemediationGate
+    properties:
+      clusterId: ${{gpu.clusterId}}
+      modes: [reboot-vm]
+      image: registry.invalid/remediation-gate:1
+      apiKey: ${{apiKey}}
+      baseUrl: ${{baseUrl}}
+    options:
+      providers:
+        - ${{k8s}}
 config:
   numPreemptibleGpus:
     type: integer
+  apiKey:
+    type: string
+    secret: true
+  baseUrl:
+    type: string
 outputs:
   clusterId: ${{gpu.clusterId}}
   volumeId: ${{data.volumeId}}
@@ -123,6 +143,8 @@ def test_a_yaml_program_deploys_a_batch_job_on_its_cluster_changes_it_in_place_a
         pulumi = _engine.pulumi_in(project, env)
         pulumi("stack", "init", "test")
         pulumi("config", "set", "numPreemptibleGpus", "8")
+        pulumi("config", "set", "--secret", "apiKey", API_KEY)
+        pulumi("config", "set", "baseUrl", emulator.base_url)
         try:
             pulumi("up", *_engine.UP_FLAGS)
             outputs = _engine.stack_outputs(project, env)
@@ -139,6 +161,17 @@ def test_a_yaml_program_deploys_a_batch_job_on_its_cluster_changes_it_in_place_a
             assert node.metadata.labels[COMPUTE_CLASS] == "preemptible"
             claim = core.read_namespaced_persistent_volume_claim("ckpt", "default")
             assert claim.status.phase == "Bound" and claim.spec.volume_name == "yaml-checkpoints"
+
+            # The remediation gate of this cluster: its key in its own Secret, in the state only as a secret.
+            gate = client.AppsV1Api(api).read_namespaced_deployment("gate", "together-remediation-gate")
+            (container,) = gate.spec.template.spec.containers
+            gate_env = {e.name: e for e in container.env}
+            assert gate_env["TOGETHER_CLUSTER_ID"].value == outputs["clusterId"]
+            assert gate_env["TOGETHER_BASE_URL"].value == emulator.base_url
+            key = core.read_namespaced_secret("gate-api-key", "together-remediation-gate").data["api-key"]
+            assert base64.b64decode(key).decode() == API_KEY
+            exported = _engine.run_pulumi(["stack", "export"], cwd=project, env=env, check=True)
+            assert API_KEY not in exported.stdout
 
             # numPreemptibleGpus 8 -> 16: an update in place, the same cluster, a second preemptible node.
             pulumi("config", "set", "numPreemptibleGpus", "16")

@@ -31,6 +31,8 @@ func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi
 		r = &Cluster{}
 	case "together:index:ClusterControllers":
 		r = &ClusterControllers{}
+	case "together:index:RemediationGate":
+		r = &RemediationGate{}
 	case "together:index:Sweep":
 		r = &Sweep{}
 	case "together:index:TrainingRun":

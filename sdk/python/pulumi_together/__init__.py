@@ -13,6 +13,7 @@ from .checkpoint_store import *
 from .cluster import *
 from .cluster_controllers import *
 from .provider import *
+from .remediation_gate import *
 from .sweep import *
 from .training_run import *
 from .volume import *
@@ -39,6 +40,7 @@ _utilities.register(
    "together:index:CheckpointStore": "CheckpointStore",
    "together:index:Cluster": "Cluster",
    "together:index:ClusterControllers": "ClusterControllers",
+   "together:index:RemediationGate": "RemediationGate",
    "together:index:Sweep": "Sweep",
    "together:index:TrainingRun": "TrainingRun",
    "together:index:Volume": "Volume"
