@@ -248,10 +248,11 @@ def _dataclass(cls: type, values: Mapping[str, Any], path: str, problems: list[s
         return None
     # A secret field stays secret even when the program gave it in plain text (a YAML literal): as the
     # schema's ``secret`` makes every SDK send it.
+    secrets = secret_fields(cls)
     given |= {
         name: _known_output(value, known=True, secret=True)
         for name, value in given.items()
-        if name in secret_fields(cls) and not isinstance(value, pulumi.Output)
+        if name in secrets and not isinstance(value, pulumi.Output)
     }
     # The wire leaves out a field it was not given: the dataclass's own default (a workload's, such as a
     # Sweep's Retries(backoff_limit=2)) applies; an optional field without a default is None.
