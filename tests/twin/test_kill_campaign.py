@@ -1,23 +1,32 @@
 """A seeded kill campaign over a whole stack on the twin, through the real engine (issue 41, part 1).
 
-The stack is what users compose: ``provider_for`` a cluster with ``ClusterControllers`` (JobSet and Kueue from
-their charts), a ``WorkloadQueue`` following the cluster, and a ``BatchJob`` submitted to it. For each seed,
-``pulumi up`` is SIGKILLed (with every process it started, its plugins included: they run in process groups of
-their own) after a number of the engine's resource events drawn from the seed, between 1 and the count of a
-clean ``up``; then the user's fix: ``pulumi cancel`` (the lock a killed run leaves) and ``pulumi up`` again
-(and, if the engine names pending operations, ``pulumi refresh --clear-pending-creates``, then ``up``). Then
-``pulumi destroy`` is killed the same way and rerun.
+The stack is what users compose: a ``Volume`` and the cluster on it, ``provider_for`` the cluster with
+``ClusterControllers`` (JobSet and Kueue from their charts), a ``WorkloadQueue`` following the cluster, a
+``CheckpointStore`` on the volume, a ``BatchJob`` and a ``Sweep`` submitted to the queue, and a
+``RemediationGate`` holding the API key. For each seed, ``pulumi up`` is SIGKILLed (with every process it
+started, its plugins included: they run in process groups of their own) after a number of the engine's
+resource events drawn from the seed, between 1 and the count of a clean ``up``; then the user's fix: ``pulumi
+cancel`` (the lock a killed run leaves) and ``pulumi up`` again (and, if the engine names pending operations,
+``pulumi refresh --clear-pending-creates``, then ``up``). Then an update of a kind drawn from the seed (a scale
+of the cluster from 0 to 8 preemptible GPUs that the queue's quota follows; a new trial of the Sweep; a change
+of the Kueue chart's values) is killed among its changing steps and rerun. Then ``pulumi destroy`` is killed
+the same way as the up and rerun.
 
-Checked against the live cluster and the emulator, not the state: the rerun succeeds with no Server-Side Apply
-conflict; every Kubernetes object the state records exists live, each of them once (an object named by the
-engine, with a random suffix, has no twin left by the killed run); the BatchJob is one JobSet with one Job,
-and its workload ran in one pod, never two at once; after the destroy's rerun the state is empty and the
-emulator has no live cluster of the stack (nothing left running, nothing paid for twice).
+Checked against the live cluster and the emulator, not the state: each rerun succeeds with no Server-Side
+Apply conflict; every Kubernetes object the state records exists live, each of them once (an object named by
+the engine, with a random suffix, has no twin left by the killed run); the JobSets live are the ones the state
+records, the BatchJob's with one Job; the state holds the gate's API key only encrypted; one cluster and one
+volume, both tracked; each JobSet's workload ran in one pod, never two at once, through the update too; the
+update's rerun leaves the same cluster (none replaced, none added) with the change made (the new target and
+the queue's quota following it, the new trial's JobSet, Kueue's new configuration); after the destroy's rerun
+the state is empty, the emulator has no live cluster of the stack (nothing left running, nothing paid for
+twice) and the volume is kept, once (its data is the user's).
 
 Seeds: two fixed ones and one drawn fresh each run, printed (``KILL_CAMPAIGN_FRESH_SEED=<seed>`` replays it;
 ``KILL_CAMPAIGN_SEEDS=1,2,3`` runs others instead of the fixed ones), as the fault campaign does. Each run
 prints its seed, the kill points reached (the event count, the part of the stack and the resources in
-flight) and its outcome. About 2 minutes a seed on 2 cores (the module: 5:23 to 5:41 for the three), so few runs.
+flight) and its outcome. About a minute and a half a seed on 2 cores alone (the module: 4:34 for the three),
+so few runs.
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ from kubernetes.client.exceptions import ApiException
 from tests import _engine
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
+from together_clusters.platform import GPU_RESOURCE
+from together_clusters.platform.charts import KUEUE, KUEUE_API_VERSION
 
 from ._programs import TRAINER
 from ._twin import DRIVER, GPU, REGION, kube_clients
@@ -50,39 +61,79 @@ pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-kill-campaign-0123456789abcdef"
 CHARTS = _engine.ROOT / ".kubernetes" / "charts"
 JOB = "train"
-POD_SELECTOR = f"jobset.sigs.k8s.io/jobset-name={JOB}"
-# Seed 457 kills the up while the Cluster is being created (a cluster the rerun must adopt, as its error
-# says) and the destroy among the charts' objects. Seed 227 kills the up among JobSet's chart objects, its
-# webhook configurations in flight, and the destroy while the cluster is being deleted: with the charts'
-# forced apply reverted (commit 6fdd250's transform), its rerun fails with a Server-Side Apply conflict on
-# jobset-mutating-webhook-configuration, and again after `refresh --clear-pending-creates`.
-FIXED_SEEDS = (457, 227)
+SWEEP = "lr"
+JOB_SET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+POD_SELECTOR = f"{JOB_SET_LABEL}={JOB}"
+# Seed 17975 kills the up while the Cluster is being created (a cluster the rerun must adopt, as its error
+# says), the update while the Cluster is being scaled, and the destroy among the charts' first objects. Seed
+# 4007 kills the up among JobSet's chart objects, its mutating webhook configuration in flight, the update
+# among Kueue's chart objects whose values changed, and the destroy while the cluster is being deleted: with
+# the charts' forced apply reverted (``kube.with_forced_apply`` left out of ClusterControllers' transform), its
+# rerun fails with a Server-Side Apply conflict on jobset-mutating-webhook-configuration.
+FIXED_SEEDS = (17975, 4007)
 
 # Resource events (a step's start and its outputs) of a clean run of PROGRAM, measured: the kill is drawn
 # between the first and the last of them. A run that ends before its kill point counts as "completed".
-UP_EVENTS = 218
-DESTROY_EVENTS = 218
+UP_EVENTS = 240
+DESTROY_EVENTS = 244
+# Each kind of update: the events of its steps that change something, measured on a clean update (a scale: the
+# Cluster's update, then the ClusterQueue whose quota follows it; a new trial: its JobSet, and the ClusterQueue;
+# the chart's values: Kueue's ConfigMap replaced, its Deployment updated). The kill is drawn among them, so it
+# hits the change rather than the update's two hundred unchanged steps.
+UPDATE_CHANGES = {"scale": 4, "trial": 4, "chart": 8}
+SCALED_PREEMPTIBLE_GPUS = 8
+# Each kind of update, as the stack's config makes it: a scale; a new trial of the Sweep; a change of the Kueue
+# chart's values (its configuration, rolled out by SSA over the chart's objects: the nearest to a chart version
+# bump here, where only the pinned charts are served).
+UPDATES = {
+    "scale": ("preemptibleGpus", str(SCALED_PREEMPTIBLE_GPUS)),
+    "trial": ("trials", "2"),
+    "chart": ("podsReadyTimeoutSeconds", "300"),
+}
 
 PROGRAM = f"""\
+import os
+
 import pulumi
 
 from together_clusters.components import (
-    BatchJob, BatchJobArgs, ClusterControllersArgs, ComputeClass, NodePlacement, PodSettings, WorkloadQueue,
-    WorkloadQueueArgs, provider_for,
+    BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ClusterControllersArgs, ComputeClass,
+    KueueSettings, NodePlacement, PodSettings, RemediationGate, RemediationGateArgs, SharedVolume, Sweep, SweepArgs,
+    WorkloadQueue, WorkloadQueueArgs, provider_for,
 )
 from together_clusters.components import ContainerSpec
-from together_clusters.provider import Cluster, ClusterArgs
+from together_clusters.provider import Cluster, ClusterArgs, Volume, VolumeArgs
 
 config = pulumi.Config()
-cluster = Cluster("gpu", ClusterArgs(cluster_name=config.require("clusterName"), region={REGION!r},
+name = config.require("clusterName")
+volume = Volume("checkpoints", VolumeArgs(volume_name=f"{{name}}-ckpt", region={REGION!r}, size_tib=1))
+cluster = Cluster("gpu", ClusterArgs(cluster_name=name, region={REGION!r},
                                      gpu_type={GPU!r}, num_gpus=8, nvidia_version_id={DRIVER!r},
+                                     num_preemptible_gpus=config.get_int("preemptibleGpus") or 0,
+                                     volume_id=volume.volume_id,
                                      ready_timeout_minutes=5, adopt_cluster_id=config.get("adoptClusterId")))
-provider = provider_for(cluster, controllers=ClusterControllersArgs(kueue=True, chart_source={str(CHARTS)!r}))
-queue = WorkloadQueue("queue", WorkloadQueueArgs.following(cluster), opts=pulumi.ResourceOptions(provider=provider))
+kueue = KueueSettings(pods_ready_timeout_seconds=config.get_int("podsReadyTimeoutSeconds") or 600)
+provider = provider_for(cluster, controllers=ClusterControllersArgs(kueue=True, chart_source={str(CHARTS)!r},
+                                                                    kueue_settings=kueue))
+on_cluster = pulumi.ResourceOptions(provider=provider)
+queue = WorkloadQueue("queue", WorkloadQueueArgs.following(cluster), opts=on_cluster)
+store = CheckpointStore("ckpt", CheckpointStoreArgs(storage=SharedVolume(claim_name="ckpt", size="1Ti")),
+                        opts=on_cluster, volume_name=f"{{name}}-ckpt")
 BatchJob({JOB!r}, BatchJobArgs(container={TRAINER}, checkpoint=None, job_name={JOB!r},
                               pod=PodSettings(namespace="default"),
                               placement=NodePlacement(ComputeClass.STANDARD), queue=queue),
-         opts=pulumi.ResourceOptions(provider=provider))
+         opts=on_cluster)
+# Preemptible only: its trials wait in the queue until the scale brings preemptible quota (the BatchJob keeps
+# the standard node), so whichever Kueue admits first, the BatchJob runs.
+Sweep({SWEEP!r}, SweepArgs(container={TRAINER}, checkpoint=store.storage, sweep_name={SWEEP!r},
+                          trials=tuple({{"learning_rate": 10 ** -(3 + i)}} for i in range(config.get_int("trials") or 1)),
+                          pod=PodSettings(namespace="default"),
+                          placement=NodePlacement(ComputeClass.PREEMPTIBLE), queue=queue),
+      opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]))
+RemediationGate("gate", RemediationGateArgs(
+    cluster_id=cluster.id, modes=["reboot-vm"], image="registry.invalid/remediation-gate:1",
+    api_key=pulumi.Output.secret(os.environ["TOGETHER_API_KEY"]), base_url=os.environ["TOGETHER_BASE_URL"]),
+    opts=on_cluster)
 pulumi.export("kube_config", cluster.kube_config)
 """
 
@@ -108,8 +159,9 @@ def read_events(path: Path) -> list[dict[str, Any]]:
             events.append(event)
 
 
-def resource_events(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(``pre``/``done``/``failed``, urn) of each resource step event, in order."""
+def resource_events(events: list[dict[str, Any]], changes_only: bool = False) -> list[tuple[str, str]]:
+    """(``pre``/``done``/``failed``, urn) of each resource step event, in order; with ``changes_only``, of the
+    steps that change something (an update's ``same`` steps left out: a kill among them hits nothing)."""
     found = []
     for event in events:
         for kind, said in (
@@ -118,7 +170,9 @@ def resource_events(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
             ("failed", "resOpFailedEvent"),
         ):
             if said in event:
-                found.append((kind, event[said]["metadata"]["urn"]))
+                metadata = event[said]["metadata"]
+                if not (changes_only and metadata.get("op") in ("same", "read")):
+                    found.append((kind, metadata["urn"]))
     return found
 
 
@@ -144,12 +198,20 @@ def phase(flying: list[str]) -> str:
         return "between steps"
     if any(f.endswith("Cluster::gpu") for f in flying):
         return "cluster"
+    if any(f.endswith("Volume::checkpoints") for f in flying):
+        return "volume"
     if any(":k8s-controllers" in f for f in flying):
         return "charts"
     if any("::queue" in f for f in flying):
         return "queue"
     if any(f"::{JOB}" in f for f in flying):
         return "workload"
+    if any(f"::{SWEEP}" in f for f in flying):
+        return "sweep"
+    if any("::gate" in f for f in flying):
+        return "gate"
+    if any("::ckpt" in f for f in flying):
+        return "checkpoint store"
     return flying[0].split("::", 1)[0]
 
 
@@ -186,17 +248,29 @@ class KillStack:
             if c.get("cluster_name") == self.name and c.get("status") != "Deleting"
         ]
 
+    def live_volumes(self) -> list[str]:
+        """The ids of the live shared volumes of the stack's ``Volume``."""
+        return [
+            v["volume_id"]
+            for v in self.emulator.admin.volumes()
+            if v.get("volume_name") == f"{self.name}-ckpt"
+        ]
+
     def api(self) -> client.ApiClient | None:
         live = self.live_clusters()
         if not live or not live[0].get("kube_config"):
             return None
         return kube_clients(live[0]["kube_config"])
 
-    def killed(self, command: str, events_total: int, rng: random.Random) -> str:
+    def killed(
+        self, command: str, events_total: int, rng: random.Random, changes_only: bool = False, label: str = ""
+    ) -> str:
         """``pulumi COMMAND`` SIGKILLed with its process tree after a number of resource events drawn from
-        ``rng`` (1..``events_total``), then ``pulumi cancel``; the kill point reached, for the report."""
+        ``rng`` (1..``events_total``; with ``changes_only``, events of steps that change something), then
+        ``pulumi cancel``; the kill point reached, for the report (named ``label``, default the command)."""
         target = rng.randint(1, events_total)
-        log = self.tmp / f"{command}-{time.monotonic_ns()}.events"
+        label = label or command
+        log = self.tmp / f"{label}-{time.monotonic_ns()}.events"
         with subprocess.Popen(
             [str(_engine.PULUMI), command, *_engine.UP_FLAGS, "--json"],
             cwd=str(self.dir),
@@ -208,20 +282,20 @@ class KillStack:
             deadline = time.monotonic() + 400
             seen: list[tuple[str, str]] = []
             while running.poll() is None and time.monotonic() < deadline:
-                seen = resource_events(read_events(log))
+                seen = resource_events(read_events(log), changes_only)
                 if len(seen) >= target:
                     break
                 time.sleep(0.05)
             ended = running.poll()
             _engine.kill_tree(running.pid)
             running.wait()
-        seen = resource_events(read_events(log))
+        seen = resource_events(read_events(log), changes_only)
         _engine.run_pulumi(["cancel", "--yes"], cwd=self.dir, env=self.env, check=True)
         if ended is not None:
-            return f"{command} ended (exit {ended}) before event {target}, after {len(seen)}: completed"
+            return f"{label} ended (exit {ended}) before event {target}, after {len(seen)}: completed"
         flying = in_flight(seen)
         shown = ", ".join(flying[:3]) + (f" and {len(flying) - 3} more" if len(flying) > 3 else "")
-        return f"{command} killed at event {len(seen)} (drawn {target}) in {phase(flying)}: {shown or '-'}"
+        return f"{label} killed at event {len(seen)} (drawn {target}) in {phase(flying)}: {shown or '-'}"
 
     def rerun(self, command: str) -> tuple[subprocess.CompletedProcess[str], str]:
         """``pulumi COMMAND`` as a user reruns it after a kill, following the recovery the engine or the provider
@@ -247,12 +321,13 @@ class KillStack:
 
 
 class PodWatch:
-    """Polls the BatchJob's pods all along: which reached Running, and the most Running at once."""
+    """Polls the workloads' pods all along: per JobSet (the BatchJob's, each trial's: one pod each), which
+    reached Running, and the most Running at once."""
 
     def __init__(self, stack: KillStack) -> None:
         self.stack = stack
-        self.running: set[str] = set()
-        self.most_at_once = 0
+        self.running: dict[str, set[str]] = {}
+        self.most_at_once: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -273,16 +348,29 @@ class PodWatch:
                     if api is None:
                         continue
                     core = client.CoreV1Api(api)
-                pods = core.list_namespaced_pod("default", label_selector=POD_SELECTOR).items
+                pods = core.list_namespaced_pod("default", label_selector=JOB_SET_LABEL).items
             except (ApiException, urllib3.exceptions.HTTPError, OSError):
                 continue
-            now = {
-                p.metadata.name
-                for p in pods
-                if p.status.phase == "Running" and not p.metadata.deletion_timestamp
-            }
-            self.running |= now
-            self.most_at_once = max(self.most_at_once, len(now))
+            now: dict[str, set[str]] = {}
+            for pod in pods:
+                if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
+                    now.setdefault(pod.metadata.labels[JOB_SET_LABEL], set()).add(pod.metadata.name)
+            for job_set, names in now.items():
+                self.running.setdefault(job_set, set()).update(names)
+                self.most_at_once[job_set] = max(self.most_at_once.get(job_set, 0), len(names))
+
+    def violations(self) -> list[str]:
+        """Each JobSet's workload in one pod at most, never two at once (nothing here disrupts a pod); the
+        BatchJob's started."""
+        found = [
+            f"JobSet {job_set}'s workload ran in {sorted(names)} (at most {self.most_at_once[job_set]} at once), "
+            "expected one pod"
+            for job_set, names in sorted(self.running.items())
+            if len(names) != 1 or self.most_at_once[job_set] != 1
+        ]
+        if not self.running.get(JOB):
+            found.append(f"the BatchJob {JOB} never ran")
+        return found
 
 
 def _api_version(type_: str) -> str:
@@ -299,6 +387,9 @@ def live_violations(stack: KillStack) -> list[str]:
     if [c["cluster_id"] for c in live] != tracked or len(tracked) != 1:
         # Paid for twice, or running untracked.
         return [f"live clusters {[c['cluster_id'] for c in live]}, the state tracks {tracked}"]
+    volumes = [r["id"] for r in resources if r["type"].endswith(":Volume")]
+    if stack.live_volumes() != volumes or len(volumes) != 1:
+        return [f"live volumes {stack.live_volumes()}, the state tracks {volumes}"]
     api = stack.api()
     if api is None:
         return ["the live cluster has no kubeconfig"]
@@ -342,12 +433,40 @@ def live_violations(stack: KillStack) -> list[str]:
     job_sets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")[
         "items"
     ]
-    if [j["metadata"]["name"] for j in job_sets] != [JOB]:
-        found.append(f"JobSets in default: {[j['metadata']['name'] for j in job_sets]}, expected [{JOB!r}]")
-    jobs = client.BatchV1Api(api).list_namespaced_job("default", label_selector=POD_SELECTOR).items
+    live_job_sets = sorted(j["metadata"]["name"] for j in job_sets)
+    recorded = sorted(
+        r["outputs"]["metadata"]["name"]
+        for r in resources
+        if r["type"].endswith(":JobSet") and r.get("outputs")
+    )
+    if live_job_sets != recorded or JOB not in recorded:
+        found.append(f"JobSets in default: {live_job_sets}, the state records {recorded}")
+    # The JobSet controller makes the Job a moment after an up that just created the JobSet: wait for one, then
+    # count them (a second would be a duplicate).
+    batch = client.BatchV1Api(api)
+    deadline = time.monotonic() + 60
+    while not (jobs := batch.list_namespaced_job("default", label_selector=POD_SELECTOR).items):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     if len(jobs) != 1:
         found.append(f"{len(jobs)} Jobs of the JobSet {JOB}: {[j.metadata.name for j in jobs]}")
     return found
+
+
+def gpu_quota(api: client.ApiClient) -> int:
+    """The GPUs the live ClusterQueues admit, summed over their flavors."""
+    queues = client.CustomObjectsApi(api).list_cluster_custom_object(
+        *KUEUE_API_VERSION.split("/"), "clusterqueues"
+    )["items"]
+    return sum(
+        int(str(resource["nominalQuota"]))
+        for queue in queues
+        for group in queue["spec"]["resourceGroups"]
+        for flavor in group["flavors"]
+        for resource in flavor["resources"]
+        if resource["name"] == GPU_RESOURCE
+    )
 
 
 @dataclass
@@ -383,6 +502,63 @@ def _seeds() -> list[Any]:
     return [*fixed, "fresh"]
 
 
+def update_killed(stack: KillStack, outcome: Outcome, seed: int) -> None:
+    """An update of the seed's kind, killed among its steps that change something, then rerun: ``scale``, the
+    cluster from 0 to SCALED_PREEMPTIBLE_GPUS preemptible GPUs, the queue's quota following it; ``trial``, a
+    second trial of the Sweep. The same cluster afterwards (none added, none replaced) and the change made."""
+    rng = random.Random(
+        f"kill-campaign:{seed}:update"
+    )  # its own draw: the up's and the destroy's stay as they were
+    kind = rng.choice(sorted(UPDATE_CHANGES))
+    before = [c["cluster_id"] for c in stack.live_clusters()]
+    key, value = UPDATES[kind]
+    stack.run("config", "set", key, value, check=True)
+    outcome.kills.append(
+        stack.killed("up", UPDATE_CHANGES[kind], rng, changes_only=True, label=f"update ({kind})")
+    )
+    proc, how = stack.rerun("up")
+    outcome.steps.append(f"update ({kind}) {how}: exit {proc.returncode}")
+    if proc.returncode != 0:
+        outcome.violations.append(f"the update's rerun failed: {_why(proc)}")
+        return
+    if "conflict" in (proc.stdout + proc.stderr).lower():
+        outcome.violations.append(f"the update's rerun met a conflict: {_why(proc)}")
+        return
+    outcome.violations += live_violations(stack) + secret_violations(stack)
+    live = stack.live_clusters()
+    if [c["cluster_id"] for c in live] != before:
+        outcome.violations.append(f"the update left clusters {[c['cluster_id'] for c in live]}, was {before}")
+        return
+    api = stack.api()
+    if kind == "scale":
+        if live[0].get("desired_preemptible_gpus") != SCALED_PREEMPTIBLE_GPUS:
+            outcome.violations.append(
+                f"the cluster's preemptible target is {live[0].get('desired_preemptible_gpus')}"
+            )
+        if api is not None and (quota := gpu_quota(api)) != 8 + SCALED_PREEMPTIBLE_GPUS:
+            outcome.violations.append(f"the queue admits {quota} GPUs, not the scaled cluster's 16")
+    elif kind == "chart" and api is not None:
+        configs = client.CoreV1Api(api).list_namespaced_config_map(KUEUE.namespace).items
+        if not any("timeout: 300s" in value for c in configs for value in (c.data or {}).values()):
+            outcome.violations.append("Kueue's configuration does not have the new PodsReady timeout (300s)")
+    elif kind == "trial" and api is not None:
+        trials = [
+            j["metadata"]["name"]
+            for j in client.CustomObjectsApi(api).list_namespaced_custom_object(
+                "jobset.x-k8s.io", "v1alpha2", "default", "jobsets"
+            )["items"]
+            if j["metadata"]["name"].startswith(f"{SWEEP}-")
+        ]
+        if len(trials) != 2:
+            outcome.violations.append(f"the Sweep's JobSets after the new trial: {trials}, expected two")
+
+
+def secret_violations(stack: KillStack) -> list[str]:
+    """The API key the gate holds is in the state only encrypted."""
+    exported = json.dumps(_engine.stack_export(stack.dir, stack.env))
+    return ["the state holds the API key in plain text"] if API_KEY in exported else []
+
+
 def _why(proc: subprocess.CompletedProcess[str]) -> str:
     said = proc.stdout + proc.stderr
     lines = [
@@ -412,17 +588,15 @@ def test_a_stack_killed_anywhere_converges_on_rerun(
             elif "conflict" in (proc.stdout + proc.stderr).lower():
                 outcome.violations.append(f"the up's rerun met a conflict: {_why(proc)}")
             else:
-                outcome.violations += live_violations(stack)
+                outcome.violations += live_violations(stack) + secret_violations(stack)
                 # The workload started (Kueue admitted it, the twin runs it), in one pod, never two at once.
                 deadline = time.monotonic() + 60
-                while not pods.running and time.monotonic() < deadline:
+                while not pods.running.get(JOB) and time.monotonic() < deadline:
                     time.sleep(0.3)
-        if len(pods.running) != 1 or pods.most_at_once != 1:
-            outcome.violations.append(
-                f"the BatchJob's workload ran in {sorted(pods.running)} (at most {pods.most_at_once} at once), "
-                "expected one pod"
-            )
-        outcome.steps.append(f"workload pods that ran: {len(pods.running)}")
+                update_killed(stack, outcome, seed)
+        outcome.violations += pods.violations()
+        ran = {job_set: len(names) for job_set, names in sorted(pods.running.items())}
+        outcome.steps.append(f"workload pods that ran, per JobSet: {ran}")
 
         outcome.kills.append(stack.killed("destroy", DESTROY_EVENTS, rng))
         proc, how = stack.rerun("destroy")
@@ -436,6 +610,9 @@ def test_a_stack_killed_anywhere_converges_on_rerun(
             )
         if stack.live_clusters():
             outcome.violations.append(f"cluster {stack.name} is still live after the destroy")
+        # The volume outlives the destroy (its data is the user's: no allow_data_loss), once.
+        if len(volumes := stack.live_volumes()) != 1:
+            outcome.violations.append(f"volumes {volumes} live after the destroy, expected the one retained")
     finally:
         with capsys.disabled():
             print(f"\n{outcome.report()}")
