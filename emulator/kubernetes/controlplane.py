@@ -40,6 +40,14 @@ _STOP_WAIT_S = 3.0
 # written into every kubeconfig and etcd's membership, so they keep theirs.
 _OWN_PORTS = {"kwok": ("kubelet",), "jobset": ("jobset_webhook", "jobset_health")}
 _PR_SET_PDEATHSIG = 1
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+"""
+"""The audit policy of ``audit_log``: every request, its metadata only, once (when its response is sent)."""
 # Resolved here, in the parent: between fork and exec the child only makes this one call (no loading,
 # no allocation that could meet a lock held by another thread at fork time).
 _PRCTL: Callable[..., int] | None
@@ -83,6 +91,7 @@ class ControlPlane:
         self._ports: dict[str, int] = {}
         self._started_at: dict[str, float] = {}
         self.job_pod_failure_backoff: str | None = None
+        self.audit_log = False
 
     # --- preparation ------------------------------------------------------------------------------
 
@@ -225,8 +234,23 @@ class ControlPlane:
                 f"--egress-selector-config-file={egress}",
                 "--profiling=false",
                 "--v=0",
+                *self._audit_flags(),
             ],
         )
+
+    def _audit_flags(self) -> list[str]:
+        """The API server's audit log, when asked for: each request once its response is sent, who sent it
+        (user and user agent), its verb and object, no bodies."""
+        if not self.audit_log:
+            return []
+        policy = self.directory / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.directory / 'audit.log'}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=0",
+        ]
 
     def _start_controller_manager(self) -> None:
         env = {}

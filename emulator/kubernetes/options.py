@@ -27,6 +27,9 @@ class TwinOptions:
     """Pre-install JobSet (CRD, controller manager and its webhooks) in every cluster, as a cluster someone
     prepared has it. Off by default: a new Together cluster is bare Kubernetes, and what a user's stack
     installs (``ClusterControllers``) runs for real (:mod:`.controller_images`)."""
+    audit_log: bool = False
+    """Every API server writes an audit log (``audit.log`` in its control plane's ``data_dir``, one JSON event
+    per request at level Metadata: who, what, when), to count the requests a controller sends."""
 
 
 def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +75,13 @@ def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:
         "prepared (default: off, a bare cluster as Together delivers it; a stack's ClusterControllers "
         "installs what it needs)",
     )
+    group.add_argument(
+        "--audit-log",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="every API server writes audit.log (JSON, level Metadata) in its data_dir, to count the requests "
+        "each client sends (default: off)",
+    )
 
 
 def twin_options(args: argparse.Namespace) -> TwinOptions | None:
@@ -89,4 +99,5 @@ def twin_options(args: argparse.Namespace) -> TwinOptions | None:
         nodes=NodeOptions(preemptible_taint=args.preemptible_taint),
         job_pod_failure_backoff=args.job_pod_failure_backoff,
         jobset=args.jobset,
+        audit_log=args.audit_log,
     )

@@ -257,6 +257,7 @@ class Twin:
             local_images=tuple(sorted(self._controllers)),
         )
         control_plane.job_pod_failure_backoff = self.options.job_pod_failure_backoff
+        control_plane.audit_log = self.options.audit_log
         api = control_plane.prepare()
         if api != view.kube_api:  # a cluster from before the twin, or its port was taken meanwhile
             self._hooks.attach(view.cluster_id, api)

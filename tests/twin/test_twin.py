@@ -7,8 +7,10 @@ the compute API; the API server's watch (its revisions order every change); the 
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +20,8 @@ from kubernetes import client
 
 from together_clusters.emulator.kubernetes import binaries
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE, RUN_DURATION, TERMINATION_DURATION
+from together_clusters.emulator.kubernetes.options import TwinOptions
+from together_clusters.emulator.server import start_emulator
 
 from ._twin import COMPUTE_CLASS, Recorder, TwinCluster, alive, wait_for
 
@@ -337,3 +341,39 @@ def test_a_deleted_cluster_takes_its_control_plane_with_it(twin_emulator) -> Non
     wait_for(lambda: not alive(plane["pids"]), "the control plane's processes to end")
     with pytest.raises(urllib3.exceptions.MaxRetryError):
         short.core.list_node(_request_timeout=2)
+
+
+def _plane(emulator_url: str, cluster_id: str) -> dict[str, Any]:
+    status = httpx.get(f"{emulator_url}/_emulator/kubernetes", timeout=30).json()
+    (plane,) = [p for p in status["control_planes"] if p["cluster_id"] == cluster_id]
+    return dict(plane)
+
+
+def test_the_audit_log_names_who_sent_each_request_and_is_off_by_default(cluster: TwinCluster) -> None:
+    """``--audit-log``: the API server writes who sent each request (the bench counts MultiKueue's by it)."""
+    assert not (
+        Path(_plane(cluster.emulator.base_url, cluster.cluster_id)["data_dir"]) / "audit.log"
+    ).exists()
+    with start_emulator(speed=60, kubernetes=TwinOptions(audit_log=True)) as emulator:
+        with TwinCluster.create(emulator, "audited", num_gpus=8) as audited:
+            audited.wait_for_nodes(standard=1, preemptible=0)
+            audited.core.list_namespace(label_selector="audited=yes")
+            log = Path(_plane(emulator.base_url, audited.cluster_id)["data_dir"]) / "audit.log"
+
+            def events() -> list[dict[str, Any]]:
+                return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+            def ours() -> list[dict[str, Any]]:
+                return [
+                    e
+                    for e in events()
+                    if e["verb"] == "list"
+                    and e["objectRef"].get("resource") == "namespaces"
+                    and "labelSelector=audited" in e["requestURI"]
+                ]
+
+            (listed,) = wait_for(lambda: ours() or None, "the namespace listing in the audit log")
+            assert listed["user"]["username"] == "audited-admin"
+            assert listed["stage"] == "ResponseComplete" and "requestObject" not in listed
+            # The control plane's own components are in it under their own names.
+            assert any(e["user"]["username"] == "system:kube-scheduler" for e in events())
