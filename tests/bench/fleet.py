@@ -17,6 +17,10 @@ one GPU, PREEMPTIBLE), created with the ``kubernetes`` client.
   1.5x. The fleet's path: the dispatcher sees the pod unschedulable in the west, with no room there and room
   in the east, and gives the workload back (its admission check set to Retry); the manager re-admits it and
   the dispatcher nominates the east. The worker's PodsReady timeout is only the net.
+- Requests: every API server writes an audit log (the twin's ``--audit-log``); the requests each answered
+  during the fleet's batches are counted per workload by client, and MultiKueue's to the workers by verb and
+  resource. Reported, with the floor the busiest of MultiKueue's worker clients sets (v0.17.0: client-go's
+  5 requests/s, burst 10, per worker and resource kind).
 - Memory: the emulator's process tree (three API servers, their controllers, Kueue and JobSet on each,
   kwok's 29 nodes) once the fleet is up. Reported, no goal.
 """
@@ -25,7 +29,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -43,9 +49,11 @@ from together_clusters.components import (
     Retries,
     manifests,
 )
+from together_clusters.components.manifests.fleet_queue import KUEUE_NAMESPACE, worker_service_account
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.platform import COMPUTE_CLASS_LABEL, JOBSET_API, JOBSET_NAME_LABEL
 
+from .audit_counts import Client, audit_logs, by_client, requests_between
 from .context import Context
 from .figures import Figure, Goal, interleaved, unavailable
 from .nodes import ready_for_pods, wait_for_ready_nodes
@@ -57,7 +65,14 @@ SECTION = "10. Fleet"
 ADMISSION = "fleet admission of 100 one-pod workloads (MultiKueue, 2 workers) vs one cluster's queue"
 FAILOVER = "fleet failover (a worker's preemptible node gone, to running in the other region) vs a requeue in one cluster"
 MEMORY = "memory of the three-cluster twin with the fleet installed"
-NAMES = (ADMISSION, FAILOVER, MEMORY)
+REQUESTS = "requests per fleet workload from the manager's MultiKueue to the workers' API servers"
+NAMES = (ADMISSION, FAILOVER, MEMORY, REQUESTS)
+MULTIKUEUE_USER = f"system:serviceaccount:{KUEUE_NAMESPACE}:{worker_service_account('fleet')}"
+"""Who the manager's MultiKueue is on each worker (the FleetQueue ``fleet``'s ServiceAccount there)."""
+WORKER_CLIENT_QPS = 5.0
+WORKER_CLIENT_BURST = 10
+"""client-go's default rate and burst, which MultiKueue v0.17.0's client of each worker keeps for each resource
+kind (no setting raises them; Kueue 0.18 and 0.19 reuse ``clientConnection`` for worker clients)."""
 WORKLOADS = 100
 SPEED = 60.0
 WAIT_S = 900.0
@@ -109,7 +124,8 @@ def run(ctx: Context) -> list[Figure]:
         missing = "scripts/install-kubernetes has not copied Kueue's chart"
     if missing is not None:
         return [unavailable(SECTION, name, missing) for name in NAMES]
-    with twin_emulator(SPEED) as emulator:
+    # Every API server's audit log: who sent each request, to count what a workload costs and whom.
+    with twin_emulator(SPEED, "--audit-log") as emulator:
         admin = AdminClient(emulator.url)
         for region in (EAST, WEST):
             admin.set_capacity(region, GPU, 2 * PREEMPTIBLE_GPUS)
@@ -117,11 +133,15 @@ def run(ctx: Context) -> list[Figure]:
         for worker in ("east", "west"):
             wait_for_ready_nodes(client.CoreV1Api(apis[worker]), 1 + PREEMPTIBLE_GPUS // 8, WAIT_S)
         memory = tree_rss_mib(emulator.pid)
-        admission = _admission(ctx, apis, queue)
+        logs = audit_logs(emulator.url, {_cluster_id(admin, name): name for name in ("hub", "east", "west")})
+        windows: dict[str, list[tuple[float, float]]] = {}
+        admission = _admission(ctx, apis, queue, windows)
+        requests = _requests(ctx, logs, windows, admission)
         failover = _failover(ctx, apis, queue, admin)
     return [
         admission,
         failover,
+        requests,
         Figure(
             SECTION,
             MEMORY,
@@ -227,11 +247,13 @@ def _gone(apis: Apis, names: set[str]) -> bool:
     )
 
 
-def _batch(apis: Apis, where: str, prefix: str, queue: str) -> float:
+def _batch(apis: Apis, where: str, prefix: str, queue: str, window: list[tuple[float, float]]) -> float:
     """Seconds from the first create (on ``where``: ``hub`` through the fleet, or one worker) to every pod
-    Running in a worker; then the batch is deleted and its pods waited out."""
+    Running in a worker; then the batch is deleted and its pods waited out. Its wall-clock span goes to
+    ``window`` (for the audit logs)."""
     job_sets = _job_sets(prefix, WORKLOADS, queue)
     names = {j["metadata"]["name"] for j in job_sets}
+    wall = time.time()
     started = time.perf_counter()
     _create(apis[where], job_sets)
 
@@ -240,16 +262,19 @@ def _batch(apis: Apis, where: str, prefix: str, queue: str) -> float:
 
     _wait(all_running, f"the {prefix} batch all Running")
     elapsed = time.perf_counter() - started
+    window.append((wall, wall + elapsed))
     _delete(apis[where], names)
     _wait(lambda: _gone(apis, names), f"the {prefix} batch's pods gone")
     return elapsed
 
 
-def _admission(ctx: Context, apis: Apis, queue: str) -> Figure:
+def _admission(ctx: Context, apis: Apis, queue: str, windows: dict[str, list[tuple[float, float]]]) -> Figure:
     samples = interleaved(
         "fleet",
         "one cluster",
-        lambda kind, i: _batch(apis, "hub" if kind == "fleet" else "east", f"{kind[0]}{i}", queue),
+        lambda kind, i: _batch(
+            apis, "hub" if kind == "fleet" else "east", f"{kind[0]}{i}", queue, windows.setdefault(kind, [])
+        ),
         lambda kind: ctx.progress(f"fleet: {WORKLOADS} one-pod workloads through {kind}"),
     )
     ours, floor = statistics.median(samples["fleet"]), statistics.median(samples["one cluster"])
@@ -262,6 +287,75 @@ def _admission(ctx: Context, apis: Apis, queue: str) -> Figure:
         Goal("<=", 1.5),
         note=f"through the fleet: median {ours:.1f} s (kwok's pods, one GPU each, 13 preemptible nodes per worker)",
         samples=samples,
+    )
+
+
+def _requests(
+    ctx: Context, logs: dict[str, Path], windows: dict[str, list[tuple[float, float]]], admission: Figure
+) -> Figure:
+    """The requests each API server answered while the batches ran, per workload and by client (from the audit
+    logs), and the floor MultiKueue's worker clients set: Kueue v0.17.0 builds each worker's client from the
+    kubeconfig alone, and controller-runtime gives each resource kind its own REST client, so each worker and
+    kind gets client-go's default token bucket (WORKER_CLIENT_QPS, burst WORKER_CLIENT_BURST)."""
+    per_kind: dict[str, dict[str, Counter[Client]]] = {}
+    fleet: dict[str, Counter[tuple[Client, str, str]]] = {}
+    for kind, spans in windows.items():
+        for cluster, log in logs.items():
+            counts: Counter[tuple[Client, str, str]] = Counter()
+            for since, until in spans:
+                counts += requests_between(log, since, until)
+            per_kind.setdefault(kind, {})[cluster] = by_client(counts)
+            if kind == "fleet":
+                fleet[cluster] = counts
+    batches = max(len(windows.get("fleet", [])), 1)
+
+    def per_workload(n: float) -> float:
+        return n / batches / WORKLOADS
+
+    lines = [
+        f"{kind}, {cluster}: "
+        + ", ".join(f"{user} ({agent}) {per_workload(n):.1f}" for (user, agent), n in clients.most_common(6))
+        for kind, clusters in per_kind.items()
+        for cluster, clients in sorted(clusters.items())
+    ]
+    # MultiKueue's requests to each worker, by resource kind (each kind its own rate limit).
+    by_resource: dict[str, Counter[str]] = {}
+    for cluster in ("east", "west"):
+        mine = Counter(
+            {
+                (verb, resource): n
+                for ((user, _), verb, resource), n in fleet.get(cluster, Counter()).items()
+                if user == MULTIKUEUE_USER
+            }
+        )
+        by_resource[cluster] = Counter()
+        for (_, resource), n in mine.items():
+            by_resource[cluster][resource] += n
+        lines.append(
+            f"fleet, {cluster}, MultiKueue by verb: "
+            + ", ".join(f"{v} {r} {per_workload(n):.2f}" for (v, r), n in mine.most_common(8))
+        )
+    for line in lines:
+        ctx.progress(f"fleet requests per workload: {line}")
+    total = sum(sum(c.values()) for c in by_resource.values())
+    worker, resource, busiest = max(
+        ((w, r, n) for w, c in by_resource.items() for r, n in c.items()),
+        key=lambda found: found[2],
+        default=("-", "-", 0),
+    )
+    floor_s = max(per_workload(busiest) * WORKLOADS - WORKER_CLIENT_BURST, 0) / WORKER_CLIENT_QPS
+    measured = (
+        (admission.note.split("median ", 1)[1].split(" ", 1)[0]) if "median " in admission.note else "?"
+    )
+    return Figure(
+        SECTION,
+        REQUESTS,
+        round(per_workload(total), 2),
+        "requests",
+        f"MultiKueue's busiest client ({worker}, {resource}): {per_workload(busiest):.2f} requests per workload at "
+        f"{WORKER_CLIENT_QPS:g}/s after a burst of {WORKER_CLIENT_BURST} = at least {floor_s:.0f} s for "
+        f"{WORKLOADS} workloads, of the fleet's median {measured} s",
+        note="; ".join(lines),
     )
 
 
