@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,7 @@ def _left_after_destroy(export: dict[str, Any], live: list[dict[str, Any]]) -> l
     return state + [f"cluster {c['cluster_id']} ({c['cluster_name']}) is still live" for c in live]
 
 
-def test_engine_campaign_keeps_every_invariant(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_engine_campaign_keeps_every_invariant(tmp_path, campaign_report: Callable[[str], None]) -> None:
     """A seeded sequence of steps, each but the refresh under a fault; a step a fault failed is rerun
     fault-free, as a user would. After each step the invariants hold, and the step, if it succeeded, did
     its work: an up leaves the cluster the program asks for, a destroy leaves nothing."""
@@ -228,8 +229,7 @@ def test_engine_campaign_keeps_every_invariant(tmp_path, capsys: pytest.CaptureF
         f"runs succeeded/attempted: {results.tally()}, {len(results.violations)} violations"
     )
     failed = "".join(f"\n  failed: {f}" for f in results.failures)
-    with capsys.disabled():
-        print(f"\n{report}{failed}")
+    campaign_report(f"{report}{failed}")
     shortfall = results.success_share < MIN_SUCCESS_SHARE
     headline = (
         f"only {results.success_share:.0%} of the campaign's runs succeeded, below its floor of "

@@ -24,8 +24,8 @@ twice) and the volume is kept, once (its data is the user's).
 
 Seeds: two fixed ones and one drawn fresh each run, printed (``KILL_CAMPAIGN_FRESH_SEED=<seed>`` replays it;
 ``KILL_CAMPAIGN_SEEDS=1,2,3`` runs others instead of the fixed ones), as the fault campaign does. Each run
-prints its seed, the kill points reached (the event count, the part of the stack and the resources in
-flight) and its outcome. About a minute and a half a seed on 2 cores alone (the module: 4:34 for the three),
+reports its seed, the kill points reached (the event count, the part of the stack and the resources in
+flight) and its outcome, in the run's "campaign reports" summary (under xdist too: tests/_reports.py). About a minute and a half a seed on 2 cores alone (the module: 4:34 for the three),
 so few runs.
 """
 
@@ -38,7 +38,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -569,12 +569,12 @@ def _why(proc: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.mark.parametrize("seed", _seeds(), ids=lambda s: f"seed-{s}")
 def test_a_stack_killed_anywhere_converges_on_rerun(
-    emulator: RunningEmulator, tmp_path: Path, seed: Any, capsys: pytest.CaptureFixture[str]
+    emulator: RunningEmulator, tmp_path: Path, seed: Any, campaign_report: Callable[[str], None]
 ) -> None:
+    replay = ""
     if seed == "fresh":
         seed = int(os.environ.get("KILL_CAMPAIGN_FRESH_SEED") or int.from_bytes(os.urandom(4), "big"))
-        with capsys.disabled():
-            print(f"\nfresh kill campaign seed: {seed} (replay: KILL_CAMPAIGN_FRESH_SEED={seed})")
+        replay = f" (fresh; replay: KILL_CAMPAIGN_FRESH_SEED={seed})"
     rng = random.Random(f"kill-campaign:{seed}")
     outcome = Outcome(seed)
     stack = KillStack(tmp_path, emulator, f"kill-{seed}")
@@ -614,8 +614,7 @@ def test_a_stack_killed_anywhere_converges_on_rerun(
         if len(volumes := stack.live_volumes()) != 1:
             outcome.violations.append(f"volumes {volumes} live after the destroy, expected the one retained")
     finally:
-        with capsys.disabled():
-            print(f"\n{outcome.report()}")
+        campaign_report(outcome.report() + replay)
         if stack.live_clusters():  # never leave a cluster running on the module's emulator
             stack.run("destroy", *_engine.UP_FLAGS)
     assert not outcome.violations, outcome.report()
