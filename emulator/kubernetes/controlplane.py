@@ -48,6 +48,7 @@ rules:
   - level: Metadata
 """
 """The audit policy of ``audit_log``: every request, its metadata only, once (when its response is sent)."""
+AUDIT_LOG_FILE = "audit.log"
 # Resolved here, in the parent: between fork and exec the child only makes this one call (no loading,
 # no allocation that could meet a lock held by another thread at fork time).
 _PRCTL: Callable[..., int] | None
@@ -238,16 +239,21 @@ class ControlPlane:
             ],
         )
 
+    @property
+    def audit_log_path(self) -> Path | None:
+        """Where the API server writes its audit log, when ``audit_log`` asks for one."""
+        return self.directory / AUDIT_LOG_FILE if self.audit_log else None
+
     def _audit_flags(self) -> list[str]:
         """The API server's audit log, when asked for: each request once its response is sent, who sent it
         (user and user agent), its verb and object, no bodies."""
-        if not self.audit_log:
+        if self.audit_log_path is None:
             return []
         policy = self.directory / "audit-policy.yaml"
         policy.write_text(AUDIT_POLICY)
         return [
             f"--audit-policy-file={policy}",
-            f"--audit-log-path={self.directory / 'audit.log'}",
+            f"--audit-log-path={self.audit_log_path}",
             "--audit-log-format=json",
             "--audit-log-maxsize=0",
         ]

@@ -28,8 +28,8 @@ class TwinOptions:
     prepared has it. Off by default: a new Together cluster is bare Kubernetes, and what a user's stack
     installs (``ClusterControllers``) runs for real (:mod:`.controller_images`)."""
     audit_log: bool = False
-    """Every API server writes an audit log (``audit.log`` in its control plane's ``data_dir``, one JSON event
-    per request at level Metadata: who, what, when), to count the requests a controller sends."""
+    """Every API server writes an audit log (its control plane's ``audit_log`` in the twin's status, one JSON
+    event per request at level Metadata: who, what, when), to count the requests a controller sends."""
 
 
 def add_kubernetes_args(parser: argparse.ArgumentParser) -> None:

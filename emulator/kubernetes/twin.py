@@ -193,6 +193,7 @@ class Twin:
                     "jobset": plane.jobset,
                     "restarts": dict(plane.restarts.total),
                     "data_dir": str(plane.control_plane.directory),
+                    "audit_log": str(path) if (path := plane.control_plane.audit_log_path) else None,
                 }
                 for cid, plane in self._planes.items()
             ]

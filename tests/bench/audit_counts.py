@@ -22,9 +22,9 @@ def audit_logs(emulator_url: str, names: dict[str, str]) -> dict[str, Path]:
     """Each cluster's audit log by the name ``names`` gives its cluster id (``{cluster_id: name}``)."""
     status = httpx.get(f"{emulator_url}/_emulator/kubernetes", timeout=30).json()
     return {
-        names[plane["cluster_id"]]: Path(plane["data_dir"]) / "audit.log"
+        names[plane["cluster_id"]]: Path(plane["audit_log"])
         for plane in status["control_planes"]
-        if plane["cluster_id"] in names
+        if plane["cluster_id"] in names and plane["audit_log"]
     }
 
 
@@ -34,10 +34,14 @@ def client_of(event: dict[str, Any]) -> Client:
     return user, agent
 
 
-def requests_between(log: Path, since: float, until: float) -> Counter[tuple[Client, str, str]]:
-    """The requests the API server answered between ``since`` and ``until`` (epoch seconds), by client, verb and
-    resource (``jobsets``, ``workloads/status``). Watches count once, when they end, so they are left out."""
-    found: Counter[tuple[Client, str, str]] = Counter()
+Request = tuple[Client, str, str]
+"""A request's client, verb and resource (``jobsets``, ``workloads/status``)."""
+
+
+def requests_within(log: Path, windows: dict[str, list[tuple[float, float]]]) -> dict[str, Counter[Request]]:
+    """The requests the API server answered within each named window's spans (epoch seconds), read in one pass
+    over the log. Watches count once, when they end, so they are left out."""
+    found: dict[str, Counter[Request]] = {name: Counter() for name in windows}
     with log.open() as lines:
         for line in lines:
             event = json.loads(line)
@@ -45,17 +49,21 @@ def requests_between(log: Path, since: float, until: float) -> Counter[tuple[Cli
             if verb == "watch":
                 continue
             at = datetime.fromisoformat(event["stageTimestamp"].replace("Z", "+00:00")).timestamp()
-            if not since <= at <= until:
+            names = [
+                name for name, spans in windows.items() if any(since <= at <= until for since, until in spans)
+            ]
+            if not names:
                 continue
             ref = event.get("objectRef") or {}
             resource = str(ref.get("resource", "?")) + (
                 f"/{ref['subresource']}" if ref.get("subresource") else ""
             )
-            found[(client_of(event), verb, resource)] += 1
+            for name in names:
+                found[name][(client_of(event), verb, resource)] += 1
     return found
 
 
-def by_client(counts: Counter[tuple[Client, str, str]]) -> Counter[Client]:
+def by_client(counts: Counter[Request]) -> Counter[Client]:
     totals: Counter[Client] = Counter()
     for (who, _, _), n in counts.items():
         totals[who] += n

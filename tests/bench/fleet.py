@@ -53,7 +53,7 @@ from together_clusters.components.manifests.fleet_queue import KUEUE_NAMESPACE, 
 from together_clusters.emulator.admin_client import AdminClient
 from together_clusters.platform import COMPUTE_CLASS_LABEL, JOBSET_API, JOBSET_NAME_LABEL
 
-from .audit_counts import Client, audit_logs, by_client, requests_between
+from .audit_counts import Client, Request, audit_logs, by_client, requests_within
 from .context import Context
 from .figures import Figure, Goal, interleaved, unavailable
 from .nodes import ready_for_pods, wait_for_ready_nodes
@@ -297,16 +297,13 @@ def _requests(
     logs), and the floor MultiKueue's worker clients set: Kueue v0.17.0 builds each worker's client from the
     kubeconfig alone, and controller-runtime gives each resource kind its own REST client, so each worker and
     kind gets client-go's default token bucket (WORKER_CLIENT_QPS, burst WORKER_CLIENT_BURST)."""
-    per_kind: dict[str, dict[str, Counter[Client]]] = {}
-    fleet: dict[str, Counter[tuple[Client, str, str]]] = {}
-    for kind, spans in windows.items():
-        for cluster, log in logs.items():
-            counts: Counter[tuple[Client, str, str]] = Counter()
-            for since, until in spans:
-                counts += requests_between(log, since, until)
-            per_kind.setdefault(kind, {})[cluster] = by_client(counts)
-            if kind == "fleet":
-                fleet[cluster] = counts
+    per_kind: dict[str, dict[str, Counter[Client]]] = {kind: {} for kind in windows}
+    fleet: dict[str, Counter[Request]] = {}
+    for cluster, log in logs.items():
+        counted = requests_within(log, windows)
+        for kind, counts in counted.items():
+            per_kind[kind][cluster] = by_client(counts)
+        fleet[cluster] = counted.get("fleet", Counter())
     batches = max(len(windows.get("fleet", [])), 1)
 
     def per_workload(n: float) -> float:
@@ -344,9 +341,7 @@ def _requests(
         default=("-", "-", 0),
     )
     floor_s = max(per_workload(busiest) * WORKLOADS - WORKER_CLIENT_BURST, 0) / WORKER_CLIENT_QPS
-    measured = (
-        (admission.note.split("median ", 1)[1].split(" ", 1)[0]) if "median " in admission.note else "?"
-    )
+    measured = statistics.median(admission.samples["fleet"])
     return Figure(
         SECTION,
         REQUESTS,
@@ -354,7 +349,7 @@ def _requests(
         "requests",
         f"MultiKueue's busiest client ({worker}, {resource}): {per_workload(busiest):.2f} requests per workload at "
         f"{WORKER_CLIENT_QPS:g}/s after a burst of {WORKER_CLIENT_BURST} = at least {floor_s:.0f} s for "
-        f"{WORKLOADS} workloads, of the fleet's median {measured} s",
+        f"{WORKLOADS} workloads, of the fleet's median {measured:.1f} s",
         note="; ".join(lines),
     )
 

@@ -25,8 +25,9 @@ twice) and the volume is kept, once (its data is the user's).
 Seeds: two fixed ones and one drawn fresh each run, printed (``KILL_CAMPAIGN_FRESH_SEED=<seed>`` replays it;
 ``KILL_CAMPAIGN_SEEDS=1,2,3`` runs others instead of the fixed ones), as the fault campaign does. Each run
 reports its seed, the kill points reached (the event count, the part of the stack and the resources in
-flight) and its outcome, in the run's "campaign reports" summary (under xdist too: tests/_reports.py). About a minute and a half a seed on 2 cores alone (the module: 4:34 for the three),
-so few runs.
+flight) and its outcome, in the run's "campaign reports" summary (under xdist too: tests/_reports.py). About
+a minute and a half a seed on 2 cores alone (the module: 4:34 for the three), 2:30 in a full run: so few
+runs.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from kubernetes.client.exceptions import ApiException
 from tests import _engine
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
-from together_clusters.platform import GPU_RESOURCE
+from together_clusters.platform import GPU_RESOURCE, JOBSET_API, JOBSET_NAME_LABEL
 from together_clusters.platform.charts import KUEUE, KUEUE_API_VERSION
 
 from ._programs import TRAINER
@@ -62,14 +63,15 @@ API_KEY = "tgp_v1_twin-kill-campaign-0123456789abcdef"
 CHARTS = _engine.ROOT / ".kubernetes" / "charts"
 JOB = "train"
 SWEEP = "lr"
-JOB_SET_LABEL = "jobset.sigs.k8s.io/jobset-name"
-POD_SELECTOR = f"{JOB_SET_LABEL}={JOB}"
+POD_SELECTOR = f"{JOBSET_NAME_LABEL}={JOB}"
 # Seed 17975 kills the up while the Cluster is being created (a cluster the rerun must adopt, as its error
 # says), the update while the Cluster is being scaled, and the destroy among the charts' first objects. Seed
-# 4007 kills the up among JobSet's chart objects, its mutating webhook configuration in flight, the update
-# among Kueue's chart objects whose values changed, and the destroy while the cluster is being deleted: with
-# the charts' forced apply reverted (``kube.with_forced_apply`` left out of ClusterControllers' transform), its
-# rerun fails with a Server-Side Apply conflict on jobset-mutating-webhook-configuration.
+# 4007 kills the up around event 36, among JobSet's chart objects and the gate's, the update among Kueue's
+# chart objects whose values changed, and the destroy while the cluster is being deleted. The engine runs
+# independent steps in parallel, so what is in flight at an event varies: in two of three runs on 6 December
+# jobset-mutating-webhook-configuration was, and with the charts' forced apply reverted
+# (``kube.with_forced_apply`` left out of ClusterControllers' transform) the rerun of such a run fails with a
+# Server-Side Apply conflict on it.
 FIXED_SEEDS = (17975, 4007)
 
 # Resource events (a step's start and its outputs) of a clean run of PROGRAM, measured: the kill is drawn
@@ -81,6 +83,7 @@ DESTROY_EVENTS = 244
 # the chart's values: Kueue's ConfigMap replaced, its Deployment updated). The kill is drawn among them, so it
 # hits the change rather than the update's two hundred unchanged steps.
 UPDATE_CHANGES = {"scale": 4, "trial": 4, "chart": 8}
+STANDARD_GPUS = 8
 SCALED_PREEMPTIBLE_GPUS = 8
 # Each kind of update, as the stack's config makes it: a scale; a new trial of the Sweep; a change of the Kueue
 # chart's values (its configuration, rolled out by SSA over the chart's objects: the nearest to a chart version
@@ -108,7 +111,7 @@ config = pulumi.Config()
 name = config.require("clusterName")
 volume = Volume("checkpoints", VolumeArgs(volume_name=f"{{name}}-ckpt", region={REGION!r}, size_tib=1))
 cluster = Cluster("gpu", ClusterArgs(cluster_name=name, region={REGION!r},
-                                     gpu_type={GPU!r}, num_gpus=8, nvidia_version_id={DRIVER!r},
+                                     gpu_type={GPU!r}, num_gpus={STANDARD_GPUS}, nvidia_version_id={DRIVER!r},
                                      num_preemptible_gpus=config.get_int("preemptibleGpus") or 0,
                                      volume_id=volume.volume_id,
                                      ready_timeout_minutes=5, adopt_cluster_id=config.get("adoptClusterId")))
@@ -348,13 +351,13 @@ class PodWatch:
                     if api is None:
                         continue
                     core = client.CoreV1Api(api)
-                pods = core.list_namespaced_pod("default", label_selector=JOB_SET_LABEL).items
+                pods = core.list_namespaced_pod("default", label_selector=JOBSET_NAME_LABEL).items
             except (ApiException, urllib3.exceptions.HTTPError, OSError):
                 continue
             now: dict[str, set[str]] = {}
             for pod in pods:
                 if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
-                    now.setdefault(pod.metadata.labels[JOB_SET_LABEL], set()).add(pod.metadata.name)
+                    now.setdefault(pod.metadata.labels[JOBSET_NAME_LABEL], set()).add(pod.metadata.name)
             for job_set, names in now.items():
                 self.running.setdefault(job_set, set()).update(names)
                 self.most_at_once[job_set] = max(self.most_at_once.get(job_set, 0), len(names))
@@ -388,8 +391,8 @@ def live_violations(stack: KillStack) -> list[str]:
         # Paid for twice, or running untracked.
         return [f"live clusters {[c['cluster_id'] for c in live]}, the state tracks {tracked}"]
     volumes = [r["id"] for r in resources if r["type"].endswith(":Volume")]
-    if stack.live_volumes() != volumes or len(volumes) != 1:
-        return [f"live volumes {stack.live_volumes()}, the state tracks {volumes}"]
+    if (live_volumes := stack.live_volumes()) != volumes or len(volumes) != 1:
+        return [f"live volumes {live_volumes}, the state tracks {volumes}"]
     api = stack.api()
     if api is None:
         return ["the live cluster has no kubeconfig"]
@@ -429,11 +432,7 @@ def live_violations(stack: KillStack) -> list[str]:
                 found.append(f"{outputs['kind']} {base}-*: {len(twins)} live ({twins})")
     if checked == 0:
         found.append("no Kubernetes object in the state")
-    custom = client.CustomObjectsApi(api)
-    job_sets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")[
-        "items"
-    ]
-    live_job_sets = sorted(j["metadata"]["name"] for j in job_sets)
+    live_job_sets = job_sets_in_default(api)
     recorded = sorted(
         r["outputs"]["metadata"]["name"]
         for r in resources
@@ -452,6 +451,14 @@ def live_violations(stack: KillStack) -> list[str]:
     if len(jobs) != 1:
         found.append(f"{len(jobs)} Jobs of the JobSet {JOB}: {[j.metadata.name for j in jobs]}")
     return found
+
+
+def job_sets_in_default(api: client.ApiClient) -> list[str]:
+    """The names of the live JobSets in the workloads' namespace, sorted."""
+    listed = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        JOBSET_API.group, JOBSET_API.version, "default", JOBSET_API.plural
+    )
+    return sorted(j["metadata"]["name"] for j in listed["items"])
 
 
 def gpu_quota(api: client.ApiClient) -> int:
@@ -505,10 +512,10 @@ def _seeds() -> list[Any]:
 def update_killed(stack: KillStack, outcome: Outcome, seed: int) -> None:
     """An update of the seed's kind, killed among its steps that change something, then rerun: ``scale``, the
     cluster from 0 to SCALED_PREEMPTIBLE_GPUS preemptible GPUs, the queue's quota following it; ``trial``, a
-    second trial of the Sweep. The same cluster afterwards (none added, none replaced) and the change made."""
-    rng = random.Random(
-        f"kill-campaign:{seed}:update"
-    )  # its own draw: the up's and the destroy's stay as they were
+    second trial of the Sweep; ``chart``, a new PodsReady timeout in the Kueue chart's values. The same cluster
+    afterwards (none added, none replaced) and the change made."""
+    # Its own draw: the up's and the destroy's stay as they were.
+    rng = random.Random(f"kill-campaign:{seed}:update")
     kind = rng.choice(sorted(UPDATE_CHANGES))
     before = [c["cluster_id"] for c in stack.live_clusters()]
     key, value = UPDATES[kind]
@@ -535,20 +542,15 @@ def update_killed(stack: KillStack, outcome: Outcome, seed: int) -> None:
             outcome.violations.append(
                 f"the cluster's preemptible target is {live[0].get('desired_preemptible_gpus')}"
             )
-        if api is not None and (quota := gpu_quota(api)) != 8 + SCALED_PREEMPTIBLE_GPUS:
-            outcome.violations.append(f"the queue admits {quota} GPUs, not the scaled cluster's 16")
+        scaled = STANDARD_GPUS + SCALED_PREEMPTIBLE_GPUS
+        if api is not None and (quota := gpu_quota(api)) != scaled:
+            outcome.violations.append(f"the queue admits {quota} GPUs, not the scaled cluster's {scaled}")
     elif kind == "chart" and api is not None:
         configs = client.CoreV1Api(api).list_namespaced_config_map(KUEUE.namespace).items
         if not any("timeout: 300s" in value for c in configs for value in (c.data or {}).values()):
             outcome.violations.append("Kueue's configuration does not have the new PodsReady timeout (300s)")
     elif kind == "trial" and api is not None:
-        trials = [
-            j["metadata"]["name"]
-            for j in client.CustomObjectsApi(api).list_namespaced_custom_object(
-                "jobset.x-k8s.io", "v1alpha2", "default", "jobsets"
-            )["items"]
-            if j["metadata"]["name"].startswith(f"{SWEEP}-")
-        ]
+        trials = [name for name in job_sets_in_default(api) if name.startswith(f"{SWEEP}-")]
         if len(trials) != 2:
             outcome.violations.append(f"the Sweep's JobSets after the new trial: {trials}, expected two")
 

@@ -19,6 +19,7 @@ import urllib3
 from kubernetes import client
 
 from together_clusters.emulator.kubernetes import binaries
+from together_clusters.emulator.kubernetes.controlplane import AUDIT_LOG_FILE
 from together_clusters.emulator.kubernetes.kwok_config import EXIT_CODE, RUN_DURATION, TERMINATION_DURATION
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import start_emulator
@@ -26,6 +27,14 @@ from together_clusters.emulator.server import start_emulator
 from ._twin import COMPUTE_CLASS, Recorder, TwinCluster, alive, wait_for
 
 pytestmark = pytest.mark.twin
+
+
+def _plane(emulator_url: str, cluster_id: str) -> dict[str, Any]:
+    """The twin's status of one cluster's control plane (its PIDs, data and audit log paths)."""
+    status = httpx.get(f"{emulator_url}/_emulator/kubernetes", timeout=30).json()
+    (plane,) = [p for p in status["control_planes"] if p["cluster_id"] == cluster_id]
+    return dict(plane)
+
 
 PREEMPTIBLE_TOLERATION = {
     "key": COMPUTE_CLASS,
@@ -335,30 +344,23 @@ def test_a_job_fails_at_once_on_a_failjob_exit_code(cluster: TwinCluster, namesp
 def test_a_deleted_cluster_takes_its_control_plane_with_it(twin_emulator) -> None:
     with TwinCluster.create(twin_emulator, "short-lived", num_gpus=8) as short:
         short.wait_for_nodes(standard=1, preemptible=0)
-        status = httpx.get(f"{twin_emulator.base_url}/_emulator/kubernetes", timeout=30).json()
-        [plane] = [p for p in status["control_planes"] if p["cluster_id"] == short.cluster_id]
+        plane = _plane(twin_emulator.base_url, short.cluster_id)
     # Deleting takes a minute of platform time (a second at speed 60); then its processes are gone.
     wait_for(lambda: not alive(plane["pids"]), "the control plane's processes to end")
     with pytest.raises(urllib3.exceptions.MaxRetryError):
         short.core.list_node(_request_timeout=2)
 
 
-def _plane(emulator_url: str, cluster_id: str) -> dict[str, Any]:
-    status = httpx.get(f"{emulator_url}/_emulator/kubernetes", timeout=30).json()
-    (plane,) = [p for p in status["control_planes"] if p["cluster_id"] == cluster_id]
-    return dict(plane)
-
-
 def test_the_audit_log_names_who_sent_each_request_and_is_off_by_default(cluster: TwinCluster) -> None:
     """``--audit-log``: the API server writes who sent each request (the bench counts MultiKueue's by it)."""
-    assert not (
-        Path(_plane(cluster.emulator.base_url, cluster.cluster_id)["data_dir"]) / "audit.log"
-    ).exists()
+    default = _plane(cluster.emulator.base_url, cluster.cluster_id)
+    assert default["audit_log"] is None
+    assert not (Path(default["data_dir"]) / AUDIT_LOG_FILE).exists()
     with start_emulator(speed=60, kubernetes=TwinOptions(audit_log=True)) as emulator:
         with TwinCluster.create(emulator, "audited", num_gpus=8) as audited:
             audited.wait_for_nodes(standard=1, preemptible=0)
             audited.core.list_namespace(label_selector="audited=yes")
-            log = Path(_plane(emulator.base_url, audited.cluster_id)["data_dir"]) / "audit.log"
+            log = Path(_plane(emulator.base_url, audited.cluster_id)["audit_log"])
 
             def events() -> list[dict[str, Any]]:
                 return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
