@@ -31,7 +31,7 @@ from together_clusters.platform import (
     compute_class_of_node,
     pod_gpu_request,
 )
-from together_clusters.platform.objects import condition, condition_true
+from together_clusters.platform.objects import condition, condition_true, condition_with
 
 from .capacity import PREEMPTIBLE_DISCOUNT, parse_time
 
@@ -130,8 +130,8 @@ def pod_stall(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     being_deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
     if (pod.get("status") or {}).get("phase") != "Pending" or being_deleted:
         return None
-    scheduled = condition(pod, "PodScheduled")
-    if scheduled is None or scheduled.get("status") != "False" or scheduled.get("reason") != UNSCHEDULABLE:
+    scheduled = condition_with(pod, "PodScheduled", "False", UNSCHEDULABLE)
+    if scheduled is None:
         return None
     return str(scheduled.get("lastTransitionTime") or ""), _one_line(scheduled.get("message"))
 

@@ -668,7 +668,9 @@ class FleetDispatchArgs:
 
     ``image``: any image with Python 3.11 or later; the dispatcher uses the standard library only and its code
     comes in a ConfigMap of the component's, so no image of this package is needed. ``interval_seconds``
-    between passes (each pass reads the manager's pending workloads and each worker's nodes and pods).
+    between passes (each pass reads the manager's pending workloads and each worker's nodes and pods); a
+    workload that comes to await a worker, or a worker's pod being deleted, gone or found no node, starts a
+    pass at once (watches of the manager's workloads and the workers' pods).
     ``patience_seconds``: how long a workload stays with the worker it was sent to, not yet admitted there,
     before it is sent to a better one (the dispatcher's count of free GPUs may be a moment behind a worker's
     Kueue). ``pod_annotations``: annotations on the dispatcher's pod.

@@ -21,11 +21,15 @@ Every object a chart renders carries the annotation ``together.ai/installed-by``
 ``together.ai/installed-by-stack``; the controller pods get a required node affinity to standard nodes, so a
 preemption never takes the controller down with the workloads it restarts. Each chart is a
 ``pulumi_kubernetes.helm.v4.Chart`` (CRDs included, server-side apply, forced, without the values the
-controllers write: :mod:`.controllers.applied`); the engine reports it created once every object is ready
-(the controller's Deployment available, its webhook Service with endpoints), and JobSet counts as installed
-once the cluster then admits a JobSet (its webhooks answer: :mod:`.controllers.admission`); whatever waits
-for this component waits for that. ``pulumi destroy`` removes the components that depend on
-it first.
+controllers write: :mod:`.controllers.applied`). When it installs JobSet, its charts' Deployments and
+Services are done once stored (pulumi-kubernetes would otherwise hold one of the engine's steps for each
+until its pods are ready, and with every step so held before the CRDs and RBAC their controllers need were
+applied, ``up`` stalled: :data:`~.manifests.awaiting.CHART_READY_WHEN_STORED`), and the component counts
+JobSet as installed once the cluster admits a JobSet (through JobSet's webhooks and Kueue's, when the charts
+install both: :mod:`.controllers.admission`); whatever waits for this component waits for that. Without a
+JobSet of its own to probe, or no kubeconfig of the program's to probe with (a provider given to the plugin
+by reference, as a YAML program does), the engine waits for each object to be ready.
+``pulumi destroy`` removes the components that depend on it first.
 
 Destroying the stack that installed the controllers removes them (and the JobSet CRD with every JobSet in
 the cluster) for every stack that uses them.
@@ -60,6 +64,7 @@ from .controllers.releases import (
     releases,
     with_default_chart_source,
 )
+from .manifests.awaiting import CHART_READY_WHEN_STORED
 from .resource_types import TYPE_PREFIX
 from .violations import argument_violation
 
@@ -140,6 +145,10 @@ class ClusterControllers(pulumi.ComponentResource):
             asked = pulumi.Output.from_input(None)
         deleted_with = (opts.deleted_with if opts is not None else None) or kube.cluster_of(opts)
         this_stack = stack_identity()
+        # A provider given to the plugin's construct by reference (a YAML program's) is read back from the
+        # engine's state, its kubeconfig there in some runs and not in others: whether the charts' objects are
+        # ready once stored must not follow it, or one run adds the annotations the next one removes.
+        kubeconfig_of_the_program = kubeconfig is not None or self.type_token is None
 
         def declare(kubeconfig_value: Any) -> pulumi.Output[dict[str, str]]:
             known = kubeconfig_value if isinstance(kubeconfig_value, str) else None
@@ -147,12 +156,26 @@ class ClusterControllers(pulumi.ComponentResource):
             self._declared = True
             charts: list[k8s.helm.v4.Chart] = []
             jobset_namespace: str | None = None
+            findings = {r.facts.controller: self._finding(r.facts, known, this_stack) for r in planned}
+            # Installing JobSet, the component waits for the cluster to admit a JobSet (through JobSet's webhooks
+            # and Kueue's): the charts' Deployments and Services need not hold the engine's steps until ready.
+            # Only with a kubeconfig of the program's to probe with: otherwise its charts keep the engine's waits,
+            # or a JobSet created right after met a webhook not yet served.
+            admission_probed = (
+                kubeconfig_of_the_program
+                and known is not None
+                and any(
+                    r.facts.controller is Controller.JOBSET
+                    and findings[r.facts.controller].presence is not Presence.THEIRS
+                    for r in planned
+                )
+            )
             for release in planned:
                 if release.facts.controller is Controller.KUEUE and self._multikueue:
                     release = dataclasses.replace(
                         release, values=release_values(release.facts, args, self._multikueue)
                     )
-                finding = self._finding(release.facts, known, this_stack)
+                finding = findings[release.facts.controller]
                 if finding.presence is Presence.THEIRS:
                     pulumi.log.info(left_alone_note(owner, release.facts, finding), resource=self)
                     outcome[release.facts.controller.value] = (
@@ -165,7 +188,7 @@ class ClusterControllers(pulumi.ComponentResource):
                         f"({finding.reason}): installing it",
                         resource=self,
                     )
-                chart = self._install(name, release, this_stack, deleted_with)
+                chart = self._install(name, release, this_stack, deleted_with, admission_probed)
                 charts.append(chart)
                 outcome[release.facts.controller.value] = chart.urn.apply(lambda _: "installed")
                 if release.facts.controller is Controller.JOBSET:
@@ -272,7 +295,12 @@ class ClusterControllers(pulumi.ComponentResource):
         return find(facts.crd, kubeconfig, this_stack)
 
     def _install(
-        self, name: str, release: Release, this_stack: str, deleted_with: pulumi.Resource | None
+        self,
+        name: str,
+        release: Release,
+        this_stack: str,
+        deleted_with: pulumi.Resource | None,
+        ready_when_stored: bool,
     ) -> k8s.helm.v4.Chart:
         controller = release.facts.controller.value
         namespace = k8s.core.v1.Namespace(
@@ -296,16 +324,20 @@ class ClusterControllers(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[namespace],
                 deleted_with=deleted_with,
-                transforms=[chart_transform(this_stack, deleted_with)],
+                transforms=[chart_transform(this_stack, deleted_with, ready_when_stored)],
             ),
         )
 
 
-def chart_transform(this_stack: str, deleted_with: pulumi.Resource | None) -> pulumi.ResourceTransform:
+def chart_transform(
+    this_stack: str, deleted_with: pulumi.Resource | None, ready_when_stored: bool = False
+) -> pulumi.ResourceTransform:
     """The transform of every object a chart renders: the marks naming this stack, the standard-node
     affinity where the chart has no value for it, a forced server-side apply of all but the values the
     controllers write (:mod:`.controllers.applied`), and ``deleted_with`` the cluster (a transform, as the
-    objects are registered by the Kubernetes provider, out of the program's reach)."""
+    objects are registered by the Kubernetes provider, out of the program's reach). ``ready_when_stored``
+    (the component waits for admission itself): Deployments and Services ready once stored
+    (:data:`~.manifests.awaiting.CHART_READY_WHEN_STORED`, which says why)."""
 
     async def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         if not args.type_.startswith("kubernetes:") or args.type_ == CHART_TYPE:
@@ -319,7 +351,11 @@ def chart_transform(this_stack: str, deleted_with: pulumi.Resource | None) -> pu
         known = {field: await _value(props.get(field)) for field in DATA_FIELDS} if kind == "Secret" else {}
         left = controller_written(kind, {**props, **known})
         props = marked({key: value for key, value in props.items() if key not in left}, this_stack)
-        props = {**props, "metadata": kube.with_forced_apply(props["metadata"])}
+        metadata = kube.with_forced_apply(props["metadata"])
+        if ready_when_stored and kind in CHART_READY_WHEN_STORED:
+            given = metadata.get("annotations") or {}
+            metadata = {**metadata, "annotations": {**CHART_READY_WHEN_STORED[kind], **given}}
+        props = {**props, "metadata": metadata}
         options = args.opts
         if deleted_with is not None and options.deleted_with is None:
             options = pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(deleted_with=deleted_with))

@@ -319,6 +319,8 @@ class ComponentSpec:
     keywords: dict[str, tuple[Any, str]] = dataclasses.field(default_factory=dict)
     """Inputs the component takes as keyword arguments beside its arguments' class (snake_case): each one's
     type and description (optional on the wire: the keyword's default applies)."""
+    secret_keywords: frozenset[str] = frozenset()
+    """The keywords that hold a secret (a kubeconfig): ``secret`` in the schema, so every SDK keeps them so."""
 
 
 COMPONENTS: dict[str, ComponentSpec] = {
@@ -399,6 +401,18 @@ COMPONENTS: dict[str, ComponentSpec] = {
                 "Per controller: installed (by this stack), or what was found instead.",
             )
         },
+        keywords={
+            "kubeconfig": (
+                str,
+                "The cluster's kubeconfig (a Cluster's kubeConfig), what the component asks the cluster with: "
+                "whether it has the controllers already, and, installing JobSet, whether it admits a JobSet "
+                "(then the charts' Deployments and Services are done once stored, and what dependsOn the "
+                "component waits for the webhooks answering). Without it the engine waits for each chart "
+                "object to be ready: a provider given by reference shows the component no kubeconfig it can "
+                "rely on.",
+            )
+        },
+        secret_keywords=frozenset({"kubeconfig"}),
     ),
     REMEDIATION_GATE_TOKEN: ComponentSpec(
         workload_args.RemediationGateArgs,
@@ -415,6 +429,8 @@ def _component(spec: ComponentSpec, types: _Types) -> dict[str, Any]:
     inputs, required_inputs = types.workload_inputs(spec.args)
     for name, (wire_type, doc) in spec.keywords.items():
         inputs[camel(name)] = {**types.workload_property(wire_type), "description": doc}
+        if name in spec.secret_keywords:
+            inputs[camel(name)]["secret"] = True
     properties = {
         camel(name): {**types.property(wire_type), "description": doc}
         for name, (wire_type, doc) in spec.outputs.items()

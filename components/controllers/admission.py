@@ -1,8 +1,10 @@
 """Whether the cluster admits a JobSet yet: what :class:`~together_clusters.components.ClusterControllers` waits
 for, at ``pulumi up``, after installing JobSet, before anything that depends on it creates a JobSet.
 
-The engine reports a chart created once its Deployment is available and its webhook Service has endpoints.
-That is not yet a webhook the API server reaches: JobSet's manager reports ready once its webhook server
+The charts' Deployments and Services are reported created once stored (their pods are not awaited: see
+:data:`~together_clusters.components.manifests.awaiting.CHART_READY_WHEN_STORED`), so this wait is what tells
+dependents the controllers serve. Even a Deployment available and a webhook Service with endpoints are not
+yet a webhook the API server reaches: JobSet's manager reports ready once its webhook server
 listens, and registers the webhook's paths afterwards, in a goroutine of its own; the API server's view of
 the webhook configurations (the ``caBundle`` the rotator injects) and of the Service's endpoints follows a
 moment later. A JobSet created in that gap is refused with a 500 from ``mjobset.kb.io`` (issue 41, seen on

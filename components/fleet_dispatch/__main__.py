@@ -4,22 +4,28 @@
 Each pass reads the manager's workloads of the fleet's namespace and, for every worker whose
 ``MultiKueueCluster`` is active, its nodes and pods; and sends each waiting workload to its worker by setting
 ``status.nominatedClusterNames`` (an apply that carries the workload's ``resourceVersion``, so a workload Kueue
-changed in between is left to the next pass; see :mod:`.nomination`). A worker it cannot read is treated as one that does not answer. It prints a line per decision
-and per change of a worker's state, never a credential.
+changed in between is left to the next pass; see :mod:`.nomination`). A worker it cannot read is treated as
+one that does not answer. Passes run every ``interval_seconds``, and at once when a workload comes to await a
+worker, or a worker's pod is being deleted, gone or found no node (watches: :func:`start_watches`). A waiting
+workload whose former copy MultiKueue left deactivated in a worker is given back again
+(:func:`.plan.left_deactivated` says why). It
+prints a line per decision and per change of a worker's state, never a credential.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from together_clusters.errors import DispatchRequestError
 from together_clusters.platform.objects import condition_true
@@ -61,25 +67,72 @@ class Settings:
         )
 
 
+STALE_COPY_GRACE_SECONDS = 2.0
+"""How long a workload that awaits a worker may be seen with a copy MultiKueue left deactivated in a worker
+(:func:`.plan.left_deactivated`) before it is given back again: MultiKueue may be removing the copy that moment."""
+
+MIN_GAP_SECONDS = 0.2
+"""The least time between two passes: a burst of submissions that each wake the dispatcher is one pass or a few,
+not one per workload."""
+
+
 def say(message: str) -> None:
     print(f"fleet-dispatch: {message}", flush=True)
 
 
-class Dispatcher:
-    """The passes' state: when each workload was first seen with its current worker, each worker's last state."""
+class Reads(Protocol):
+    """What a pass needs of a worker's client (:meth:`.kube.KubeClient.get`)."""
 
-    def __init__(self, settings: Settings, manager: KubeClient, workers_dir: Path) -> None:
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]: ...
+
+
+class Workers(Protocol):
+    """Where a pass gets each worker's client, by the worker's name."""
+
+    def client(self, name: str) -> Reads: ...
+
+
+@dataclass(frozen=True)
+class WorkerKubeconfigs:
+    """Each worker's client from its kubeconfig in ``directory`` (a file per worker, named after it), read
+    again at each pass: a rotated token is picked up."""
+
+    directory: Path
+
+    def client(self, name: str) -> KubeClient:
+        return _worker_client(self.directory / name)
+
+
+class Dispatcher:
+    """The passes' state: when each workload was first seen with its current worker, each worker's last state.
+
+    ``workers`` gives each worker's client (by default from its kubeconfig in ``workers_dir``)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        manager: KubeClient,
+        workers_dir: Path,
+        workers: Workers | None = None,
+    ) -> None:
         self.settings = settings
         self.manager = manager
         self.workers_dir = workers_dir
+        self.workers: Workers = workers or WorkerKubeconfigs(workers_dir)
         self.held_since: dict[str, tuple[str | None, float]] = {}
         self.answering: dict[str, bool] = {}
         self.unreadable: set[str] = set()
         self.pods: dict[str, list[Mapping[str, Any]]] = {}
-        """The unfinished pods of each worker that answered this pass."""
+        """The unfinished pods (and the Failed ones being deleted) of each worker that answered this pass."""
+        self.schedulable: dict[str, set[str]] = {}
+        """The nodes that take new pods, of each worker that answered this pass."""
         self.waiting_for_copy: set[str] = set()
+        self.copies: dict[str, dict[str, Mapping[str, Any]]] = {}
+        """The fleet's Workloads in each worker that answered this pass, by name (MultiKueue's copies)."""
+        self.stale_since: dict[str, float] = {}
+        """When each waiting workload was first seen with a copy left deactivated in a worker."""
 
-    def _workloads_path(self) -> str:
+    def workloads_path(self) -> str:
         return f"/apis/{self.settings.api_version}/namespaces/{self.settings.namespace}/workloads"
 
     def _room_of(self, worker: Worker) -> plan.Room | None:
@@ -93,21 +146,25 @@ class Dispatcher:
             if not condition_true(cluster, "Active"):
                 problem = "its MultiKueueCluster is not active"
             else:
-                client = KubeClient.from_kubeconfig((self.workers_dir / worker.name).read_text())
+                client = self.workers.client(worker.name)
                 # resourceVersion 0: served from the API server's cache, as an informer's first list is.
                 nodes = client.get("/api/v1/nodes", {"resourceVersion": "0"}).get("items") or []
-                pods = (
-                    client.get(
-                        "/api/v1/pods",
-                        {
-                            "fieldSelector": "status.phase!=Succeeded,status.phase!=Failed",
-                            "resourceVersion": "0",
-                        },
-                    ).get("items")
-                    or []
+                listed = client.get(
+                    "/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded", "resourceVersion": "0"}
                 )
+                # A Failed pod being deleted is kept: one taken off a cordoned node whose process has already
+                # exited (plan.displaced), or a former copy's pod not yet gone (a move waits for it).
+                pods = [
+                    pod
+                    for pod in listed.get("items") or []
+                    if (pod.get("status") or {}).get("phase") != "Failed"
+                    or (pod.get("metadata") or {}).get("deletionTimestamp")
+                ]
+                copies = client.get(self.workloads_path(), {"resourceVersion": "0"}).get("items") or []
                 room = plan.worker_room(nodes, pods)
                 self.pods[worker.name] = pods
+                self.copies[worker.name] = {str(c["metadata"]["name"]): c for c in copies}
+                self.schedulable[worker.name] = plan.schedulable_nodes(nodes)
         except (DispatchRequestError, OSError, KeyError, ValueError) as error:
             problem = str(error)
         answering = room is not None
@@ -125,24 +182,24 @@ class Dispatcher:
         if body is None:
             return False
         try:
-            self.manager.apply(f"{self._workloads_path()}/{meta['name']}/status", body, ADMISSION_MANAGER)
+            self.manager.apply(f"{self.workloads_path()}/{meta['name']}/status", body, ADMISSION_MANAGER)
             return True
         except DispatchRequestError as error:
             if error.status != 409:  # 409: Kueue changed it since it was read; the next pass sees it anew
                 say(f"workload {meta['namespace']}/{meta['name']}: could not set its worker: {error}")
             return False
 
-    def _give_back(self, workload: Mapping[str, Any], decision: plan.Decision) -> bool:
-        """Set the fleet's admission check of a workload its worker cannot run to ``Retry``, as MultiKueue
-        does when the worker evicts it (see :func:`.nomination.retry_apply`); False when it changed since."""
+    def _give_back(self, workload: Mapping[str, Any], why: str) -> bool:
+        """Set the fleet's admission check of ``workload`` to ``Retry``, as MultiKueue does when the worker
+        evicts it (see :func:`.nomination.retry_apply`); False when it changed since."""
         meta = workload["metadata"]
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        message = f"fleet dispatcher: {decision.reason}; moving to {decision.worker}"
+        message = f"fleet dispatcher: {why}"
         body = retry_apply(workload, self.settings.admission_check, message, now, self.settings.api_version)
         if body is None:
             return False
         try:
-            self.manager.apply(f"{self._workloads_path()}/{meta['name']}/status", body, ADMISSION_MANAGER)
+            self.manager.apply(f"{self.workloads_path()}/{meta['name']}/status", body, ADMISSION_MANAGER)
             return True
         except DispatchRequestError as error:
             if error.status != 409:
@@ -155,8 +212,9 @@ class Dispatcher:
         rooms: Mapping[str, plan.Room | None],
         by_cluster: Mapping[str, str],
     ) -> None:
-        """Give back each workload whose worker lost the room for some of its pods while another worker has
-        room for it (:func:`.plan.moves`), without waiting for the worker's PodsReady timeout."""
+        """Give back each workload whose worker lost the room for some of its pods (:func:`.plan.lost_pods`:
+        from the preemption notice on) while another worker has room for it (:func:`.plan.moves`), without
+        waiting for the worker's PodsReady timeout."""
         placed: list[plan.Placed] = []
         objects: dict[str, Mapping[str, Any]] = {}
         for workload in running:
@@ -169,23 +227,40 @@ class Dispatcher:
             except ValueError:
                 continue
             its_pods = plan.pods_of(workload, self.pods[worker])
-            stranded = tuple(plan.pod_demand(pod) for pod in its_pods if plan.stranded(pod))
-            placed.append(plan.Placed(key, worker, demands, stranded))
+            lost = plan.lost_pods(its_pods, self.schedulable.get(worker, set()))
+            placed.append(plan.Placed(key, worker, demands, lost))
             objects[key] = workload
         workers = [w.name for w in self.settings.workers]
         for key, decision in plan.moves(placed, workers, rooms).items():
-            if self._give_back(objects[key], decision):
+            if self._give_back(objects[key], f"{decision.reason}; moving to {decision.worker}"):
                 say(f"workload {key} given back ({decision.reason}; {_free(rooms)})")
+
+    def _requeue_if_stuck(self, workload: Mapping[str, Any], key: str, now: float) -> bool:
+        """Whether ``workload``, awaiting a worker, has a copy MultiKueue left deactivated in a worker
+        (:func:`.plan.left_deactivated`: MultiKueue then creates no copy anywhere else). Seen so for
+        :data:`STALE_COPY_GRACE_SECONDS`, it is given back again: while its quota is released MultiKueue
+        removes the copy, and the workload then waits for a worker as any other."""
+        stuck_in = plan.left_deactivated(workload, self.copies)
+        if not stuck_in:
+            self.stale_since.pop(key, None)
+            return False
+        since = self.stale_since.setdefault(key, now)
+        if now - since >= STALE_COPY_GRACE_SECONDS:
+            why = f"its former copy in {', '.join(stuck_in)} is left deactivated; requeued so MultiKueue removes it"
+            if self._give_back(workload, why):
+                say(f"workload {key} given back ({why})")
+                self.stale_since[key] = now
+        return True
 
     def run_pass(self) -> None:
         settings = self.settings
-        workloads = self.manager.get(self._workloads_path()).get("items") or []
+        workloads = self.manager.get(self.workloads_path()).get("items") or []
         waiting = [w for w in workloads if plan.awaits_a_worker(w, settings.admission_check)]
         running = [w for w in workloads if plan.runs_in_a_worker(w, settings.admission_check)]
         if not waiting and not running:
             self.held_since.clear()
             return
-        self.pods = {}
+        self.pods, self.schedulable, self.copies = {}, {}, {}
         rooms = {worker.name: self._room_of(worker) for worker in settings.workers}
         by_cluster = {worker.cluster: worker.name for worker in settings.workers}
         self._move_stranded(running, rooms, by_cluster)
@@ -203,6 +278,8 @@ class Dispatcher:
             key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
             nominated_clusters = (workload.get("status") or {}).get("nominatedClusterNames") or []
             nominated = by_cluster.get(nominated_clusters[0]) if nominated_clusters else None
+            if self._requeue_if_stuck(workload, key, now):
+                continue
             if any(plan.pods_of(workload, pods) for pods in self.pods.values()):
                 # A copy it had in a worker is still there (MultiKueue removes it): never two copies at once.
                 if key not in self.waiting_for_copy:
@@ -224,6 +301,8 @@ class Dispatcher:
                 continue
             pending.append(plan.Pending(key, demands, nominated, now - since))
         self.held_since = {k: v for k, v in self.held_since.items() if k in objects}
+        waiting_keys = {f"{w['metadata']['namespace']}/{w['metadata']['name']}" for w in waiting}
+        self.stale_since = {k: v for k, v in self.stale_since.items() if k in waiting_keys}
         clusters = {worker.name: worker.cluster for worker in settings.workers}
         workers = [w.name for w in settings.workers]
         decisions = plan.nominations(pending, workers, rooms, settings.patience_seconds)
@@ -231,6 +310,94 @@ class Dispatcher:
             if self._nominate(objects[key], clusters[decision.worker]):
                 self.held_since[key] = (decision.worker, now)
                 say(f"workload {key} -> {decision.worker} ({decision.reason}; {_free(rooms)})")
+
+
+class Watches(Protocol):
+    """What :func:`watch_and_wake` needs of a client (:meth:`.kube.KubeClient.watch`)."""
+
+    def watch(self, path: str) -> Iterator[dict[str, Any]]: ...
+
+
+def awaits_nomination(event: Mapping[str, Any], admission_check: str) -> bool:
+    """Whether a watch event of the manager's workloads is one that comes to await a worker with none
+    nominated: Kueue reserved its quota, on a submission or after a give-back's requeue."""
+    found = event.get("object") or {}
+    return (
+        event.get("type") in ("ADDED", "MODIFIED")
+        and plan.awaits_a_worker(found, admission_check)
+        and not (found.get("status") or {}).get("nominatedClusterNames")
+    )
+
+
+def leaves_or_strands(event: Mapping[str, Any]) -> bool:
+    """Whether a watch event of a worker's pods is one a pass may act on: a pod being deleted (a preemption's
+    SIGTERM, a repair's drain: :func:`.plan.displaced` once its node is cordoned), gone (a former copy's last
+    pod, which a move waits for), or found no node (:func:`.plan.stranded`)."""
+    found = event.get("object") or {}
+    return event.get("type") == "DELETED" or (
+        event.get("type") in ("ADDED", "MODIFIED")
+        and (bool((found.get("metadata") or {}).get("deletionTimestamp")) or plan.stranded(found))
+    )
+
+
+def watch_and_wake(
+    connect: Callable[[], Watches],
+    path: str,
+    wakes: Callable[[Mapping[str, Any]], bool],
+    wake: threading.Event,
+    retry_seconds: float,
+    what: str,
+) -> None:
+    """Set ``wake`` at each event of the watch of ``path`` that ``wakes``, so the pass that acts on it runs
+    then rather than at the next interval (half of one on average; a failover meets three: the notice, the
+    former copy gone, the requeue). The interval's passes stay as the net for what no watch shows. Runs
+    for ever in a daemon thread; a watch that ends or fails is started again after ``retry_seconds`` with
+    a client from ``connect`` (a worker's kubeconfig read again), the interval's passes going on meanwhile."""
+    failing = False
+    while True:
+        try:
+            for event in connect().watch(path):
+                failing = False
+                if wakes(event):
+                    wake.set()
+        except (DispatchRequestError, OSError, KeyError, ValueError) as error:
+            if not failing:  # said once per failure, not at every retry
+                say(f"watching {what}: {error}; passes every interval meanwhile")
+                failing = True
+        time.sleep(retry_seconds)
+
+
+def start_watches(dispatcher: Dispatcher, wake: threading.Event) -> None:
+    """The manager's workloads (:func:`awaits_nomination`) and each worker's pods (:func:`leaves_or_strands`)."""
+    settings = dispatcher.settings
+
+    def watched(
+        target: Callable[[], Watches], path: str, wakes: Callable[[Mapping[str, Any]], bool], what: str
+    ) -> None:
+        threading.Thread(
+            target=watch_and_wake,
+            args=(target, path, wakes, wake, settings.interval_seconds, what),
+            daemon=True,
+        ).start()
+
+    watched(
+        lambda: dispatcher.manager,
+        dispatcher.workloads_path(),
+        lambda event: awaits_nomination(event, settings.admission_check),
+        "the manager's workloads",
+    )
+    for worker in settings.workers:
+        watched(
+            functools.partial(_worker_client, dispatcher.workers_dir / worker.name),
+            "/api/v1/pods",
+            leaves_or_strands,
+            f"worker {worker.name}'s pods",
+        )
+
+
+def _worker_client(kubeconfig: Path) -> KubeClient:
+    """A worker's client from its kubeconfig, read again at each (re)start of a watch."""
+    return KubeClient.from_kubeconfig(kubeconfig.read_text())
 
 
 def _free(rooms: Mapping[str, plan.Room | None]) -> str:
@@ -269,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     say(
         f"dispatching the workloads of {settings.namespace} pending on {settings.admission_check!r} to {names}"
     )
+    wake = threading.Event()
+    if not args.once:
+        start_watches(dispatcher, wake)
     while True:
         try:
             dispatcher.run_pass()
@@ -276,7 +446,11 @@ def main(argv: list[str] | None = None) -> int:
             say(f"the manager's API server: {error}")
         if args.once:
             return 0
-        time.sleep(settings.interval_seconds)
+        # A change that came during the pass wakes the next one at once (after the gap): the pass read the
+        # manager before it, perhaps not after.
+        time.sleep(MIN_GAP_SECONDS)
+        wake.wait(max(settings.interval_seconds - MIN_GAP_SECONDS, 0))
+        wake.clear()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ from typing import Any
 from together_clusters.errors import DispatchRequestError
 
 REQUEST_TIMEOUT_SECONDS = 10.0
+WATCH_SECONDS = 300
+"""How long the API server keeps one watch open (``timeoutSeconds``); the dispatcher then starts another."""
 APPLY_PATCH = "application/apply-patch+yaml"
 
 
@@ -75,14 +77,45 @@ class KubeClient:
         query = urllib.parse.urlencode({"fieldManager": field_manager, "force": "true"})
         return self._request("PATCH", f"{path}?{query}", json.dumps(body).encode(), APPLY_PATCH)
 
-    def _request(
+    def watch(self, path: str) -> Iterator[dict[str, Any]]:
+        """The events of a watch of the collection at ``path`` (``{"type": ..., "object": ...}``), the objects
+        that exist first (as ``ADDED``), until the API server ends it (:data:`WATCH_SECONDS`); a failure
+        raises :class:`DispatchRequestError` as :meth:`get` does, ``ERROR`` events included."""
+        query = urllib.parse.urlencode({"watch": "true", "timeoutSeconds": str(WATCH_SECONDS)})
+        request = self._authorized("GET", f"{path}?{query}")
+        try:
+            # The socket's timeout covers the server's own and a quiet collection (no event for a while).
+            with urllib.request.urlopen(request, timeout=WATCH_SECONDS + 30, context=self._tls) as reply:
+                for line in reply:
+                    if not line.strip():
+                        continue
+                    event = dict(json.loads(line))
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise DispatchRequestError(int(status.get("code") or 0), str(status.get("message")))
+                    yield event
+        except urllib.error.HTTPError as error:
+            raise DispatchRequestError(error.code, _message(error)) from None
+        except (OSError, ValueError) as error:
+            raise DispatchRequestError(
+                0, f"watch {self.server}{path}: {type(error).__name__}: {error}"
+            ) from None
+
+    def _authorized(
         self, method: str, path: str, body: bytes | None = None, content_type: str | None = None
-    ) -> dict[str, Any]:
+    ) -> urllib.request.Request:
+        """A request to ``path`` with the token (read now) and JSON accepted."""
         request = urllib.request.Request(self.server + path, data=body, method=method)
         request.add_header("Authorization", f"Bearer {self._token.read()}")
         request.add_header("Accept", "application/json")
         if content_type:
             request.add_header("Content-Type", content_type)
+        return request
+
+    def _request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str | None = None
+    ) -> dict[str, Any]:
+        request = self._authorized(method, path, body, content_type)
         try:
             with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_SECONDS, context=self._tls) as reply:
                 return dict(json.loads(reply.read() or b"{}"))

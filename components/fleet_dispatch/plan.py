@@ -20,7 +20,7 @@ worker that answers (its Kueue admits it as soon as room comes), and moves when 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,13 +34,21 @@ from together_clusters.platform import (
     ComputeClass,
     pod_gpu_request,
 )
-from together_clusters.platform.objects import condition, condition_true, free_gpus_by_node
+from together_clusters.platform.objects import (
+    condition_true,
+    condition_with,
+    free_gpus_by_node,
+    takes_new_pods,
+)
 
 Room = dict[ComputeClass, list[int]]
 """A worker's free GPUs: per node class (``STANDARD`` or ``PREEMPTIBLE``), the free GPUs of each node."""
 
 MULTIKUEUE_PENDING = "Pending"
 MULTIKUEUE_READY = "Ready"
+EVICTED_ON_MANAGER = "DeactivatedDueToEvictedOnManagerCluster"
+"""The reason of the ``Evicted`` condition MultiKueue v0.17.0 sets on a worker's copy of a workload the manager
+evicted while that worker ran it (``Deactivated`` with the cause ``EvictedOnManagerCluster``)."""
 OWNER_POD_LABELS = {JOBSET_API.kind: JOBSET_NAME_LABEL, "Job": JOB_NAME_LABEL}
 """The label that names, on each pod, the object a fleet workload stands for (by its kind): the same name in
 every worker, as MultiKueue copies it under its own name."""
@@ -69,12 +77,12 @@ class Pending:
 @dataclass(frozen=True)
 class Placed:
     """A workload a worker runs: its key, the worker, its pod sets, and those of its pods there that the
-    worker's scheduler found no node for (``stranded``: one demand per pod)."""
+    worker must find new room for (``lost``, one demand per pod: :func:`lost_pods`)."""
 
     key: str
     worker: str
     demands: tuple[PodSetDemand, ...]
-    stranded: tuple[PodSetDemand, ...] = ()
+    lost: tuple[PodSetDemand, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,11 +113,11 @@ def node_class(node: Mapping[str, Any]) -> ComputeClass:
 
 
 def worker_room(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> Room:
-    """The free GPUs of each Ready, schedulable node of a worker, by class, fullest first."""
-    ready = [node for node in nodes if condition_true(node, "Ready")]
-    free = free_gpus_by_node(ready, pods)
+    """The free GPUs of each node of a worker that takes new pods, by class, fullest first."""
+    taking = [node for node in nodes if takes_new_pods(node)]
+    free = free_gpus_by_node(taking, pods)
     room: Room = {ComputeClass.STANDARD: [], ComputeClass.PREEMPTIBLE: []}
-    for node in ready:
+    for node in taking:
         left = free.get(str((node.get("metadata") or {}).get("name")), 0)
         if left > 0:
             room[node_class(node)].append(left)
@@ -155,6 +163,27 @@ def runs_in_a_worker(workload: Mapping[str, Any], admission_check: str) -> bool:
     return any(c.get("name") == admission_check and c.get("state") == MULTIKUEUE_READY for c in checks)
 
 
+def left_deactivated(workload: Mapping[str, Any], copies: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The workers (keys of ``copies``: each worker's Workloads by name) that still hold a copy of the manager's
+    ``workload`` deactivated because the manager evicted it (:data:`EVICTED_ON_MANAGER`), not being deleted.
+
+    MultiKueue v0.17.0 removes such a copy only while the manager's workload has no quota reserved; when Kueue
+    requeues and reserves it again before MultiKueue reconciles it (a give-back is requeued at once), each
+    later reconcile sees the copy first and stops there, creating no copy in the worker nominated next: the
+    workload waits for ever (seen on the twin, a sweep moving between regions)."""
+    meta = workload.get("metadata") or {}
+    found = []
+    for worker, named in copies.items():
+        copy = named.get(str(meta.get("name")))
+        if copy is None or (copy.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        if (copy.get("metadata") or {}).get("namespace") != meta.get("namespace"):
+            continue
+        if condition_with(copy, "Evicted", "True", EVICTED_ON_MANAGER) is not None:
+            found.append(worker)
+    return found
+
+
 def pods_of(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The pods of ``pods`` that run the workload (in a worker: its namespace, and the label that names the
     JobSet or Job it stands for, :data:`OWNER_POD_LABELS`); none for a kind the fleet does not submit."""
@@ -177,12 +206,45 @@ def stranded(pod: Mapping[str, Any]) -> bool:
     for ``Unschedulable`` (a pod not tried yet, or held by a scheduling gate, is not)."""
     if (pod.get("spec") or {}).get("nodeName") or (pod.get("metadata") or {}).get("deletionTimestamp"):
         return False
-    scheduled = condition(pod, "PodScheduled")
+    return condition_with(pod, "PodScheduled", "False", "Unschedulable") is not None
+
+
+def schedulable_nodes(nodes: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The names of a worker's nodes that take new pods (:func:`~together_clusters.platform.objects.takes_new_pods`)."""
+    return {str((node.get("metadata") or {}).get("name")) for node in nodes if takes_new_pods(node)}
+
+
+def displaced(pod: Mapping[str, Any], schedulable: Collection[str]) -> bool:
+    """Whether the pod is being taken off a node that takes no new pods: bound, being deleted (a preemption's
+    SIGTERM, a repair's drain), not finished, and its node cordoned or gone. Its replacement needs room on
+    another node."""
+    node_name = (pod.get("spec") or {}).get("nodeName")
     return (
-        scheduled is not None
-        and scheduled.get("status") == "False"
-        and scheduled.get("reason") == "Unschedulable"
+        bool(node_name)
+        and bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+        and (pod.get("status") or {}).get("phase") != "Succeeded"
+        and node_name not in schedulable
     )
+
+
+def lost_pods(
+    its_pods: Sequence[Mapping[str, Any]], schedulable: Collection[str]
+) -> tuple[PodSetDemand, ...]:
+    """The pods of one workload its worker must find new room for, one demand each: those the scheduler found
+    no node for (:func:`stranded`), and those being taken off a cordoned or vanished node (:func:`displaced`)
+    whose replacement does not exist yet. Counting these from the preemption notice on, rather than from the
+    replacement's failed scheduling, saves the replacement's creation and scheduling attempt (about 2 s on
+    the twin) when the worker has no room left. Each pod waiting for a node, stranded or not, is taken to
+    replace one displaced pod."""
+    waiting = [
+        pod
+        for pod in its_pods
+        if not (pod.get("spec") or {}).get("nodeName")
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    leaving = [pod for pod in its_pods if displaced(pod, schedulable)]
+    lost = [pod for pod in waiting if stranded(pod)] + leaving[len(waiting) :]
+    return tuple(pod_demand(pod) for pod in lost)
 
 
 def pod_demand(pod: Mapping[str, Any]) -> PodSetDemand:
@@ -293,28 +355,29 @@ def moves(
     placed: Sequence[Placed], workers: Sequence[str], rooms: Mapping[str, Room | None]
 ) -> dict[str, Decision]:
     """The workloads to give back to MultiKueue, and the worker that has the room each needs: those whose
-    worker lost the room for some of its pods (the scheduler found no node for them and, by the count, none
-    of that worker's nodes has it) while another worker, answering, has room for the whole workload. The
-    worker's PodsReady timeout would give them back too, later; what the count cannot see (a pod pinned to
-    a node that went, a taint) is left to it. Each move takes its room from what the next one sees."""
+    worker lost the room for some of its pods (they were found no node, or are being taken off a cordoned
+    node, and by the count none of that worker's schedulable nodes has room for them) while another worker,
+    answering, has room for the whole workload. The worker's PodsReady timeout would give them back too,
+    later; what the count cannot see (a pod pinned to a node that went, a taint) is left to it. Each move
+    takes its room from what the next one sees."""
     left: dict[str, Room | None] = dict(rooms)
     changes: dict[str, Decision] = {}
     for workload in placed:
         here = left.get(workload.worker)
-        if here is None or not workload.stranded:
+        if here is None or not workload.lost:
             continue
-        where_it_is = [c for c in options(workload.stranded, workers) if c.worker == workload.worker]
-        if _first_fit(workload.stranded, where_it_is, {workload.worker: here}) is not None:
+        where_it_is = [c for c in options(workload.lost, workers) if c.worker == workload.worker]
+        if _first_fit(workload.lost, where_it_is, {workload.worker: here}) is not None:
             continue  # room there still: its scheduler places them
         elsewhere = [c for c in options(workload.demands, workers) if c.worker != workload.worker]
         best = _first_fit(workload.demands, elsewhere, left)
         if best is None:
             continue
         left[best[0].worker] = best[1]
-        gpus = sum(d.gpus_per_pod * d.count for d in workload.stranded)
+        gpus = sum(d.gpus_per_pod * d.count for d in workload.lost)
         changes[workload.key] = Decision(
             best[0].worker,
-            f"{workload.worker} has no room left for {len(workload.stranded)} of its pods ({gpus} GPUs); "
+            f"{workload.worker} has no room left for {len(workload.lost)} of its pods ({gpus} GPUs); "
             + _reason(workload.demands, best[0]),
         )
     return changes

@@ -74,15 +74,17 @@ STUB_PACKAGES = (
 _STUB = '"""What the fleet dispatcher needs of this package, from the FleetQueue\'s ConfigMap."""\n'
 
 MANAGER_RULES: tuple[Mapping[str, Any], ...] = (
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
 )
 """The dispatcher's Role in the fleet's namespace on the manager."""
 WORKER_READER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]},
 )
-"""The dispatcher's ClusterRole on each worker: read-only."""
+"""The dispatcher's ClusterRole on each worker: read-only (its pods watched, to act on a preemption at once; the
+Workloads read for a copy MultiKueue left deactivated: :func:`..fleet_dispatch.plan.left_deactivated`)."""
 
 
 def dispatch_violations(dispatch: FleetDispatchArgs) -> list[Violation]:

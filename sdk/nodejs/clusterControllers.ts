@@ -45,6 +45,7 @@ export class ClusterControllers extends pulumi.ComponentResource {
             resourceInputs["descheduler"] = args?.descheduler;
             resourceInputs["deschedulingIntervalSeconds"] = args?.deschedulingIntervalSeconds;
             resourceInputs["jobset"] = args?.jobset;
+            resourceInputs["kubeconfig"] = args?.kubeconfig ? pulumi.secret(args.kubeconfig) : undefined;
             resourceInputs["kueue"] = args?.kueue;
             resourceInputs["kueueSettings"] = args?.kueueSettings;
             resourceInputs["moveBackIntervalSeconds"] = args?.moveBackIntervalSeconds;
@@ -66,6 +67,10 @@ export interface ClusterControllersArgs {
     descheduler?: pulumi.Input<boolean | undefined>;
     deschedulingIntervalSeconds?: pulumi.Input<number | undefined>;
     jobset?: pulumi.Input<boolean | undefined>;
+    /**
+     * The cluster's kubeconfig (a Cluster's kubeConfig), what the component asks the cluster with: whether it has the controllers already, and, installing JobSet, whether it admits a JobSet (then the charts' Deployments and Services are done once stored, and what dependsOn the component waits for the webhooks answering). Without it the engine waits for each chart object to be ready: a provider given by reference shows the component no kubeconfig it can rely on.
+     */
+    kubeconfig?: pulumi.Input<string | undefined>;
     kueue?: pulumi.Input<boolean | undefined>;
     kueueSettings?: pulumi.Input<inputs.KueueSettingsArgs | undefined>;
     moveBackIntervalSeconds?: pulumi.Input<number | undefined>;

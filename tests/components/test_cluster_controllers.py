@@ -31,6 +31,7 @@ from together_clusters.components import (
     NodePlacement,
     Retries,
     SharedVolume,
+    cluster_controllers,
     kube,
     provider_for,
 )
@@ -278,6 +279,78 @@ def test_the_objects_a_chart_renders_are_marked_with_the_stack_and_go_with_the_c
         PATCH_FORCE_ANNOTATION: "true",  # a rerun after a killed `up` takes over what the killed run applied
     }
     assert result.opts.deleted_with is cluster
+
+
+def test_a_charts_deployments_and_services_are_ready_once_stored_when_the_component_waits_for_admission() -> (
+    None
+):
+    """Held until their pods are ready, a chart's Deployments and Services could take every step the engine
+    runs at once while the CRDs and RBAC their controller needs were still unapplied (the fleet's ``up``
+    stalled: tests/twin/test_engine_controllers.py runs one step at a time)."""
+    deployment = {"metadata": {"name": "kueue-controller-manager", "namespace": "kueue-system"}, "spec": {}}
+    service = {"metadata": {"name": "kueue-webhook-service", "annotations": {"a": "b"}}, "spec": {}}
+    crd = {"metadata": {"name": "workloads.kueue.x-k8s.io"}, "spec": {}}
+    probed = chart_transform(THIS_STACK, None, ready_when_stored=True)
+    held = chart_transform(THIS_STACK, None)
+
+    def wait_for(transform: pulumi.ResourceTransform, type_: str, props: dict[str, Any]) -> str | None:
+        result = transformed(transform, type_, props)
+        assert result is not None
+        return result.props["metadata"]["annotations"].get("pulumi.com/waitFor")
+
+    assert (
+        wait_for(probed, "kubernetes:apps/v1:Deployment", deployment)
+        == "jsonpath={.status.observedGeneration}"
+    )
+    assert wait_for(probed, "kubernetes:core/v1:Service", service) == "jsonpath={.metadata.uid}"
+    assert wait_for(probed, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", crd) is None
+    # Without the component's own wait (no JobSet of its own to probe), the engine's readiness checks stay.
+    assert wait_for(held, "kubernetes:apps/v1:Deployment", deployment) is None
+    assert wait_for(held, "kubernetes:core/v1:Service", service) is None
+    # What the chart itself says wins.
+    own = {**deployment, "metadata": {**deployment["metadata"], "annotations": {"pulumi.com/waitFor": "x"}}}
+    assert wait_for(probed, "kubernetes:apps/v1:Deployment", own) == "x"
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "constructed", "ready_when_stored"),
+    [("kubeconfig", False, True), (None, False, False), ("kubeconfig", True, False)],
+    ids=["probed", "no-kubeconfig-to-probe", "provider-by-reference"],
+)
+def test_a_charts_objects_are_ready_once_stored_only_when_the_component_can_probe_admission(
+    program: Program,
+    served: dict,
+    monkeypatch: pytest.MonkeyPatch,
+    kubeconfig: str | None,
+    constructed: bool,
+    ready_when_stored: bool,
+) -> None:
+    """Without a kubeconfig of its own the component cannot ask whether the cluster admits a JobSet: its charts
+    keep the engine's readiness waits, or a dependent JobSet met a webhook not yet served (CI, the YAML program's
+    twin test: x509 from a proxy answering for the absent Service). A provider given to the plugin's construct
+    by reference (a YAML program's) is read back from the engine's state, its kubeconfig there in some runs and
+    not in others: never counted, or the runs proposed opposite annotations on the charts' objects (CI, the same
+    test: the preview after a refresh found three to update)."""
+    asked: list[bool] = []
+    transform = cluster_controllers.chart_transform
+
+    def recording(this_stack: str, deleted_with: Any, ready: bool = False) -> pulumi.ResourceTransform:
+        asked.append(ready)
+        return transform(this_stack, deleted_with, ready)
+
+    monkeypatch.setattr(cluster_controllers, "chart_transform", recording)
+    kind = (
+        type("Constructed", (ClusterControllers,), {"type_token": "together:index:ClusterControllers"})
+        if constructed
+        else ClusterControllers
+    )
+    program.run(
+        lambda: kind(
+            "controllers", opts=pulumi.ResourceOptions(provider=k8s.Provider("mine", kubeconfig=kubeconfig))
+        )
+    )
+    assert len(charts(program)) == 1
+    assert asked == [ready_when_stored]
 
 
 def test_a_chart_s_certificate_placeholder_is_applied_without_the_keys_its_controller_rotates() -> None:

@@ -5,15 +5,19 @@ that stops answering, and that its code runs on a bare interpreter with nothing 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from together_clusters.components import FleetDispatchArgs, FleetQueueArgs
+from together_clusters.components.fleet_dispatch import __main__ as dispatch_main
 from together_clusters.components.fleet_dispatch import plan
 from together_clusters.components.fleet_dispatch.nomination import (
     ADMISSION_MANAGER,
@@ -23,6 +27,7 @@ from together_clusters.components.fleet_dispatch.nomination import (
 from together_clusters.components.fleet_dispatch.plan import Pending, PodSetDemand
 from together_clusters.components.manifests import fleet_dispatch as builder
 from together_clusters.components.manifests import fleet_queue
+from together_clusters.errors import DispatchRequestError
 from together_clusters.platform import COMPUTE_CLASS_LABEL, PLACEMENT_LABEL, PREEMPTIBLE, ComputeClass
 
 from .conftest import assert_schema_valid
@@ -152,6 +157,39 @@ def test_a_workload_stays_while_its_worker_has_room_or_no_other_worker_has() -> 
     assert moved([flexible], {"east": room([8]), "west": room([], [8])}) == {}
 
 
+def test_a_workload_whose_pods_are_taken_off_cordoned_nodes_moves_before_their_replacements_exist() -> None:
+    """A preemption: the node cordoned, its pods given SIGTERM (being deleted), the node gone at the latest five
+    minutes later. With no room left in the worker, the replacement would only be found unschedulable: the
+    workload's lost pods count from the notice on, so it is given back at once (its copy is started elsewhere
+    only once these pods are gone: the dispatcher waits for them)."""
+    mine = {"jobset.sigs.k8s.io/jobset-name": "llm", PLACEMENT_LABEL: "preemptible"}
+    schedulable = {"p2", "s1"}
+
+    def on(node_name: str | None, deleting: bool = False, **status: Any) -> dict[str, Any]:
+        found = labelled_pod(f"llm-{node_name}", mine, **status)
+        found["spec"]["nodeName"] = node_name
+        if deleting:
+            found["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        return found
+
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    # Being deleted on a cordoned node (p1) or one already gone (p9): lost, with nothing to replace them yet.
+    assert (
+        plan.lost_pods([on("p1", deleting=True), on("p9", deleting=True)], schedulable)
+        == (PodSetDemand(P, 1, 4),) * 2
+    )
+    # Running on a cordoned node (a user's cordon, a repair not yet draining it): not lost.
+    assert plan.lost_pods([on("p1")], schedulable) == ()
+    # Being deleted on a schedulable node (a pod deleted, a node that stays): not lost to the worker.
+    assert plan.lost_pods([on("p2", deleting=True)], schedulable) == ()
+    # Its replacement exists, not placed yet: counted once (the replacement), stranded or not.
+    assert plan.lost_pods([on("p1", deleting=True), on(None, phase="Pending")], schedulable) == ()
+    replaced = [on("p1", deleting=True), on(None, phase="Pending", conditions=[unschedulable])]
+    assert plan.lost_pods(replaced, schedulable) == (PodSetDemand(P, 1, 4),)
+    # A pod that finished is not lost, wherever it was.
+    assert plan.lost_pods([on("p1", deleting=True, phase="Succeeded")], schedulable) == ()
+
+
 def test_moves_take_the_room_they_go_to() -> None:
     both = [
         plan.Placed(f"default/t{i}", "west", (PodSetDemand(P, 1, 8),), (PodSetDemand(P, 1, 8),))
@@ -239,6 +277,83 @@ def test_a_workload_is_given_back_as_multikueue_gives_back_one_its_worker_evicte
     assert retry_apply(found, "other", "m", "t", "kueue.x-k8s.io/v1beta2") is None
 
 
+class _Watched:
+    """A manager whose watch of workloads yields ``events`` once, then fails as a dropped connection does; from
+    its third watch on it blocks, so the watcher thread (a daemon, run for ever) says nothing after the test: a
+    watch dropped again and again printed a line each time, into other tests' captured output (a CLI test read
+    it as its own ``--json``)."""
+
+    def __init__(self, events: list[dict[str, Any]], wake: threading.Event) -> None:
+        self.events, self.wake = events, wake
+        self.seen: list[bool] = []
+        self.watches = 0
+
+    def watch(self, path: str) -> Iterator[dict[str, Any]]:
+        self.watches += 1
+        if self.watches > 2:
+            threading.Event().wait()  # never set: the daemon thread sleeps until the process ends
+        for event in self.events:
+            yield event
+            self.seen.append(self.wake.is_set())
+        raise DispatchRequestError(0, "the watch ended")
+
+
+def test_a_workload_that_comes_to_await_a_worker_wakes_the_dispatcher_at_once() -> None:
+    """Kueue reserving a workload's quota on the manager (a submission, or one given back and requeued) starts
+    a pass then, not at the next interval; other changes do not; a watch that drops is started again."""
+    pending = [{"name": "fleet", "state": "Pending"}]
+    awaiting = workload(conditions=RESERVED, admissionChecks=pending)
+    nominated = workload(conditions=RESERVED, admissionChecks=pending, nominatedClusterNames=["fleet-east"])
+    events = [
+        {"type": "ADDED", "object": workload(admissionChecks=pending)},  # no quota yet
+        {"type": "MODIFIED", "object": nominated},  # the dispatcher's own nomination
+        {"type": "DELETED", "object": awaiting},
+        {"type": "MODIFIED", "object": awaiting},
+    ]
+    wake = threading.Event()
+    manager = _Watched(events, wake)
+    watcher = threading.Thread(
+        target=dispatch_main.watch_and_wake,
+        args=(
+            lambda: manager,
+            "/w",
+            lambda event: dispatch_main.awaits_nomination(event, "fleet"),
+            wake,
+            0.01,
+            "the manager's workloads",
+        ),
+        daemon=True,
+    )
+    watcher.start()
+    assert wake.wait(10)
+    assert manager.seen[:4] == [False, False, False, True]
+    # Dropped, the watch is started again: the same events come once more.
+    wake.clear()
+    assert wake.wait(10)
+
+
+def test_a_workers_pod_being_deleted_gone_or_found_no_node_wakes_the_dispatcher() -> None:
+    """A preemption's SIGTERM (the pod being deleted), a former copy's last pod gone, a pod the scheduler found
+    no node for: each starts a pass at once; a pod created or running does not."""
+    mine = {"jobset.sigs.k8s.io/jobset-name": "llm"}
+    running = labelled_pod("llm-0", mine, phase="Running")
+    deleting = labelled_pod("llm-0", mine, phase="Running")
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    unschedulable = labelled_pod(
+        "llm-1",
+        mine,
+        phase="Pending",
+        conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    )
+    wakes = dispatch_main.leaves_or_strands
+    assert not wakes({"type": "ADDED", "object": running})
+    assert not wakes({"type": "MODIFIED", "object": running})
+    assert wakes({"type": "MODIFIED", "object": deleting})
+    assert wakes({"type": "DELETED", "object": running})
+    assert wakes({"type": "MODIFIED", "object": unschedulable})
+    assert not wakes({"type": "BOOKMARK", "object": deleting})
+
+
 # --- reading the API's objects ---------------------------------------------------------------------
 
 
@@ -297,6 +412,120 @@ def test_a_workload_awaits_a_worker_while_multikueue_waits_and_no_worker_runs_it
     assert not plan.awaits_a_worker(workload(admissionChecks=pending), "fleet")  # no quota yet
     running = workload(conditions=RESERVED, admissionChecks=pending, clusterName="fleet-east")
     assert not plan.awaits_a_worker(running, "fleet")
+
+
+EVICTED_ON_MANAGER = {
+    "type": "Evicted",
+    "status": "True",
+    "reason": "DeactivatedDueToEvictedOnManagerCluster",
+    "message": "The workload is deactivated due to Evicted on manager: At least one admission check is false",
+}
+"""The condition MultiKueue v0.17.0 left on the western copy of a sweep's trial that never moved east (CI)."""
+
+
+def test_a_copy_left_deactivated_in_a_worker_is_found_where_multikueue_would_stop() -> None:
+    left = workload(conditions=[EVICTED_ON_MANAGER])
+    being_deleted = workload(conditions=[EVICTED_ON_MANAGER])
+    being_deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    evicted_by_its_worker = workload(conditions=[{**EVICTED_ON_MANAGER, "reason": "PodsReadyTimeout"}])
+    mine = workload(conditions=RESERVED)
+    assert plan.left_deactivated(mine, {"west": {"a": left}, "east": {}}) == ["west"]
+    assert plan.left_deactivated(mine, {"west": {"a": being_deleted}}) == []  # MultiKueue is removing it
+    assert plan.left_deactivated(mine, {"west": {"a": evicted_by_its_worker}}) == []  # MultiKueue moves on
+    other = {**mine, "metadata": {"name": "b", "namespace": "default"}}
+    assert plan.left_deactivated(other, {"west": {"a": left}}) == []
+
+
+class _Cluster:
+    """An API server's answers to the dispatcher's reads, by path; the applies it was sent."""
+
+    def __init__(self, answers: dict[str, dict[str, Any]]) -> None:
+        self.answers = answers
+        self.applied: list[tuple[str, dict[str, Any]]] = []
+
+    def get(self, path: str, params: Any = None) -> dict[str, Any]:
+        return self.answers.get(path, {"items": []})
+
+    def apply(self, path: str, body: dict[str, Any], field_manager: str) -> dict[str, Any]:
+        self.applied.append((path, body))
+        return body
+
+
+@dataclasses.dataclass(frozen=True)
+class _Workers:
+    """The workers' fake API servers by name (``dispatch_main.Workers``)."""
+
+    clusters: Mapping[str, _Cluster]
+
+    def client(self, name: str) -> _Cluster:
+        return self.clusters[name]
+
+
+def test_a_workload_multikueue_left_stuck_behind_a_deactivated_copy_is_given_back_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """CI: a trial given back from the west was requeued and reserved again on the manager before MultiKueue
+    removed its western copy (deactivated by the manager's eviction); MultiKueue then stopped at that copy on
+    every reconcile, never creating the eastern one the dispatcher nominated, and the trial waited for ever. The
+    dispatcher gives it back once more (its quota released, MultiKueue removes the copy), after a grace in
+    which MultiKueue may be removing it anyway; never while no such copy is left."""
+    api = "kueue.x-k8s.io/v1beta2"
+    check = {"name": "fleet", "state": "Pending", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    waiting = workload(conditions=RESERVED, admissionChecks=[check], nominatedClusterNames=["fleet-east"])
+    waiting["metadata"].update(
+        resourceVersion="9",
+        managedFields=[
+            {
+                "manager": ADMISSION_MANAGER,
+                "operation": "Apply",
+                "subresource": "status",
+                "fieldsV1": {"f:status": {"f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"]}},
+            }
+        ],
+    )
+    path = f"/apis/{api}/namespaces/default/workloads"
+    manager = _Cluster(
+        {
+            path: {"items": [waiting]},
+            f"/apis/{api}/multikueueclusters/fleet-east": {"status": {"conditions": [ACTIVE]}},
+            f"/apis/{api}/multikueueclusters/fleet-west": {"status": {"conditions": [ACTIVE]}},
+        }
+    )
+    west = _Cluster({path: {"items": [workload(conditions=[EVICTED_ON_MANAGER])]}})
+    workers = {"east": _Cluster({}), "west": west}
+    settings = dispatch_main.Settings(
+        namespace="default",
+        admission_check="fleet",
+        api_version=api,
+        workers=(dispatch_main.Worker("east", "fleet-east"), dispatch_main.Worker("west", "fleet-west")),
+        interval_seconds=2,
+        patience_seconds=30,
+    )
+    clock = [100.0]
+    monkeypatch.setattr(dispatch_main.time, "monotonic", lambda: clock[0])
+    dispatcher = dispatch_main.Dispatcher(settings, manager, tmp_path, workers=_Workers(workers))
+
+    dispatcher.run_pass()
+    assert manager.applied == []  # first seen: MultiKueue may be removing the copy this moment
+    clock[0] += dispatch_main.STALE_COPY_GRACE_SECONDS
+    dispatcher.run_pass()
+    ((target, body),) = manager.applied
+    assert target == f"{path}/a/status"
+    (given_back,) = body["status"]["admissionChecks"]
+    assert given_back["state"] == "Retry" and "west" in given_back["message"]
+    # Once the copy is gone the workload waits for its worker as any other: not given back again.
+    west.answers[path] = {"items": []}
+    clock[0] += 10 * dispatch_main.STALE_COPY_GRACE_SECONDS
+    dispatcher.run_pass()
+    retries = [
+        b
+        for _, b in manager.applied
+        if any(c["state"] == "Retry" for c in b["status"].get("admissionChecks", []))
+    ]
+    assert len(retries) == 1
+
+
+ACTIVE = {"type": "Active", "status": "True"}
 
 
 ADMISSION_FIELDS = {
@@ -405,12 +634,18 @@ def test_the_dispatcher_is_granted_only_what_it_does() -> None:
     assert granted(found["Role/fleet-dispatcher"]["rules"]) == {
         ("kueue.x-k8s.io", "workloads", "get"),
         ("kueue.x-k8s.io", "workloads", "list"),
+        ("kueue.x-k8s.io", "workloads", "watch"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
     }
     (cluster_rule,) = found["ClusterRole/fleet-dispatcher"]["rules"]
     assert cluster_rule["resourceNames"] == ["fleet-east", "fleet-west"] and cluster_rule["verbs"] == ["get"]
     readers = {f"{o['kind']}": o for o in builder.worker_reader_objects("fleet", "kueue-system")}
-    assert granted(readers["ClusterRole"]["rules"]) == {("", "nodes", "list"), ("", "pods", "list")}
+    assert granted(readers["ClusterRole"]["rules"]) == {
+        ("", "nodes", "list"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("kueue.x-k8s.io", "workloads", "list"),
+    }
     assert readers["Secret"]["type"] == "kubernetes.io/service-account-token"
 
 

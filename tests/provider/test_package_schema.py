@@ -20,6 +20,7 @@ from together_clusters.platform import ComputeClass
 from together_clusters.provider import ClusterArgs, VolumeArgs, nested_inputs, resource, vocabulary
 from together_clusters.provider.package_schema import (
     BATCH_JOB_TOKEN,
+    CLUSTER_CONTROLLERS_TOKEN,
     CLUSTER_TOKEN,
     REMEDIATION_GATE_TOKEN,
     SCHEMA_FILE,
@@ -100,7 +101,9 @@ def test_the_kubeconfig_and_the_api_key_are_secret_and_nothing_else_is() -> None
     assert schema["provider"]["inputProperties"]["apiKey"]["secret"] is True
 
 
-def test_the_remediation_gates_api_key_is_the_one_secret_input_and_its_cluster_id_a_string() -> None:
+def test_the_remediation_gates_api_key_and_the_controllers_kubeconfig_are_the_secret_inputs_and_the_cluster_id_a_string() -> (
+    None
+):
     schema = committed()
     secret_inputs = {
         (token, name)
@@ -109,7 +112,9 @@ def test_the_remediation_gates_api_key_is_the_one_secret_input_and_its_cluster_i
         if prop.get("secret")
     }
     # Every SDK sends a secret input as a secret, whatever the program gave it (a YAML literal too).
-    assert secret_inputs == {(REMEDIATION_GATE_TOKEN, "apiKey")}
+    assert secret_inputs == {(REMEDIATION_GATE_TOKEN, "apiKey"), (CLUSTER_CONTROLLERS_TOKEN, "kubeconfig")}
+    kubeconfig = schema["resources"][CLUSTER_CONTROLLERS_TOKEN]["inputProperties"]["kubeconfig"]
+    assert kubeconfig["type"] == "string"  # a Cluster's kubeConfig, an output
     gate = schema["resources"][REMEDIATION_GATE_TOKEN]
     assert gate["isComponent"] is True
     assert gate["inputProperties"]["clusterId"]["type"] == "string"  # a Cluster's clusterId, an output

@@ -666,6 +666,12 @@ def pod_log(
         return ""
 
 
+def ready_deployment(apps: client.AppsV1Api, name: str, namespace: str) -> Any | None:
+    """The Deployment (as the ``kubernetes`` client reads it) once it has a ready replica, else None."""
+    deployment = apps.read_namespaced_deployment(name, namespace)
+    return deployment if (deployment.status.ready_replicas or 0) >= 1 else None
+
+
 def kept_off_preemptible(deployment: Any) -> bool:
     """Whether a controller's Deployment (as the ``kubernetes`` client reads it) requires nodes whose
     compute-class label is not preemptible, as ClusterControllers gives every controller it installs."""

@@ -34,6 +34,7 @@ from ._twin import (
     Stack,
     kept_off_preemptible,
     node_classes,
+    ready_deployment,
     together_clusters_status,
     twin_stack,
     up,
@@ -127,8 +128,11 @@ def bound_pods(core: client.CoreV1Api, job_set: str) -> list[Any]:
 def test_kueue_comes_up_and_a_stockout_falls_through_to_the_standard_node(stack: Stack) -> None:
     api = deploy(stack, {"fallback": "preemptible-first", "waits": "preemptible"})
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    deployment = apps.read_namespaced_deployment("kueue-controller-manager", KUEUE.namespace)
-    assert (deployment.status.ready_replicas or 0) >= 1  # the engine waited for it
+    # The component waited for Kueue's webhooks to admit a JobSet; its pod's readiness follows.
+    deployment = wait_for(
+        lambda: ready_deployment(apps, "kueue-controller-manager", KUEUE.namespace),
+        "Kueue's Deployment ready",
+    )
     (container,) = deployment.spec.template.spec.containers
     assert container.image == "registry.k8s.io/kueue/kueue:v0.17.0"
     # Kept off preemptible nodes, like every controller ClusterControllers installs.
@@ -152,7 +156,9 @@ def test_kueue_comes_up_and_a_stockout_falls_through_to_the_standard_node(stack:
     )
     assert "flavor queue-standard doesn't match node affinity" in pending["message"], pending
     assert condition(workload_of(api, "waits"), "QuotaReserved") is None
-    assert not core.list_namespaced_pod("default", label_selector="jobset.sigs.k8s.io/jobset-name=waits").items
+    assert not core.list_namespaced_pod(
+        "default", label_selector="jobset.sigs.k8s.io/jobset-name=waits"
+    ).items
 
 
 def test_two_training_runs_that_fit_one_at_a_time_run_whole_and_wait_whole(stack: Stack) -> None:
@@ -191,7 +197,9 @@ def test_two_training_runs_that_fit_one_at_a_time_run_whole_and_wait_whole(stack
 def pods_ready_evictions(workload: dict[str, Any] | None) -> int:
     """How many times Kueue evicted ``workload`` for pods not ready in time (its scheduling stats)."""
     stats = ((workload or {}).get("status") or {}).get("schedulingStats") or {}
-    return sum(e.get("count", 0) for e in stats.get("evictions") or [] if e.get("reason") == "PodsReadyTimeout")
+    return sum(
+        e.get("count", 0) for e in stats.get("evictions") or [] if e.get("reason") == "PodsReadyTimeout"
+    )
 
 
 def test_a_queued_workload_preempted_five_times_is_requeued_each_time_never_deactivated(stack: Stack) -> None:
@@ -206,16 +214,25 @@ def test_a_queued_workload_preempted_five_times_is_requeued_each_time_never_deac
     modes = list(TerminationMode)
     try:
         for attempt in range(PREEMPTIONS):
-            (pod,) = wait_for(lambda: bound_pods(core, "preempted") or None, "the queued workload running", 240)
+            (pod,) = wait_for(
+                lambda: bound_pods(core, "preempted") or None, "the queued workload running", 240
+            )
             wait_for(lambda: bound_pods(core, "neighbour") or None, "the neighbour on the other node", 240)
             evicted_before = pods_ready_evictions(workload_of(api, "preempted"))
             admin.set_capacity(REGION, GPU, 0)  # the refill comes late
-            drill_args = DrillArgs(node=pod.spec.node_name, twin_url=stack.emulator.base_url,
-                                   termination=modes[attempt % len(modes)], timeout_seconds=240, log_wait_seconds=0)
+            drill_args = DrillArgs(
+                node=pod.spec.node_name,
+                twin_url=stack.emulator.base_url,
+                termination=modes[attempt % len(modes)],
+                timeout_seconds=240,
+                log_wait_seconds=0,
+            )
             with ThreadPoolExecutor(max_workers=1) as pool:
                 drill = pool.submit(run_drill, api, drill_args, progress=lambda _line: None)
                 wait_for(
-                    lambda before=evicted_before: pods_ready_evictions(workload_of(api, "preempted")) > before,
+                    lambda before=evicted_before: (
+                        pods_ready_evictions(workload_of(api, "preempted")) > before
+                    ),
                     f"Kueue requeuing the workload its replacement could not run for, preemption {attempt + 1}",
                     120,
                 )
@@ -237,7 +254,9 @@ def test_a_queued_workload_preempted_five_times_is_requeued_each_time_never_deac
             assert (workload or {})["spec"].get("active", True) is True, workload
             assert condition(workload, "DeactivationTarget") is None, workload
         assert pods_ready_evictions(workload) == PREEMPTIONS, workload
-        print(f"\nqueued BatchJob, {PREEMPTIONS} preemptions with the refill late: requeued each time, still active")
+        print(
+            f"\nqueued BatchJob, {PREEMPTIONS} preemptions with the refill late: requeued each time, still active"
+        )
     finally:
         admin.set_capacity(REGION, GPU, 64)
         admin.close()

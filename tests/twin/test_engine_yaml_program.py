@@ -119,6 +119,21 @@ outputs:
 """
 
 
+CONTROLLERS = "  controllers:\n    type: together:index:ClusterControllers\n"
+KUBECONFIG_PROPERTY = "    properties:\n      kubeconfig: ${gpu.kubeConfig}\n"
+"""The controllers told the cluster's kubeconfig: they probe admission themselves (the charts' objects done once
+stored). Without it they see the provider by reference only, and the engine waits for each chart object."""
+
+
+def program(controllers_told_the_kubeconfig: bool) -> str:
+    assert CONTROLLERS in PROGRAM
+    return (
+        PROGRAM.replace(CONTROLLERS, CONTROLLERS + KUBECONFIG_PROPERTY)
+        if controllers_told_the_kubeconfig
+        else PROGRAM
+    )
+
+
 def _preemptible_nodes(core: client.CoreV1Api) -> int:
     nodes = core.list_node().items
     return sum(
@@ -128,15 +143,16 @@ def _preemptible_nodes(core: client.CoreV1Api) -> int:
     )
 
 
+@pytest.mark.parametrize("kubeconfig_told", [False, True], ids=["provider-alone", "kubeconfig-told"])
 def test_a_yaml_program_deploys_a_batch_job_on_its_cluster_changes_it_in_place_and_destroys_it(
-    tmp_path: Path,
+    tmp_path: Path, kubeconfig_told: bool
 ) -> None:
     from .conftest import require_twin
 
     _engine.require_engine()
     require_twin()
     with start_emulator(speed=60, kubernetes=TwinOptions()) as emulator:
-        project = _engine.write_yaml_project(tmp_path / "project", "yaml-twin", PROGRAM)
+        project = _engine.write_yaml_project(tmp_path / "project", "yaml-twin", program(kubeconfig_told))
         env = _engine.engine_env(
             tmp_path, extra={"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
         )
@@ -161,6 +177,11 @@ def test_a_yaml_program_deploys_a_batch_job_on_its_cluster_changes_it_in_place_a
             assert node.metadata.labels[COMPUTE_CLASS] == "preemptible"
             claim = core.read_namespaced_persistent_volume_claim("ckpt", "default")
             assert claim.status.phase == "Bound" and claim.spec.volume_name == "yaml-checkpoints"
+            # Told the kubeconfig, the component probed admission itself: JobSet's controller Deployment was done
+            # once stored; told nothing, the engine waited for it to be ready.
+            jobset = client.AppsV1Api(api).read_namespaced_deployment("jobset-controller", "jobset-system")
+            waited_for = (jobset.metadata.annotations or {}).get("pulumi.com/waitFor")
+            assert (waited_for is not None) == kubeconfig_told, jobset.metadata.annotations
 
             # The remediation gate of this cluster: its key in its own Secret, in the state only as a secret.
             gate = client.AppsV1Api(api).read_namespaced_deployment("gate", "together-remediation-gate")

@@ -202,7 +202,13 @@ def test_a_preemptible_first_sweep_starts_on_standard_at_once_and_on_preemptible
     assert on_standard[1] == "standard"
     trial_pods = pods(scarce, TRIALS)
     assert {p.metadata.labels[PLACEMENT_LABEL] for p in trial_pods} == {"preemptible-first"}
-    assert sum(unschedulable(p) for p in trial_pods) == 1  # the second trial waits: one standard node
+    # The second trial waits: one standard node. Waited for: under load the scheduler may not have tried it yet
+    # when the first runs (CI: read at once, no pod was Unschedulable yet).
+    wait_for(
+        lambda: sum(unschedulable(p) for p in pods(scarce, TRIALS)) == 1 or None,
+        "the second trial Pending for want of a node",
+    )
+    assert len(running_on(scarce, TRIALS)) == 1
 
     twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 16)
     scarce.wait_for_nodes(standard=1, preemptible=2, timeout=180)
@@ -216,15 +222,17 @@ def test_a_preemptible_first_sweep_starts_on_standard_at_once_and_on_preemptible
 def test_a_preempted_preemptible_first_trial_runs_on_the_standard_node_at_once_instead_of_waiting_for_the_refill(
     scarce: TwinCluster, twin_emulator: RunningEmulator
 ) -> None:
-    # The pool sized exactly (the previous test's refill left both preemptible nodes), and nothing to refill
-    # with: a plain PREEMPTIBLE trial would wait for the refill; a PREEMPTIBLE_FIRST one takes the standard node.
+    # The pool sized exactly, and nothing to refill with: a plain PREEMPTIBLE trial would wait for the refill; a
+    # PREEMPTIBLE_FIRST one takes the standard node. The pool is filled here, not left to the previous test's
+    # refill (CI: that test failed before its refill, and this one then waited for nodes that never came).
     custom = client.CustomObjectsApi(scarce.api)
     for job_set in custom.list_namespaced_custom_object(*JOBSETS)["items"]:
         custom.delete_namespaced_custom_object(*JOBSETS[:3], JOBSETS[3], job_set["metadata"]["name"])
     scarce.core.delete_collection_namespaced_pod("default", grace_period_seconds=0)
     wait_for(lambda: not pods(scarce, "app.kubernetes.io/managed-by=pulumi") or None, "the earlier pods gone")
+    twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 16)
+    scarce.wait_for_nodes(standard=1, preemptible=2, timeout=180)
     twin_emulator.admin.set_capacity(REGION, SCARCE_GPU, 0)
-    scarce.wait_for_nodes(standard=1, preemptible=2)
 
     create_all(scarce, two_trials("exact"))
     exact = "app.kubernetes.io/name=exact"

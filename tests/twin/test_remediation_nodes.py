@@ -345,11 +345,16 @@ def test_a_failed_repair_uncordons_the_node_it_cordoned(cluster: TwinCluster, na
     rem = cluster.emulator.admin.raise_remediation(
         cluster.cluster_id, instance_of(cluster, name), VM_ONLY, outcome="fail"
     )
-    approve(cluster, rem)
-    wait_state(cluster, rem, "RUNNING")
-    wait_for(lambda: cluster.core.read_node(name).spec.unschedulable, "the node to be cordoned", timeout=30)
-    wait_for(lambda: _phase(cluster, namespace) in (None, "Failed"), "the pod to be drained", timeout=30)
-    wait_state(cluster, rem, "FAILED")
+    # The cordon and the drain are seen while the repair runs, and it runs 5 real seconds at the module's
+    # timings: a test process starved that long on a loaded machine (CI, three workers on two cores) missed
+    # the window and waited for a state already gone. Here it runs 20 s.
+    longer = {**TIMINGS, "running_s": {**TIMINGS["running_s"], VM_ONLY: 1200}}
+    with remediation_timings(cluster.emulator.admin, longer):
+        approve(cluster, rem)
+        wait_state(cluster, rem, "RUNNING")
+        wait_for(lambda: cluster.core.read_node(name).spec.unschedulable, "the node to be cordoned", timeout=30)
+        wait_for(lambda: _phase(cluster, namespace) in (None, "Failed"), "the pod to be drained", timeout=30)
+        wait_state(cluster, rem, "FAILED")
     node = came_back(cluster, name)
     assert REMEDIATION_ANNOTATION not in (node.metadata.annotations or {})
     assert name in listing_agrees(cluster)

@@ -29,6 +29,27 @@ def condition_true(found: Mapping[str, Any], kind: str) -> bool:
     return found_condition is not None and found_condition.get("status") == "True"
 
 
+def condition_with(
+    found: Mapping[str, Any], kind: str, status: str, reason: str | None = None
+) -> Mapping[str, Any] | None:
+    """The status condition ``kind`` of an object when it has ``status`` (``"True"``, ``"False"``) and, if named,
+    ``reason`` (a pod's ``PodScheduled`` False for ``Unschedulable``), else ``None``."""
+    found_condition = condition(found, kind)
+    if found_condition is None or found_condition.get("status") != status:
+        return None
+    return found_condition if reason is None or found_condition.get("reason") == reason else None
+
+
+def cordoned(node: Mapping[str, Any]) -> bool:
+    """Whether a node is cordoned (``spec.unschedulable``: a preemption notice, a repair's drain)."""
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def takes_new_pods(node: Mapping[str, Any]) -> bool:
+    """Whether the scheduler places new pods on a node: ``Ready`` and not :func:`cordoned`."""
+    return condition_true(node, "Ready") and not cordoned(node)
+
+
 def free_gpus_by_node(
     nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
 ) -> dict[str, int]:
@@ -38,7 +59,7 @@ def free_gpus_by_node(
     status`` reports a worker's free GPUs with it."""
     free: dict[str, int] = {}
     for node in nodes:
-        if (node.get("spec") or {}).get("unschedulable"):
+        if cordoned(node):
             continue
         allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE) or 0
         free[str((node.get("metadata") or {}).get("name"))] = int(str(allocatable))

@@ -26,6 +26,9 @@ func NewClusterControllers(ctx *pulumi.Context,
 		args = &ClusterControllersArgs{}
 	}
 
+	if args.Kubeconfig != nil {
+		args.Kubeconfig = pulumi.ToSecret(args.Kubeconfig).(pulumi.StringPtrInput)
+	}
 	opts = internal.PkgResourceDefaultOpts(opts)
 	var resource ClusterControllers
 	err := ctx.RegisterRemoteComponentResource("together:index:ClusterControllers", name, args, &resource, opts...)
@@ -36,14 +39,16 @@ func NewClusterControllers(ctx *pulumi.Context,
 }
 
 type clusterControllersArgs struct {
-	ChartSource                 *string        `pulumi:"chartSource"`
-	Descheduler                 *bool          `pulumi:"descheduler"`
-	DeschedulingIntervalSeconds *int           `pulumi:"deschedulingIntervalSeconds"`
-	Jobset                      *bool          `pulumi:"jobset"`
-	Kueue                       *bool          `pulumi:"kueue"`
-	KueueSettings               *KueueSettings `pulumi:"kueueSettings"`
-	MoveBackIntervalSeconds     *int           `pulumi:"moveBackIntervalSeconds"`
-	PriorityClasses             *bool          `pulumi:"priorityClasses"`
+	ChartSource                 *string `pulumi:"chartSource"`
+	Descheduler                 *bool   `pulumi:"descheduler"`
+	DeschedulingIntervalSeconds *int    `pulumi:"deschedulingIntervalSeconds"`
+	Jobset                      *bool   `pulumi:"jobset"`
+	// The cluster's kubeconfig (a Cluster's kubeConfig), what the component asks the cluster with: whether it has the controllers already, and, installing JobSet, whether it admits a JobSet (then the charts' Deployments and Services are done once stored, and what dependsOn the component waits for the webhooks answering). Without it the engine waits for each chart object to be ready: a provider given by reference shows the component no kubeconfig it can rely on.
+	Kubeconfig              *string        `pulumi:"kubeconfig"`
+	Kueue                   *bool          `pulumi:"kueue"`
+	KueueSettings           *KueueSettings `pulumi:"kueueSettings"`
+	MoveBackIntervalSeconds *int           `pulumi:"moveBackIntervalSeconds"`
+	PriorityClasses         *bool          `pulumi:"priorityClasses"`
 }
 
 // The set of arguments for constructing a ClusterControllers resource.
@@ -52,10 +57,12 @@ type ClusterControllersArgs struct {
 	Descheduler                 pulumi.BoolPtrInput
 	DeschedulingIntervalSeconds pulumi.IntPtrInput
 	Jobset                      pulumi.BoolPtrInput
-	Kueue                       pulumi.BoolPtrInput
-	KueueSettings               KueueSettingsPtrInput
-	MoveBackIntervalSeconds     pulumi.IntPtrInput
-	PriorityClasses             pulumi.BoolPtrInput
+	// The cluster's kubeconfig (a Cluster's kubeConfig), what the component asks the cluster with: whether it has the controllers already, and, installing JobSet, whether it admits a JobSet (then the charts' Deployments and Services are done once stored, and what dependsOn the component waits for the webhooks answering). Without it the engine waits for each chart object to be ready: a provider given by reference shows the component no kubeconfig it can rely on.
+	Kubeconfig              pulumi.StringPtrInput
+	Kueue                   pulumi.BoolPtrInput
+	KueueSettings           KueueSettingsPtrInput
+	MoveBackIntervalSeconds pulumi.IntPtrInput
+	PriorityClasses         pulumi.BoolPtrInput
 }
 
 func (ClusterControllersArgs) ElementType() reflect.Type {

@@ -24,12 +24,15 @@ class ClusterControllersArgs:
                  descheduler: pulumi.Input[Optional[_builtins.bool]] = None,
                  descheduling_interval_seconds: pulumi.Input[Optional[_builtins.int]] = None,
                  jobset: pulumi.Input[Optional[_builtins.bool]] = None,
+                 kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  kueue: pulumi.Input[Optional[_builtins.bool]] = None,
                  kueue_settings: pulumi.Input[Optional['KueueSettingsArgs']] = None,
                  move_back_interval_seconds: pulumi.Input[Optional[_builtins.int]] = None,
                  priority_classes: pulumi.Input[Optional[_builtins.bool]] = None):
         """
         The set of arguments for constructing a ClusterControllers resource.
+
+        :param pulumi.Input[_builtins.str] kubeconfig: The cluster's kubeconfig (a Cluster's kubeConfig), what the component asks the cluster with: whether it has the controllers already, and, installing JobSet, whether it admits a JobSet (then the charts' Deployments and Services are done once stored, and what dependsOn the component waits for the webhooks answering). Without it the engine waits for each chart object to be ready: a provider given by reference shows the component no kubeconfig it can rely on.
         """
         if chart_source is not None:
             pulumi.set(__self__, "chart_source", chart_source)
@@ -39,6 +42,8 @@ class ClusterControllersArgs:
             pulumi.set(__self__, "descheduling_interval_seconds", descheduling_interval_seconds)
         if jobset is not None:
             pulumi.set(__self__, "jobset", jobset)
+        if kubeconfig is not None:
+            pulumi.set(__self__, "kubeconfig", kubeconfig)
         if kueue is not None:
             pulumi.set(__self__, "kueue", kueue)
         if kueue_settings is not None:
@@ -83,6 +88,18 @@ class ClusterControllersArgs:
     @jobset.setter
     def jobset(self, value: pulumi.Input[Optional[_builtins.bool]]):
         pulumi.set(self, "jobset", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def kubeconfig(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The cluster's kubeconfig (a Cluster's kubeConfig), what the component asks the cluster with: whether it has the controllers already, and, installing JobSet, whether it admits a JobSet (then the charts' Deployments and Services are done once stored, and what dependsOn the component waits for the webhooks answering). Without it the engine waits for each chart object to be ready: a provider given by reference shows the component no kubeconfig it can rely on.
+        """
+        return pulumi.get(self, "kubeconfig")
+
+    @kubeconfig.setter
+    def kubeconfig(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "kubeconfig", value)
 
     @_builtins.property
     @pulumi.getter
@@ -131,6 +148,7 @@ class ClusterControllers(pulumi.ComponentResource):
                  descheduler: pulumi.Input[Optional[_builtins.bool]] = None,
                  descheduling_interval_seconds: pulumi.Input[Optional[_builtins.int]] = None,
                  jobset: pulumi.Input[Optional[_builtins.bool]] = None,
+                 kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  kueue: pulumi.Input[Optional[_builtins.bool]] = None,
                  kueue_settings: pulumi.Input[Optional[Union['KueueSettingsArgs', 'KueueSettingsArgsDict']]] = None,
                  move_back_interval_seconds: pulumi.Input[Optional[_builtins.int]] = None,
@@ -141,6 +159,7 @@ class ClusterControllers(pulumi.ComponentResource):
 
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
+        :param pulumi.Input[_builtins.str] kubeconfig: The cluster's kubeconfig (a Cluster's kubeConfig), what the component asks the cluster with: whether it has the controllers already, and, installing JobSet, whether it admits a JobSet (then the charts' Deployments and Services are done once stored, and what dependsOn the component waits for the webhooks answering). Without it the engine waits for each chart object to be ready: a provider given by reference shows the component no kubeconfig it can rely on.
         """
         ...
     @overload
@@ -170,6 +189,7 @@ class ClusterControllers(pulumi.ComponentResource):
                  descheduler: pulumi.Input[Optional[_builtins.bool]] = None,
                  descheduling_interval_seconds: pulumi.Input[Optional[_builtins.int]] = None,
                  jobset: pulumi.Input[Optional[_builtins.bool]] = None,
+                 kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  kueue: pulumi.Input[Optional[_builtins.bool]] = None,
                  kueue_settings: pulumi.Input[Optional[Union['KueueSettingsArgs', 'KueueSettingsArgsDict']]] = None,
                  move_back_interval_seconds: pulumi.Input[Optional[_builtins.int]] = None,
@@ -189,6 +209,7 @@ class ClusterControllers(pulumi.ComponentResource):
             __props__.__dict__["descheduler"] = descheduler
             __props__.__dict__["descheduling_interval_seconds"] = descheduling_interval_seconds
             __props__.__dict__["jobset"] = jobset
+            __props__.__dict__["kubeconfig"] = None if kubeconfig is None else pulumi.Output.secret(kubeconfig)
             __props__.__dict__["kueue"] = kueue
             __props__.__dict__["kueue_settings"] = kueue_settings
             __props__.__dict__["move_back_interval_seconds"] = move_back_interval_seconds
