@@ -29,13 +29,14 @@ answers so that a program is safe either way:
   never removed by autoscaling. Lowering ``num_gpus`` by an update on an autoscaling cluster hands the
   surplus floor nodes to autoscaling, which removes them once idle.
 
-Durations are nominal: the platform's clock shortens them by its speed, as it does node boots.
+Durations are nominal: the platform's clock shortens them by its speed, as it does node boots (the idle window
+never below :data:`IDLE_WINDOW_FLOOR_S`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .catalog import GPUS_PER_NODE
@@ -44,6 +45,12 @@ SCALE_UP_DELAY_S = 60.0
 """How long (nominal seconds) the platform takes to notice pending demand and request nodes for it."""
 IDLE_WINDOW_S = 600.0
 """How long (nominal seconds) a node added by autoscaling runs no pod before it is removed."""
+IDLE_WINDOW_FLOOR_S = 30.0
+"""The shortest the idle window gets on a fast clock (seconds of the clock, as :func:`idle_window` gives).
+The platform's ten minutes are far longer than what a new node waits for its first pod in Kubernetes: the
+node lifecycle controller lifting the not-ready taint (it looks every 5 s) and the scheduler retrying a pod
+it found unschedulable (its backoff grows to 10 s). A clock at 60x would shorten the window to 10 s, no longer
+than those, and on a loaded machine a node could go before the pod it was added for was bound to it."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,12 @@ class StandardNode:
     """Runs a pod (as last reported)."""
     idle_since: float | None = None
     """Since when it has run no pod (None: it runs one, or has not booted yet)."""
+
+
+def idle_window(duration: Callable[[float], float]) -> float:
+    """The idle window on a clock that shortens nominal durations with ``duration``: never below
+    :data:`IDLE_WINDOW_FLOOR_S` (a clock slower than the floor keeps its own)."""
+    return max(duration(IDLE_WINDOW_S), min(IDLE_WINDOW_S, IDLE_WINDOW_FLOOR_S))
 
 
 def ceiling_gpus(floor_gpus: int, auto_scale_max_gpus: int | None) -> int:

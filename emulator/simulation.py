@@ -285,7 +285,7 @@ class Simulation:
         due: list[float] = []
         if autoscaling.nodes_to_add(record.num_gpus, ceiling, nodes, record.pending_gpus):
             due.append(now + self.duration(autoscaling.SCALE_UP_DELAY_S))
-        idle_check = autoscaling.next_idle_check(nodes, self.duration(autoscaling.IDLE_WINDOW_S))
+        idle_check = autoscaling.next_idle_check(nodes, autoscaling.idle_window(self.duration))
         if idle_check is not None:
             due.append(max(now, idle_check))
         if not due:
@@ -298,7 +298,7 @@ class Simulation:
         record.scale_at = None
         if not record.auto_scale or record.deleting:
             return
-        window = self.duration(autoscaling.IDLE_WINDOW_S)
+        window = autoscaling.idle_window(self.duration)
         by_id = {n.node_id: n for n in record.live(ComputeClass.STANDARD)}
         for node_id in autoscaling.nodes_to_remove(record.num_gpus, self._standard_nodes(record), at, window):
             self._drop_node(record, by_id[node_id], at)

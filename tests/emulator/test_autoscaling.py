@@ -145,6 +145,26 @@ def test_idle_added_nodes_go_after_the_window_busy_ones_and_the_floor_stay() -> 
     assert _standard(platform.get_cluster("owner", cluster_id)) == [floor_node]
 
 
+def test_on_a_fast_clock_an_added_node_waits_for_its_pod_longer_than_the_scheduler_can_take() -> None:
+    """At speed 60 the ten idle minutes would be ten seconds: no longer than a new node's not-ready taint
+    plus the scheduler's backoff for a pod it found unschedulable (a CI run saw the node go before its pod
+    was bound, and the pods never all ran). The window never drops below the floor."""
+    wall = [START]
+    platform = Platform(clock=EmulatedClock(start=START, speed=60, real=lambda: wall[0]), extra_fields=True)
+    cluster_id = _create(platform, auto_scale=True, auto_scale_max_gpus=16)
+    wall[0] += READY_S / 60
+    platform.set_demand(cluster_id, pending_gpus=8)
+    wall[0] += (UP + 120) / 60  # requested, then booted (Running)
+    added = _standard(platform.get_cluster("owner", cluster_id))[1:]
+    assert len(added) == 1
+    platform.set_demand(cluster_id, pending_gpus=8, busy_node_ids=[])  # the pod not bound yet
+    wall[0] += IDLE / 60 + 5  # past the nominal window shortened by the speed
+    assert _standard(platform.get_cluster("owner", cluster_id))[1:] == added
+    platform.set_demand(cluster_id, pending_gpus=0, busy_node_ids=[])  # the pod went elsewhere
+    wall[0] += autoscaling.IDLE_WINDOW_FLOOR_S
+    assert _standard(platform.get_cluster("owner", cluster_id))[1:] == []
+
+
 def test_a_higher_floor_takes_in_added_nodes_a_lower_one_hands_them_to_autoscaling() -> None:
     platform = _platform()
     cluster_id = _autoscaling_cluster(platform)

@@ -126,7 +126,7 @@ def fallback_run(
 ) -> Iterator[FallbackRun]:
     """``pulumi up`` of :data:`BATCH_JOB` (its descheduler looking every ``descheduling_interval`` seconds) on a
     bare twin (the stack installs JobSet and the descheduler) whose region has no preemptible capacity: a
-    shortfall from the start. Destroyed on the way out."""
+    shortfall from the start; the emulator and its twin stop on the way out."""
     source = batch_job_program(descheduling_interval)
     with twin_stack(tmp, name, source, API_KEY, TwinOptions(jobset=False), speed=SPEED) as stack:
         admin = stack.emulator.admin

@@ -46,7 +46,9 @@ pulumi.export("standard_nodes", cluster.standard_nodes)
 
 def assert_no_change(stack: Stack, when: str) -> None:
     preview = _engine.run_pulumi(
-        ["preview", *_engine.PREVIEW_FLAGS, "--refresh", "--expect-no-changes"], cwd=stack.project, env=stack.env
+        ["preview", *_engine.PREVIEW_FLAGS, "--refresh", "--expect-no-changes"],
+        cwd=stack.project,
+        env=stack.env,
     )
     assert preview.returncode == 0, f"{when}: {_engine.output(preview)}"
     drift = together_clusters_cli(stack.project, stack.env, "drift", "--json", timeout=600)
@@ -71,10 +73,22 @@ def test_the_platforms_scaling_is_never_a_change_to_undo(tmp_path: Path) -> None
         wait_for(lambda: standard_nodes() == 3 or None, "the platform to add two standard nodes", timeout=180)
         assert_no_change(stack, "grown to the ceiling")
 
-        def all_succeeded() -> bool | None:
-            phases = [p.status.phase for p in core.list_namespaced_pod("default").items]
-            return phases.count("Succeeded") == 3 or None
+        pods: dict[str, tuple[str, str | None]] = {}
 
-        wait_for(all_succeeded, "the three pods to succeed", timeout=240)
+        def all_succeeded() -> bool | None:
+            pods.clear()
+            pods.update(
+                {
+                    p.metadata.name: (p.status.phase, p.spec.node_name)
+                    for p in core.list_namespaced_pod("default").items
+                }
+            )
+            return [phase for phase, _ in pods.values()].count("Succeeded") == 3 or None
+
+        try:
+            wait_for(all_succeeded, "the three pods to succeed", timeout=240)
+        except AssertionError as timed_out:
+            nodes = [n.metadata.name for n in core.list_node().items]
+            raise AssertionError(f"{timed_out}; pods (phase, node): {pods}; nodes: {nodes}") from None
         wait_for(lambda: standard_nodes() == 1 or None, "the added nodes to go once idle", timeout=240)
         assert_no_change(stack, "shrunk back to the floor")

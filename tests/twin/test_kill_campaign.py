@@ -2,8 +2,8 @@
 
 The stack is what users compose: a ``Volume`` and the cluster on it, ``provider_for`` the cluster with
 ``ClusterControllers`` (JobSet and Kueue from their charts), a ``WorkloadQueue`` following the cluster, a
-``CheckpointStore`` on the volume, a ``BatchJob`` and a ``Sweep`` submitted to the queue, and a
-``RemediationGate`` holding the API key. For each seed, ``pulumi up`` is SIGKILLed (with every process it
+``CheckpointStore`` on the volume, a ``BatchJob``, a ``Sweep`` and a ``TrainingRun`` submitted to the queue,
+and a ``RemediationGate`` holding the API key. For each seed, ``pulumi up`` is SIGKILLed (with every process it
 started, its plugins included: they run in process groups of their own) after a number of the engine's
 resource events drawn from the seed, between 1 and the count of a clean ``up``; then the user's fix: ``pulumi
 cancel`` (the lock a killed run leaves) and ``pulumi up`` again (and, if the engine names pending operations,
@@ -16,11 +16,11 @@ Checked against the live cluster and the emulator, not the state: each rerun suc
 Apply conflict; every Kubernetes object the state records exists live, each of them once (an object named by
 the engine, with a random suffix, has no twin left by the killed run); the JobSets live are the ones the state
 records, the BatchJob's with one Job; the state holds the gate's API key only encrypted; one cluster and one
-volume, both tracked; each JobSet's workload ran in one pod, never two at once, through the update too; the
-update's rerun leaves the same cluster (none replaced, none added) with the change made (the new target and
-the queue's quota following it, the new trial's JobSet, Kueue's new configuration); after the destroy's rerun
-the state is empty, the emulator has no live cluster of the stack (nothing left running, nothing paid for
-twice) and the volume is kept, once (its data is the user's).
+volume, both tracked; each workload's pod (a JobSet's, the TrainingRun coordinator Job's) ran once, never two
+at once, through the update too; the update's rerun leaves the same cluster (none replaced, none added) with
+the change made (the new target and the queue's quota following it, the new trial's JobSet, Kueue's new
+configuration); after the destroy's rerun the state is empty, the emulator has no live cluster of the stack
+(nothing left running, nothing paid for twice) and the volume is kept, once (its data is the user's).
 
 Seeds: two fixed ones and one drawn fresh each run, printed (``KILL_CAMPAIGN_FRESH_SEED=<seed>`` replays it;
 ``KILL_CAMPAIGN_SEEDS=1,2,3`` runs others instead of the fixed ones), as the fault campaign does. Each run
@@ -52,7 +52,7 @@ from kubernetes.client.exceptions import ApiException
 from tests import _engine
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
-from together_clusters.platform import GPU_RESOURCE, JOBSET_API, JOBSET_NAME_LABEL
+from together_clusters.platform import GPU_RESOURCE, JOB_NAME_LABEL, JOBSET_API, JOBSET_NAME_LABEL
 from together_clusters.platform.charts import KUEUE, KUEUE_API_VERSION
 
 from ._programs import TRAINER
@@ -63,21 +63,23 @@ API_KEY = "tgp_v1_twin-kill-campaign-0123456789abcdef"
 CHARTS = _engine.ROOT / ".kubernetes" / "charts"
 JOB = "train"
 SWEEP = "lr"
+RUN = "pretrain"
 POD_SELECTOR = f"{JOBSET_NAME_LABEL}={JOB}"
-# Seed 17975 kills the up while the Cluster is being created (a cluster the rerun must adopt, as its error
-# says), the update while the Cluster is being scaled, and the destroy among the charts' first objects. Seed
-# 4007 kills the up around event 36, among JobSet's chart objects and the gate's, the update among Kueue's
-# chart objects whose values changed, and the destroy while the cluster is being deleted. The engine runs
-# independent steps in parallel, so what is in flight at an event varies: in two of three runs on 6 December
-# jobset-mutating-webhook-configuration was, and with the charts' forced apply reverted
-# (``kube.with_forced_apply`` left out of ClusterControllers' transform) the rerun of such a run fails with a
-# Server-Side Apply conflict on it.
-FIXED_SEEDS = (17975, 4007)
+# Seed 2988 kills the up while the Cluster is being created (a cluster the rerun must adopt, as its error
+# says), the update while the Cluster is being scaled, and the destroy among Kueue's chart objects (it replaced
+# seed 17975 when the TrainingRun joined the stack: with the clean run's counts grown by its events, 17975's
+# destroy fell between the last steps). Seed 4007 kills the up around event 36, among JobSet's chart objects
+# and the gate's, the update among Kueue's chart objects whose values changed, and the destroy while the
+# cluster is being deleted. The engine runs independent steps in parallel, so what is in flight at an event
+# varies: in two of three runs on 6 December jobset-mutating-webhook-configuration was, and with the charts'
+# forced apply reverted (``kube.with_forced_apply`` left out of ClusterControllers' transform) the rerun of
+# such a run fails with a Server-Side Apply conflict on it.
+FIXED_SEEDS = (2988, 4007)
 
 # Resource events (a step's start and its outputs) of a clean run of PROGRAM, measured: the kill is drawn
 # between the first and the last of them. A run that ends before its kill point counts as "completed".
-UP_EVENTS = 240
-DESTROY_EVENTS = 244
+UP_EVENTS = 250
+DESTROY_EVENTS = 254
 # Each kind of update: the events of its steps that change something, measured on a clean update (a scale: the
 # Cluster's update, then the ClusterQueue whose quota follows it; a new trial: its JobSet, and the ClusterQueue;
 # the chart's values: Kueue's ConfigMap replaced, its Deployment updated). The kill is drawn among them, so it
@@ -102,7 +104,7 @@ import pulumi
 from together_clusters.components import (
     BatchJob, BatchJobArgs, CheckpointStore, CheckpointStoreArgs, ClusterControllersArgs, ComputeClass,
     KueueSettings, NodePlacement, PodSettings, RemediationGate, RemediationGateArgs, SharedVolume, Sweep, SweepArgs,
-    WorkloadQueue, WorkloadQueueArgs, provider_for,
+    TrainingRun, TrainingRunArgs, WorkloadQueue, WorkloadQueueArgs, provider_for,
 )
 from together_clusters.components import ContainerSpec
 from together_clusters.provider import Cluster, ClusterArgs, Volume, VolumeArgs
@@ -133,6 +135,13 @@ Sweep({SWEEP!r}, SweepArgs(container={TRAINER}, checkpoint=store.storage, sweep_
                           pod=PodSettings(namespace="default"),
                           placement=NodePlacement(ComputeClass.PREEMPTIBLE), queue=queue),
       opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]))
+# Its coordinator (no GPU) beside the BatchJob on the standard node; its one worker, preemptible, waits in the
+# queue like the trials.
+trainer = {TRAINER}
+TrainingRun({RUN!r}, TrainingRunArgs(coordinator=ContainerSpec(image=trainer.image, command=("coordinator",)),
+                                    worker=trainer, num_workers=1, checkpoint=store.storage, run_name={RUN!r},
+                                    pod=PodSettings(namespace="default"), queue=queue),
+            opts=pulumi.ResourceOptions(provider=provider, depends_on=[store]))
 RemediationGate("gate", RemediationGateArgs(
     cluster_id=cluster.id, modes=["reboot-vm"], image="registry.invalid/remediation-gate:1",
     api_key=pulumi.Output.secret(os.environ["TOGETHER_API_KEY"]), base_url=os.environ["TOGETHER_BASE_URL"]),
@@ -324,8 +333,9 @@ class KillStack:
 
 
 class PodWatch:
-    """Polls the workloads' pods all along: per JobSet (the BatchJob's, each trial's: one pod each), which
-    reached Running, and the most Running at once."""
+    """Polls the workloads' pods all along: per JobSet (the BatchJob's, each trial's, the TrainingRun's workers:
+    one pod each) and per plain Job (the TrainingRun's coordinator), which reached Running, and the most Running
+    at once. Keys: ``JobSet <name>`` and ``Job <name>``."""
 
     def __init__(self, stack: KillStack) -> None:
         self.stack = stack
@@ -351,29 +361,37 @@ class PodWatch:
                     if api is None:
                         continue
                     core = client.CoreV1Api(api)
-                pods = core.list_namespaced_pod("default", label_selector=JOBSET_NAME_LABEL).items
+                pods = core.list_namespaced_pod("default").items
             except (ApiException, urllib3.exceptions.HTTPError, OSError):
                 continue
             now: dict[str, set[str]] = {}
             for pod in pods:
                 if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
-                    now.setdefault(pod.metadata.labels[JOBSET_NAME_LABEL], set()).add(pod.metadata.name)
-            for job_set, names in now.items():
-                self.running.setdefault(job_set, set()).update(names)
-                self.most_at_once[job_set] = max(self.most_at_once.get(job_set, 0), len(names))
+                    now.setdefault(workload_of(pod.metadata.labels or {}), set()).add(pod.metadata.name)
+            for workload, names in now.items():
+                self.running.setdefault(workload, set()).update(names)
+                self.most_at_once[workload] = max(self.most_at_once.get(workload, 0), len(names))
 
     def violations(self) -> list[str]:
-        """Each JobSet's workload in one pod at most, never two at once (nothing here disrupts a pod); the
-        BatchJob's started."""
+        """Each workload in one pod at most, never two at once (nothing here disrupts a pod); the BatchJob and
+        the TrainingRun's coordinator started."""
         found = [
-            f"JobSet {job_set}'s workload ran in {sorted(names)} (at most {self.most_at_once[job_set]} at once), "
+            f"{workload}'s pod ran as {sorted(names)} (at most {self.most_at_once[workload]} at once), "
             "expected one pod"
-            for job_set, names in sorted(self.running.items())
-            if len(names) != 1 or self.most_at_once[job_set] != 1
+            for workload, names in sorted(self.running.items())
+            if len(names) != 1 or self.most_at_once[workload] != 1
         ]
-        if not self.running.get(JOB):
-            found.append(f"the BatchJob {JOB} never ran")
+        for started in (f"JobSet {JOB}", f"Job {RUN}-coordinator"):
+            if not self.running.get(started):
+                found.append(f"the {started} never ran")
         return found
+
+
+def workload_of(labels: dict[str, str]) -> str:
+    """What a pod runs for, by its labels: its JobSet, else its Job."""
+    if JOBSET_NAME_LABEL in labels:
+        return f"JobSet {labels[JOBSET_NAME_LABEL]}"
+    return f"Job {labels.get(JOB_NAME_LABEL, '?')}"
 
 
 def _api_version(type_: str) -> str:
@@ -591,9 +609,11 @@ def test_a_stack_killed_anywhere_converges_on_rerun(
                 outcome.violations.append(f"the up's rerun met a conflict: {_why(proc)}")
             else:
                 outcome.violations += live_violations(stack) + secret_violations(stack)
-                # The workload started (Kueue admitted it, the twin runs it), in one pod, never two at once.
+                # The BatchJob started (Kueue admitted it, the twin runs it) and the TrainingRun's coordinator,
+                # each in one pod, never two at once.
+                started = (f"JobSet {JOB}", f"Job {RUN}-coordinator")
                 deadline = time.monotonic() + 60
-                while not pods.running.get(JOB) and time.monotonic() < deadline:
+                while not all(pods.running.get(s) for s in started) and time.monotonic() < deadline:
                     time.sleep(0.3)
                 update_killed(stack, outcome, seed)
         outcome.violations += pods.violations()
