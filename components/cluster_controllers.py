@@ -114,6 +114,11 @@ class ClusterControllers(pulumi.ComponentResource):
     type_token: ClassVar[str | None] = None
     """The Pulumi type it registers as, when not ``together:components:ClusterControllers``: the plugin
     ``together`` constructs it as the package schema names it (``together:index:ClusterControllers``)."""
+    provider_by_reference: ClassVar[bool] = False
+    """Whether the provider it is given may be a reference the engine reads back from its state (set by the
+    plugin ``together``, which constructs it for YAML, TypeScript and Go programs): such a provider's kubeconfig
+    is there in some runs and not in others, so it never decides whether the charts' objects are done once
+    stored (the ``kubeconfig`` keyword does)."""
 
     def __init__(
         self,
@@ -148,7 +153,7 @@ class ClusterControllers(pulumi.ComponentResource):
         # A provider given to the plugin's construct by reference (a YAML program's) is read back from the
         # engine's state, its kubeconfig there in some runs and not in others: whether the charts' objects are
         # ready once stored must not follow it, or one run adds the annotations the next one removes.
-        kubeconfig_of_the_program = kubeconfig is not None or self.type_token is None
+        kubeconfig_of_the_program = kubeconfig is not None or not self.provider_by_reference
 
         def declare(kubeconfig_value: Any) -> pulumi.Output[dict[str, str]]:
             known = kubeconfig_value if isinstance(kubeconfig_value, str) else None

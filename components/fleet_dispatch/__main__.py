@@ -86,21 +86,31 @@ class Reads(Protocol):
     def get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]: ...
 
 
-class Workers(Protocol):
-    """Where a pass gets each worker's client, by the worker's name."""
+class Watches(Protocol):
+    """What :func:`watch_and_wake` needs of a client (:meth:`.kube.KubeClient.watch`)."""
 
-    def client(self, name: str) -> Reads: ...
+    def watch(self, path: str) -> Iterator[dict[str, Any]]: ...
+
+
+class WorkerClient(Reads, Watches, Protocol):
+    """A worker's client: what a pass reads with and what a watch of its pods streams from."""
+
+
+class Workers(Protocol):
+    """Where a pass, and a watch at each (re)start, get each worker's client, by the worker's name."""
+
+    def client(self, name: str) -> WorkerClient: ...
 
 
 @dataclass(frozen=True)
 class WorkerKubeconfigs:
     """Each worker's client from its kubeconfig in ``directory`` (a file per worker, named after it), read
-    again at each pass: a rotated token is picked up."""
+    again at each pass and at each (re)start of a watch: a rotated token is picked up."""
 
     directory: Path
 
     def client(self, name: str) -> KubeClient:
-        return _worker_client(self.directory / name)
+        return KubeClient.from_kubeconfig((self.directory / name).read_text())
 
 
 class Dispatcher:
@@ -117,7 +127,6 @@ class Dispatcher:
     ) -> None:
         self.settings = settings
         self.manager = manager
-        self.workers_dir = workers_dir
         self.workers: Workers = workers or WorkerKubeconfigs(workers_dir)
         self.held_since: dict[str, tuple[str | None, float]] = {}
         self.answering: dict[str, bool] = {}
@@ -312,12 +321,6 @@ class Dispatcher:
                 say(f"workload {key} -> {decision.worker} ({decision.reason}; {_free(rooms)})")
 
 
-class Watches(Protocol):
-    """What :func:`watch_and_wake` needs of a client (:meth:`.kube.KubeClient.watch`)."""
-
-    def watch(self, path: str) -> Iterator[dict[str, Any]]: ...
-
-
 def awaits_nomination(event: Mapping[str, Any], admission_check: str) -> bool:
     """Whether a watch event of the manager's workloads is one that comes to await a worker with none
     nominated: Kueue reserved its quota, on a submission or after a give-back's requeue."""
@@ -388,16 +391,11 @@ def start_watches(dispatcher: Dispatcher, wake: threading.Event) -> None:
     )
     for worker in settings.workers:
         watched(
-            functools.partial(_worker_client, dispatcher.workers_dir / worker.name),
+            functools.partial(dispatcher.workers.client, worker.name),
             "/api/v1/pods",
             leaves_or_strands,
             f"worker {worker.name}'s pods",
         )
-
-
-def _worker_client(kubeconfig: Path) -> KubeClient:
-    """A worker's client from its kubeconfig, read again at each (re)start of a watch."""
-    return KubeClient.from_kubeconfig(kubeconfig.read_text())
 
 
 def _free(rooms: Mapping[str, plan.Room | None]) -> str:

@@ -172,16 +172,26 @@ def door(resource_type: str) -> Door:
         raise ValueError(f"{PACKAGE} has no resource {resource_type!r}; it has {', '.join(DOORS)}") from None
 
 
-def _constructed(token: str) -> Callable[[str, Any, Any, dict[str, Any]], Any]:
-    """A constructor of the Python component the schema's ``token`` names (``together:index:BatchJob``: the
-    class ``BatchJob`` of ``together_clusters.components.batch_job``), registering under that token; imported
-    when first constructed (the components need pulumi_kubernetes, the resources do not)."""
+def constructed_class(token: str) -> type:
+    """The Python component the schema's ``token`` names (``together:index:BatchJob``: the class ``BatchJob``
+    of ``together_clusters.components.batch_job``) as the plugin constructs it: registering under that token,
+    and told (where it asks, ``provider_by_reference``) that its provider may be a reference the engine read
+    back from its state, as a YAML, TypeScript or Go program's is."""
     class_name = token.rsplit(":", 1)[-1]
+    module = importlib.import_module(f"together_clusters.components.{snake(class_name)}")
+    component = getattr(module, class_name)
+    marks: dict[str, Any] = {"type_token": token}
+    if hasattr(component, "provider_by_reference"):
+        marks["provider_by_reference"] = True
+    return type(f"Constructed{class_name}", (component,), marks)
+
+
+def _constructed(token: str) -> Callable[[str, Any, Any, dict[str, Any]], Any]:
+    """A constructor of :func:`constructed_class` of ``token``, imported when first constructed (the components
+    need pulumi_kubernetes, the resources do not)."""
 
     def construct(name: str, args: Any, opts: Any, keywords: dict[str, Any]) -> Any:
-        module = importlib.import_module(f"together_clusters.components.{snake(class_name)}")
-        constructed = type(f"Constructed{class_name}", (getattr(module, class_name),), {"type_token": token})
-        return constructed(name, args, opts, **keywords)
+        return constructed_class(token)(name, args, opts, **keywords)
 
     return construct
 

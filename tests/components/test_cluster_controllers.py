@@ -340,7 +340,7 @@ def test_a_charts_objects_are_ready_once_stored_only_when_the_component_can_prob
 
     monkeypatch.setattr(cluster_controllers, "chart_transform", recording)
     kind = (
-        type("Constructed", (ClusterControllers,), {"type_token": "together:index:ClusterControllers"})
+        type("Constructed", (ClusterControllers,), {"provider_by_reference": True})
         if constructed
         else ClusterControllers
     )

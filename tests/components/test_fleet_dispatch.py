@@ -332,6 +332,37 @@ def test_a_workload_that_comes_to_await_a_worker_wakes_the_dispatcher_at_once() 
     assert wake.wait(10)
 
 
+def test_the_watches_take_each_workers_client_where_the_passes_do(tmp_path: Path) -> None:
+    """The watch of a worker's pods gets its client from the dispatcher's ``Workers``, as each pass does (one
+    home for how a worker is reached: its kubeconfig read again, a rotated token picked up), not from a
+    kubeconfig file of its own: here there is none, and the worker's pod being deleted still wakes a pass."""
+    deleting = labelled_pod("llm-0", {"jobset.sigs.k8s.io/jobset-name": "llm"}, phase="Running")
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    wake = threading.Event()
+    asked: list[str] = []
+    west = _Watched([{"type": "MODIFIED", "object": deleting}], wake)
+
+    @dataclasses.dataclass(frozen=True)
+    class Workers:
+        def client(self, name: str) -> _Watched:
+            asked.append(name)
+            return west
+
+    settings = dispatch_main.Settings(
+        namespace="default",
+        admission_check="fleet",
+        api_version="kueue.x-k8s.io/v1beta2",
+        workers=(dispatch_main.Worker("west", "fleet-west"),),
+        interval_seconds=60,
+        patience_seconds=30,
+    )
+    manager = _Watched([], threading.Event())  # the manager's watch: nothing comes
+    dispatcher = dispatch_main.Dispatcher(settings, manager, tmp_path / "no-kubeconfigs", workers=Workers())
+    dispatch_main.start_watches(dispatcher, wake)
+    assert wake.wait(10), "the worker's pod being deleted did not wake a pass"
+    assert asked[:1] == ["west"]
+
+
 def test_a_workers_pod_being_deleted_gone_or_found_no_node_wakes_the_dispatcher() -> None:
     """A preemption's SIGTERM (the pod being deleted), a former copy's last pod gone, a pod the scheduler found
     no node for: each starts a pass at once; a pod created or running does not."""

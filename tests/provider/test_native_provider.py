@@ -186,3 +186,18 @@ def test_a_bug_keeps_its_frames() -> None:
 
     with pytest.raises(KeyError):
         asyncio.run(serve._one_line_for_expected(buggy)(None, None, _Context()))
+
+
+def test_the_plugin_constructs_each_component_under_its_schema_token_and_tells_the_controllers_so() -> None:
+    """A YAML, TypeScript or Go program's provider reaches the plugin's construct by reference, read back from
+    the engine's state with its kubeconfig in some runs only: ClusterControllers is told so (and then waits as
+    the engine does unless given ``kubeconfig``); every component registers under the schema's token."""
+    from together_clusters.components import BatchJob, ClusterControllers
+    from together_clusters.provider.native.provider import constructed_class
+
+    controllers = constructed_class("together:index:ClusterControllers")
+    assert issubclass(controllers, ClusterControllers)
+    assert controllers.type_token == "together:index:ClusterControllers"
+    assert controllers.provider_by_reference is True and ClusterControllers.provider_by_reference is False
+    batch_job = constructed_class("together:index:BatchJob")
+    assert issubclass(batch_job, BatchJob) and batch_job.type_token == "together:index:BatchJob"
