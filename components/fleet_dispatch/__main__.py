@@ -80,6 +80,11 @@ def say(message: str) -> None:
     print(f"fleet-dispatch: {message}", flush=True)
 
 
+def workload_key(workload: Mapping[str, Any]) -> str:
+    """How the dispatcher names a workload, in its state and its lines: ``namespace/name``."""
+    return f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+
+
 class Reads(Protocol):
     """What a pass needs of a worker's client (:meth:`.kube.KubeClient.get`)."""
 
@@ -186,33 +191,29 @@ class Dispatcher:
 
     def _nominate(self, workload: Mapping[str, Any], cluster: str) -> bool:
         """Set the workload's worker (see :mod:`.nomination`); False when it changed since it was read."""
-        meta = workload["metadata"]
         body = nomination_apply(workload, [cluster], self.settings.api_version)
-        if body is None:
-            return False
-        try:
-            self.manager.apply(f"{self.workloads_path()}/{meta['name']}/status", body, ADMISSION_MANAGER)
-            return True
-        except DispatchRequestError as error:
-            if error.status != 409:  # 409: Kueue changed it since it was read; the next pass sees it anew
-                say(f"workload {meta['namespace']}/{meta['name']}: could not set its worker: {error}")
-            return False
+        return self._apply_status(workload, body, "set its worker")
 
     def _give_back(self, workload: Mapping[str, Any], why: str) -> bool:
         """Set the fleet's admission check of ``workload`` to ``Retry``, as MultiKueue does when the worker
         evicts it (see :func:`.nomination.retry_apply`); False when it changed since."""
-        meta = workload["metadata"]
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         message = f"fleet dispatcher: {why}"
         body = retry_apply(workload, self.settings.admission_check, message, now, self.settings.api_version)
+        return self._apply_status(workload, body, "give it back")
+
+    def _apply_status(self, workload: Mapping[str, Any], body: dict[str, Any] | None, what: str) -> bool:
+        """Apply ``body`` to the workload's status as Kueue's admission manager; False when there is nothing to
+        apply or Kueue changed the workload since it was read (409: the next pass sees it anew)."""
         if body is None:
             return False
         try:
-            self.manager.apply(f"{self.workloads_path()}/{meta['name']}/status", body, ADMISSION_MANAGER)
+            path = f"{self.workloads_path()}/{workload['metadata']['name']}/status"
+            self.manager.apply(path, body, ADMISSION_MANAGER)
             return True
         except DispatchRequestError as error:
             if error.status != 409:
-                say(f"workload {meta['namespace']}/{meta['name']}: could not give it back: {error}")
+                say(f"workload {workload_key(workload)}: could not {what}: {error}")
             return False
 
     def _move_stranded(
@@ -230,7 +231,7 @@ class Dispatcher:
             worker = by_cluster.get(str((workload.get("status") or {}).get("clusterName")))
             if worker is None or worker not in self.pods:
                 continue
-            key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+            key = workload_key(workload)
             try:
                 demands = plan.demands_of(workload)
             except ValueError:
@@ -284,7 +285,7 @@ class Dispatcher:
             )
         )
         for workload in waiting:
-            key = f"{workload['metadata']['namespace']}/{workload['metadata']['name']}"
+            key = workload_key(workload)
             nominated_clusters = (workload.get("status") or {}).get("nominatedClusterNames") or []
             nominated = by_cluster.get(nominated_clusters[0]) if nominated_clusters else None
             if self._requeue_if_stuck(workload, key, now):
@@ -310,7 +311,7 @@ class Dispatcher:
                 continue
             pending.append(plan.Pending(key, demands, nominated, now - since))
         self.held_since = {k: v for k, v in self.held_since.items() if k in objects}
-        waiting_keys = {f"{w['metadata']['namespace']}/{w['metadata']['name']}" for w in waiting}
+        waiting_keys = {workload_key(w) for w in waiting}
         self.stale_since = {k: v for k, v in self.stale_since.items() if k in waiting_keys}
         clusters = {worker.name: worker.cluster for worker in settings.workers}
         workers = [w.name for w in settings.workers]

@@ -236,6 +236,22 @@ def test_a_workloads_pods_in_a_worker_and_those_the_scheduler_found_no_node_for(
     assert plan.pods_of(job, [labelled_pod("eval-x", {"batch.kubernetes.io/job-name": "eval"})])
 
 
+def held_by_admission(found: dict[str, Any], resource_version: str, status_fields: dict[str, Any]) -> None:
+    """Give ``found`` the ``resourceVersion`` it was read at and, as Kueue's admission manager holds them on the
+    twin (``managedFields``, subresource status), ``status_fields``."""
+    found["metadata"].update(
+        resourceVersion=resource_version,
+        managedFields=[
+            {
+                "manager": ADMISSION_MANAGER,
+                "operation": "Apply",
+                "subresource": "status",
+                "fieldsV1": {"f:status": status_fields},
+            }
+        ],
+    )
+
+
 def test_a_workload_is_given_back_as_multikueue_gives_back_one_its_worker_evicted() -> None:
     """The fleet's admission check set to Retry under Kueue's admission manager, every field that manager
     holds kept as it is (the manager's Kueue then evicts it, reason AdmissionCheck, with no requeue backoff)."""
@@ -245,21 +261,8 @@ def test_a_workload_is_given_back_as_multikueue_gives_back_one_its_worker_evicte
         admissionChecks=[check],
         clusterName="fleet-west",
     )
-    found["metadata"].update(
-        resourceVersion="7",
-        managedFields=[
-            {
-                "manager": ADMISSION_MANAGER,
-                "operation": "Apply",
-                "subresource": "status",
-                "fieldsV1": {
-                    "f:status": {
-                        "f:clusterName": {},
-                        "f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"],
-                    }
-                },
-            }
-        ],
+    held_by_admission(
+        found, "7", {"f:clusterName": {}, "f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"]}
     )
     body = retry_apply(found, "fleet", "west has no room", "2026-01-01T00:01:00Z", "kueue.x-k8s.io/v1beta2")
     assert body is not None
@@ -503,17 +506,7 @@ def test_a_workload_multikueue_left_stuck_behind_a_deactivated_copy_is_given_bac
     api = "kueue.x-k8s.io/v1beta2"
     check = {"name": "fleet", "state": "Pending", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     waiting = workload(conditions=RESERVED, admissionChecks=[check], nominatedClusterNames=["fleet-east"])
-    waiting["metadata"].update(
-        resourceVersion="9",
-        managedFields=[
-            {
-                "manager": ADMISSION_MANAGER,
-                "operation": "Apply",
-                "subresource": "status",
-                "fieldsV1": {"f:status": {"f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"]}},
-            }
-        ],
-    )
+    held_by_admission(waiting, "9", {"f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"]})
     path = f"/apis/{api}/namespaces/default/workloads"
     manager = _Cluster(
         {
