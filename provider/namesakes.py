@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from .client import Identity, TogetherClient
 from .errors import NotFoundError, UntrackedClusterError
 from .models import Cluster
-from .settings import ADOPT_CONFIG_KEY
+from .settings import ADOPT_CONFIG_KEY, ADOPT_MANY_CONFIG_KEY
 
 
 def refuse_untracked_namesake(client: TogetherClient, cluster_name: str, identity: Identity) -> None:
@@ -57,7 +57,9 @@ def untracked_message(cluster: Cluster, now: datetime) -> str:
         "earlier attempt (a `pulumi up` killed or cut off before it recorded the create). Nothing was "
         "created. To take it into the stack, set adopt_cluster_id="
         f"'{cluster_id}' on the Cluster (`adoptClusterId: {cluster_id}` in YAML, TypeScript and Go; in the "
-        f"templates and examples: `pulumi config set {ADOPT_CONFIG_KEY} {cluster_id}`), then `pulumi up` again. If it "
+        f"templates and examples: `pulumi config set {ADOPT_CONFIG_KEY} {cluster_id}`, or where a stack has several "
+        f"clusters `pulumi config set --path {ADOPT_MANY_CONFIG_KEY}.{cluster.cluster_name} {cluster_id}`), then "
+        "`pulumi up` again. If it "
         f"is not this stack's, choose another cluster_name or delete it (`tg clusters delete {cluster_id}`)."
     )
 

@@ -32,6 +32,10 @@ BASE_URL_CONFIG = "together:baseUrl"
 # The stack config key the templates and examples read into a Cluster's ``adopt_cluster_id``: how a stack
 # takes in a cluster it made but never recorded (a killed `pulumi up`) without a code change.
 ADOPT_CONFIG_KEY = "adoptClusterId"
+# The same in a stack of several clusters (examples/fleet): an object from cluster_name to the id to adopt,
+# set one entry at a time (`pulumi config set --path adoptClusterIds.<cluster_name> <id>`), so adopting one
+# cluster never touches another.
+ADOPT_MANY_CONFIG_KEY = "adoptClusterIds"
 
 
 def take_stack_config(config: Any) -> None:

@@ -10,8 +10,10 @@ for a fleet workload), under a lease that lets only the newest copy of a moved w
 
 Stack config: ``eastRegion``, ``westRegion``, ``gpuType``, ``image``, ``bucket``, ``s3CredentialsSecret``,
 ``podsReadyTimeoutSeconds`` (how long a trial's pods may take to run before its worker gives it back),
-``workerLostTimeoutSeconds``; ``together:chartSource`` (where the charts come from) as for every stack. The
-fleet's dispatcher sends each workload to half-price GPUs first and then to ``east`` before ``west``.
+``workerLostTimeoutSeconds``; ``together:chartSource`` (where the charts come from) as for every stack;
+``adoptClusterIds`` (one entry per cluster_name) only to take in a cluster a killed ``pulumi up`` made but never
+recorded, as the rerun's error says. The fleet's dispatcher sends each workload to half-price GPUs first and
+then to ``east`` before ``west``.
 """
 
 import pulumi
@@ -33,6 +35,7 @@ from together_clusters.components import (
 )
 from together_clusters.components.demo import DEFAULT_GPU_TYPE, DEFAULT_REGION
 from together_clusters.provider import Cluster, ClusterArgs
+from together_clusters.provider.stack_config import adopted_cluster_id
 
 config = pulumi.Config()
 stack = pulumi.get_stack()
@@ -40,14 +43,16 @@ gpu_type = config.get("gpuType") or DEFAULT_GPU_TYPE
 
 
 def cluster(name: str, region: str, preemptible_gpus: int) -> Cluster:
+    cluster_name = f"fleet-{name}-{stack}"
     return Cluster(
         name,
         ClusterArgs(
-            cluster_name=f"fleet-{name}-{stack}",
+            cluster_name=cluster_name,
             region=region,
             gpu_type=gpu_type,
             num_gpus=8,
             num_preemptible_gpus=preemptible_gpus,
+            adopt_cluster_id=adopted_cluster_id(config, cluster_name),
         ),
     )
 

@@ -1,14 +1,18 @@
 """The examples' cluster (``components.demo``) reads its stack config through the one reader of the cluster keys
-(``provider/stack_config.py``): the same keys, ``adoptClusterId`` included, with the examples' defaults."""
+(``provider/stack_config.py``): the same keys, ``adoptClusterId`` and ``adoptClusterIds`` included, with the
+examples' defaults."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pulumi
 import pytest
 
 from together_clusters.components import demo
-from together_clusters.provider.settings import ADOPT_CONFIG_KEY
+from together_clusters.provider.settings import ADOPT_CONFIG_KEY, ADOPT_MANY_CONFIG_KEY
+from together_clusters.provider.stack_config import adopted_cluster_id
 
 
 class StackConfig:
@@ -19,6 +23,9 @@ class StackConfig:
 
     def get(self, key: str) -> str | None:
         return self.values.get(key)
+
+    def get_object(self, key: str) -> Any:
+        return json.loads(self.values[key]) if key in self.values else None
 
     def require(self, key: str) -> str:
         if key not in self.values:
@@ -36,7 +43,9 @@ def declared_args(monkeypatch: pytest.MonkeyPatch, config: dict[str, str]) -> An
     return declared["args"]
 
 
-def test_the_examples_cluster_takes_the_adoption_key_like_every_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_examples_cluster_takes_the_adoption_key_like_every_stack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     args = declared_args(monkeypatch, {ADOPT_CONFIG_KEY: "c-untracked"})
     assert args.adopt_cluster_id == "c-untracked"
     assert (args.cluster_name, args.region, args.gpu_type) == (
@@ -47,7 +56,9 @@ def test_the_examples_cluster_takes_the_adoption_key_like_every_stack(monkeypatc
     assert (args.num_gpus, args.num_preemptible_gpus) == (8, 16)
 
 
-def test_the_examples_cluster_takes_name_region_and_gpu_type_from_config(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_examples_cluster_takes_name_region_and_gpu_type_from_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     args = declared_args(monkeypatch, {"clusterName": "mine", "region": "us-east-2", "gpuType": "L40_PCIE"})
     assert (args.cluster_name, args.region, args.gpu_type, args.adopt_cluster_id) == (
         "mine",
@@ -55,3 +66,26 @@ def test_the_examples_cluster_takes_name_region_and_gpu_type_from_config(monkeyp
         "L40_PCIE",
         None,
     )
+
+
+def test_in_a_stack_of_several_clusters_each_adopts_only_its_own_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the rerun's error names for a stack of several clusters (``--path adoptClusterIds.<name>``): the
+    cluster of that name adopts its id, another cluster nothing."""
+    entries = json.dumps({"sweep-dev": "c-mine", "fleet-hub-dev": "c-hub"})
+    args = declared_args(monkeypatch, {ADOPT_MANY_CONFIG_KEY: entries})
+    assert args.adopt_cluster_id == "c-mine"
+    config: Any = StackConfig({ADOPT_MANY_CONFIG_KEY: entries})
+    assert adopted_cluster_id(config, "fleet-hub-dev") == "c-hub"
+    assert adopted_cluster_id(config, "fleet-east-dev") is None
+
+
+def test_an_adoption_map_that_is_not_an_object_is_refused_naming_the_key_and_the_fix() -> None:
+    config: Any = StackConfig({ADOPT_MANY_CONFIG_KEY: json.dumps(["c-1"])})
+    with pytest.raises(pulumi.RunError) as refused:
+        adopted_cluster_id(config, "fleet-hub-dev")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"{ADOPT_MANY_CONFIG_KEY}: ['c-1'] is not an object")
+    assert f"pulumi config set --path {ADOPT_MANY_CONFIG_KEY}.<cluster_name> <id>" in message

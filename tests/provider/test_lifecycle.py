@@ -182,6 +182,7 @@ def test_a_killed_up_leaves_a_cluster_the_rerun_refuses_to_duplicate(admin, emu,
     assert "\n" not in message
     assert f"adopt_cluster_id='{stray.cluster_id}'" in message
     assert f"pulumi config set adoptClusterId {stray.cluster_id}" in message
+    assert f"pulumi config set --path adoptClusterIds.interrupted {stray.cluster_id}" in message
     assert ", created " in message and " ago)" in message
     assert [c["cluster_id"] for c in admin.clusters()] == [stray.cluster_id]
     # The recovery it names works: adopting takes the cluster into the stack.

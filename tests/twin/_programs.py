@@ -106,3 +106,21 @@ TrainingRun(
     opts=gpu.opts(store),
 )""",
     )
+
+
+FLEET_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet"
+FLEET_EAST = "us-east-2"
+
+
+def fleet_config(west: str, gpu: str, charts: Path) -> dict[str, str]:
+    """The stack config examples/fleet runs with on the twin: its regions (the east first), the GPU type, the
+    charts' folder, and short timings (a trial whose pods do not all run within 30 s is given back by its
+    worker)."""
+    return {
+        "eastRegion": FLEET_EAST,
+        "westRegion": west,
+        "gpuType": gpu,
+        "podsReadyTimeoutSeconds": "30",
+        "workerLostTimeoutSeconds": "120",
+        "together:chartSource": str(charts),
+    }

@@ -35,6 +35,7 @@ from together_clusters.components import (
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.platform import JOBSET_UID_LABEL
 
+from ._programs import FLEET_EAST, FLEET_EXAMPLE, fleet_config
 from ._twin import (
     GPU,
     REGION,
@@ -52,20 +53,12 @@ from ._twin import (
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-fleet-key-0123456789abcdef"
 CHARTS = _engine.ROOT / ".kubernetes" / "charts"
-EAST = "us-east-2"
+EAST = FLEET_EAST
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "default", "jobsets")
 
-EXAMPLE = _engine.ROOT / "examples" / "fleet"
-CONFIG = {
-    "eastRegion": EAST,
-    "westRegion": REGION,
-    "gpuType": GPU,
-    # Short timings: a trial whose pods do not all run within 30 s is given back by its worker.
-    "podsReadyTimeoutSeconds": "30",
-    "workerLostTimeoutSeconds": "120",
-    "together:chartSource": str(CHARTS),
-}
+EXAMPLE = FLEET_EXAMPLE
+CONFIG = fleet_config(REGION, GPU, CHARTS)
 TRIALS = ("ablation-0", "ablation-1")
 RUN = "llm"
 """The example's TrainingRun: one JobSet of a coordinator (standard node) and two workers (preemptible)."""

@@ -35,32 +35,36 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
-import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import urllib3
-from kubernetes import client, dynamic
-from kubernetes.client.exceptions import ApiException
+from kubernetes import client
 
 from tests import _engine
-from together_clusters.emulator.kubernetes.options import TwinOptions
-from together_clusters.emulator.server import RunningEmulator, start_emulator
+from together_clusters.emulator.server import RunningEmulator
 from together_clusters.platform import GPU_RESOURCE, JOB_NAME_LABEL, JOBSET_API, JOBSET_NAME_LABEL
 from together_clusters.platform.charts import KUEUE, KUEUE_API_VERSION
 
+from ._kill import (
+    CHARTS,
+    SINGLE_ADOPTION,
+    KilledProject,
+    Outcome,
+    RunningPods,
+    campaign_emulator,
+    converged,
+    recorded_object_violations,
+    seed_of,
+)
 from ._programs import TRAINER
 from ._twin import DRIVER, GPU, REGION, kube_clients
 
 pytestmark = [pytest.mark.engine, pytest.mark.twin]
 API_KEY = "tgp_v1_twin-kill-campaign-0123456789abcdef"
-CHARTS = _engine.ROOT / ".kubernetes" / "charts"
 JOB = "train"
 SWEEP = "lr"
 RUN = "pretrain"
@@ -150,108 +154,34 @@ pulumi.export("kube_config", cluster.kube_config)
 """
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """The engine events ``pulumi ... --json`` has written to ``path`` so far (one still being written is
-    left out)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    decoder = json.JSONDecoder()
-    events: list[dict[str, Any]] = []
-    at = 0
-    while True:
-        while at < len(text) and text[at].isspace():
-            at += 1
-        try:
-            event, at = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
-            return events
-        if isinstance(event, dict):
-            events.append(event)
-
-
-def resource_events(events: list[dict[str, Any]], changes_only: bool = False) -> list[tuple[str, str]]:
-    """(``pre``/``done``/``failed``, urn) of each resource step event, in order; with ``changes_only``, of the
-    steps that change something (an update's ``same`` steps left out: a kill among them hits nothing)."""
-    found = []
-    for event in events:
-        for kind, said in (
-            ("pre", "resourcePreEvent"),
-            ("done", "resOutputsEvent"),
-            ("failed", "resOpFailedEvent"),
-        ):
-            if said in event:
-                metadata = event[said]["metadata"]
-                if not (changes_only and metadata.get("op") in ("same", "read")):
-                    found.append((kind, metadata["urn"]))
-    return found
-
-
-# Components: their step starts with their children and ends with the run; a kill is never "in" them.
-COMPONENTS = ("pulumi:pulumi:Stack", "together:components:", "kubernetes:helm.sh/", "kubernetes:yaml/")
-
-
-def in_flight(events: list[tuple[str, str]]) -> list[str]:
-    """The resources (type and name) whose step had started and not ended, components left out."""
-    started: dict[str, None] = {}
-    for kind, urn in events:
-        if kind == "pre":
-            started[urn] = None
-        else:
-            started.pop(urn, None)
-    return [_short(urn) for urn in started if not _short(urn).startswith(COMPONENTS)]
-
-
-def phase(flying: list[str]) -> str:
-    """Which part of the stack a kill hit, from what was in flight: the cluster, the charts' objects, the
-    queue's or the workload's objects, the provider, or between steps."""
-    if not flying:
-        return "between steps"
-    if any(f.endswith("Cluster::gpu") for f in flying):
-        return "cluster"
-    if any(f.endswith("Volume::checkpoints") for f in flying):
-        return "volume"
-    if any(":k8s-controllers" in f for f in flying):
-        return "charts"
-    if any("::queue" in f for f in flying):
-        return "queue"
-    if any(f"::{JOB}" in f for f in flying):
-        return "workload"
-    if any(f"::{SWEEP}" in f for f in flying):
-        return "sweep"
-    if any("::gate" in f for f in flying):
-        return "gate"
-    if any("::ckpt" in f for f in flying):
-        return "checkpoint store"
-    return flying[0].split("::", 1)[0]
-
-
-def _short(urn: str) -> str:
-    type_, name = urn.split("::")[-2:]
-    return f"{type_.rsplit('$', 1)[-1]}::{name}"
+# Which part of the stack a kill hit: the first of these found in a resource in flight (type::name).
+PHASES = (
+    ("Cluster::gpu", "cluster"),
+    ("Volume::checkpoints", "volume"),
+    (":k8s-controllers", "charts"),
+    ("::queue", "queue"),
+    (f"::{JOB}", "workload"),
+    (f"::{SWEEP}", "sweep"),
+    ("::gate", "gate"),
+    ("::ckpt", "checkpoint store"),
+)
 
 
 @dataclass
-class KillStack:
-    """One seed's stack (own project and state, own cluster name) on the module's emulator."""
+class KillStack(KilledProject):
+    """One seed's stack of PROGRAM (own project and state, own cluster name) on the module's emulator."""
 
-    tmp: Path
     emulator: RunningEmulator
     name: str
-    dir: Path = field(init=False)
-    env: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.dir = _engine.write_project(self.tmp / "prog", "kill-campaign", PROGRAM)
-        self.env = _engine.engine_env(
-            self.tmp, extra={"TOGETHER_BASE_URL": self.emulator.base_url, "TOGETHER_API_KEY": API_KEY}
-        )
-        self.run("stack", "init", "test", check=True)
+        super().__post_init__()
         self.run("config", "set", "clusterName", self.name, check=True)
 
-    def run(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-        return _engine.run_pulumi(list(args), cwd=self.dir, env=self.env, check=check)
+    @classmethod
+    def on(cls, tmp: Path, emulator: RunningEmulator, name: str) -> KillStack:
+        extra = {"TOGETHER_BASE_URL": emulator.base_url, "TOGETHER_API_KEY": API_KEY}
+        return cls(tmp, "kill-campaign", PROGRAM, extra, PHASES, SINGLE_ADOPTION, emulator, name)
 
     def live_clusters(self) -> list[dict[str, Any]]:
         return [
@@ -274,115 +204,25 @@ class KillStack:
             return None
         return kube_clients(live[0]["kube_config"])
 
-    def killed(
-        self, command: str, events_total: int, rng: random.Random, changes_only: bool = False, label: str = ""
-    ) -> str:
-        """``pulumi COMMAND`` SIGKILLed with its process tree after a number of resource events drawn from
-        ``rng`` (1..``events_total``; with ``changes_only``, events of steps that change something), then
-        ``pulumi cancel``; the kill point reached, for the report (named ``label``, default the command)."""
-        target = rng.randint(1, events_total)
-        label = label or command
-        log = self.tmp / f"{label}-{time.monotonic_ns()}.events"
-        with subprocess.Popen(
-            [str(_engine.PULUMI), command, *_engine.UP_FLAGS, "--json"],
-            cwd=str(self.dir),
-            env=self.env,
-            stdout=log.open("w"),
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        ) as running:
-            deadline = time.monotonic() + 400
-            seen: list[tuple[str, str]] = []
-            while running.poll() is None and time.monotonic() < deadline:
-                seen = resource_events(read_events(log), changes_only)
-                if len(seen) >= target:
-                    break
-                time.sleep(0.05)
-            ended = running.poll()
-            _engine.kill_tree(running.pid)
-            running.wait()
-        seen = resource_events(read_events(log), changes_only)
-        _engine.run_pulumi(["cancel", "--yes"], cwd=self.dir, env=self.env, check=True)
-        if ended is not None:
-            return f"{label} ended (exit {ended}) before event {target}, after {len(seen)}: completed"
-        flying = in_flight(seen)
-        shown = ", ".join(flying[:3]) + (f" and {len(flying) - 3} more" if len(flying) > 3 else "")
-        return f"{label} killed at event {len(seen)} (drawn {target}) in {phase(flying)}: {shown or '-'}"
 
-    def rerun(self, command: str) -> tuple[subprocess.CompletedProcess[str], str]:
-        """``pulumi COMMAND`` as a user reruns it after a kill, following the recovery the engine or the provider
-        names, if any: pending operations, ``refresh --clear-pending-creates``; a cluster the killed run
-        created but did not record, the adoption its error spells (``pulumi config set adoptClusterId ID``).
-        The last run, and what was done."""
-        done: list[str] = []
-        for _ in range(3):
-            proc = self.run(command, *_engine.UP_FLAGS)
-            said = proc.stdout + proc.stderr
-            adopt = re.search(r"`pulumi config set (adoptClusterId) (\S+)`", said)
-            if proc.returncode == 0:
-                break
-            if adopt:
-                self.run("config", "set", adopt[1], adopt[2], check=True)
-                done.append(f"config set {adopt[1]} (the adoption the error names)")
-            elif "pending" in said.lower() and "refresh" not in " ".join(done):
-                refreshed = self.run("refresh", "--clear-pending-creates", *_engine.UP_FLAGS)
-                done.append(f"refresh --clear-pending-creates (exit {refreshed.returncode})")
-            else:
-                break
-        return proc, " then ".join(["rerun", *(f"{d}, rerun" for d in done)])
-
-
-class PodWatch:
-    """Polls the workloads' pods all along: per JobSet (the BatchJob's, each trial's, the TrainingRun's workers:
-    one pod each) and per plain Job (the TrainingRun's coordinator), which reached Running, and the most Running
-    at once. Keys: ``JobSet <name>`` and ``Job <name>``."""
+class PodWatch(RunningPods):
+    """The workloads' pods all along: per JobSet (the BatchJob's, each trial's, the TrainingRun's workers: one pod
+    each) and per plain Job (the TrainingRun's coordinator). Keys: ``JobSet <name>`` and ``Job <name>``."""
 
     def __init__(self, stack: KillStack) -> None:
-        self.stack = stack
-        self.running: dict[str, set[str]] = {}
-        self.most_at_once: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def __enter__(self) -> PodWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _poll(self) -> None:
-        core: client.CoreV1Api | None = None
-        while not self._stop.wait(0.3):
-            try:
-                if core is None:
-                    api = self.stack.api()
-                    if api is None:
-                        continue
-                    core = client.CoreV1Api(api)
-                pods = core.list_namespaced_pod("default").items
-            except (ApiException, urllib3.exceptions.HTTPError, OSError):
-                continue
-            now: dict[str, set[str]] = {}
-            for pod in pods:
-                if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
-                    now.setdefault(workload_of(pod.metadata.labels or {}), set()).add(pod.metadata.name)
-            for workload, names in now.items():
-                self.running.setdefault(workload, set()).update(names)
-                self.most_at_once[workload] = max(self.most_at_once.get(workload, 0), len(names))
+        super().__init__(lambda: {"cluster": api} if (api := stack.api()) else {}, workload_of)
 
     def violations(self) -> list[str]:
         """Each workload in one pod at most, never two at once (nothing here disrupts a pod); the BatchJob and
         the TrainingRun's coordinator started."""
         found = [
-            f"{workload}'s pod ran as {sorted(names)} (at most {self.most_at_once[workload]} at once), "
-            "expected one pod"
-            for workload, names in sorted(self.running.items())
-            if len(names) != 1 or self.most_at_once[workload] != 1
+            f"{workload}'s pod ran as {sorted(self.ran(workload))} (at most {self.most_at_once[workload]} at "
+            "once), expected one pod"
+            for workload in sorted(self.pods)
+            if len(self.ran(workload)) != 1 or self.most_at_once[workload] != 1
         ]
         for started in (f"JobSet {JOB}", f"Job {RUN}-coordinator"):
-            if not self.running.get(started):
+            if not self.ran(started):
                 found.append(f"the {started} never ran")
         return found
 
@@ -392,11 +232,6 @@ def workload_of(labels: dict[str, str]) -> str:
     if JOBSET_NAME_LABEL in labels:
         return f"JobSet {labels[JOBSET_NAME_LABEL]}"
     return f"Job {labels.get(JOB_NAME_LABEL, '?')}"
-
-
-def _api_version(type_: str) -> str:
-    group_version = type_.split(":")[1]
-    return group_version.removeprefix("core/")
 
 
 def live_violations(stack: KillStack) -> list[str]:
@@ -414,42 +249,7 @@ def live_violations(stack: KillStack) -> list[str]:
     api = stack.api()
     if api is None:
         return ["the live cluster has no kubeconfig"]
-    found: list[str] = []
-    kube = dynamic.DynamicClient(api)
-    checked = 0
-    for resource in resources:
-        outputs = resource.get("outputs") or {}
-        if (
-            not resource["type"].startswith("kubernetes:")
-            or "kind" not in outputs
-            or "metadata" not in outputs
-        ):
-            continue
-        metadata = outputs["metadata"]
-        api_resource = kube.resources.get(
-            api_version=outputs.get("apiVersion") or _api_version(resource["type"]), kind=outputs["kind"]
-        )
-        namespace = metadata.get("namespace") if api_resource.namespaced else None
-        try:
-            api_resource.get(name=metadata["name"], namespace=namespace)
-        except ApiException as error:
-            found.append(
-                f"{outputs['kind']} {namespace or ''}/{metadata['name']} recorded but not live ({error.status})"
-            )
-            continue
-        checked += 1
-        declared = ((resource.get("inputs") or {}).get("metadata") or {}).get("name")
-        if not declared:  # named by the engine: a killed run may have left one of another suffix
-            base = metadata["name"].rsplit("-", 1)[0]
-            twins = [
-                item.metadata.name
-                for item in api_resource.get(namespace=namespace).items
-                if item.metadata.name.rsplit("-", 1)[0] == base
-            ]
-            if len(twins) != 1:
-                found.append(f"{outputs['kind']} {base}-*: {len(twins)} live ({twins})")
-    if checked == 0:
-        found.append("no Kubernetes object in the state")
+    found = recorded_object_violations(resources, lambda _: api)
     live_job_sets = job_sets_in_default(api)
     recorded = sorted(
         r["outputs"]["metadata"]["name"]
@@ -494,31 +294,9 @@ def gpu_quota(api: client.ApiClient) -> int:
     )
 
 
-@dataclass
-class Outcome:
-    seed: int
-    kills: list[str] = field(default_factory=list)
-    steps: list[str] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-
-    def report(self) -> str:
-        verdict = "ok" if not self.violations else f"{len(self.violations)} violations"
-        lines = [f"kill campaign seed {self.seed}: {verdict}"]
-        lines += [f"  kill: {k}" for k in self.kills]
-        lines += [f"  step: {s}" for s in self.steps]
-        lines += [f"  VIOLATION {v}" for v in self.violations]
-        return "\n".join(lines)
-
-
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[RunningEmulator]:
-    from .conftest import require_twin
-
-    _engine.require_engine()
-    require_twin()
-    if not all((CHARTS / name / "Chart.yaml").is_file() for name in ("jobset", "kueue")):
-        pytest.skip("scripts/install-kubernetes has not copied the controllers' charts")
-    with start_emulator(speed=60, kubernetes=TwinOptions(jobset=False)) as running:
+    with campaign_emulator() as running:
         yield running
 
 
@@ -543,11 +321,8 @@ def update_killed(stack: KillStack, outcome: Outcome, seed: int) -> None:
     )
     proc, how = stack.rerun("up")
     outcome.steps.append(f"update ({kind}) {how}: exit {proc.returncode}")
-    if proc.returncode != 0:
-        outcome.violations.append(f"the update's rerun failed: {_why(proc)}")
-        return
-    if "conflict" in (proc.stdout + proc.stderr).lower():
-        outcome.violations.append(f"the update's rerun met a conflict: {_why(proc)}")
+    if failed := converged(proc, "the update"):
+        outcome.violations += failed
         return
     outcome.violations += live_violations(stack) + secret_violations(stack)
     live = stack.live_clusters()
@@ -579,52 +354,38 @@ def secret_violations(stack: KillStack) -> list[str]:
     return ["the state holds the API key in plain text"] if API_KEY in exported else []
 
 
-def _why(proc: subprocess.CompletedProcess[str]) -> str:
-    said = proc.stdout + proc.stderr
-    lines = [
-        line.strip() for line in said.splitlines() if "error" in line.lower() or "conflict" in line.lower()
-    ]
-    return " | ".join(dict.fromkeys(lines[:4])) or said[-400:]
-
-
 @pytest.mark.parametrize("seed", _seeds(), ids=lambda s: f"seed-{s}")
 def test_a_stack_killed_anywhere_converges_on_rerun(
     emulator: RunningEmulator, tmp_path: Path, seed: Any, campaign_report: Callable[[str], None]
 ) -> None:
-    replay = ""
-    if seed == "fresh":
-        seed = int(os.environ.get("KILL_CAMPAIGN_FRESH_SEED") or int.from_bytes(os.urandom(4), "big"))
-        replay = f" (fresh; replay: KILL_CAMPAIGN_FRESH_SEED={seed})"
+    seed, replay = seed_of(seed, "KILL_CAMPAIGN_FRESH_SEED")
     rng = random.Random(f"kill-campaign:{seed}")
     outcome = Outcome(seed)
-    stack = KillStack(tmp_path, emulator, f"kill-{seed}")
+    stack = KillStack.on(tmp_path, emulator, f"kill-{seed}")
     try:
         with PodWatch(stack) as pods:
             outcome.kills.append(stack.killed("up", UP_EVENTS, rng))
             proc, how = stack.rerun("up")
             outcome.steps.append(f"up {how}: exit {proc.returncode}")
-            if proc.returncode != 0:
-                outcome.violations.append(f"the up's rerun failed: {_why(proc)}")
-            elif "conflict" in (proc.stdout + proc.stderr).lower():
-                outcome.violations.append(f"the up's rerun met a conflict: {_why(proc)}")
+            if failed := converged(proc, "the up"):
+                outcome.violations += failed
             else:
                 outcome.violations += live_violations(stack) + secret_violations(stack)
                 # The BatchJob started (Kueue admitted it, the twin runs it) and the TrainingRun's coordinator,
                 # each in one pod, never two at once.
                 started = (f"JobSet {JOB}", f"Job {RUN}-coordinator")
                 deadline = time.monotonic() + 60
-                while not all(pods.running.get(s) for s in started) and time.monotonic() < deadline:
+                while not all(pods.ran(s) for s in started) and time.monotonic() < deadline:
                     time.sleep(0.3)
                 update_killed(stack, outcome, seed)
         outcome.violations += pods.violations()
-        ran = {job_set: len(names) for job_set, names in sorted(pods.running.items())}
+        ran = {workload: len(pods.ran(workload)) for workload in sorted(pods.pods)}
         outcome.steps.append(f"workload pods that ran, per JobSet: {ran}")
 
         outcome.kills.append(stack.killed("destroy", DESTROY_EVENTS, rng))
         proc, how = stack.rerun("destroy")
         outcome.steps.append(f"destroy {how}: exit {proc.returncode}")
-        if proc.returncode != 0:
-            outcome.violations.append(f"the destroy's rerun failed: {_why(proc)}")
+        outcome.violations += converged(proc, "the destroy")
         left = _engine.stack_resources(stack.dir, stack.env)
         if left:
             outcome.violations.append(
