@@ -151,12 +151,19 @@ class KilledProject:
         return _engine.stack_resources(self.dir, self.env)
 
     def killed(
-        self, command: str, events_total: int, rng: random.Random, changes_only: bool = False, label: str = ""
+        self,
+        command: str,
+        events_total: int,
+        rng: random.Random,
+        changes_only: bool = False,
+        label: str = "",
+        not_before: Callable[[], bool] | None = None,
     ) -> str:
         """``pulumi COMMAND`` SIGKILLed with its process tree (its plugins run in process groups of their own)
         after a number of resource events drawn from ``rng`` (1..``events_total``; with ``changes_only``,
-        events of steps that change something), then ``pulumi cancel`` (the lock a killed run leaves); the
-        kill point reached, for the report (named ``label``, default the command)."""
+        events of steps that change something), and not before ``not_before()`` holds if given (a state of the
+        live platform the kill must follow, however fast the engine went), then ``pulumi cancel`` (the lock a
+        killed run leaves); the kill point reached, for the report (named ``label``, default the command)."""
         target = rng.randint(1, events_total)
         label = label or command
         log = self.tmp / f"{label}-{time.monotonic_ns()}.events"
@@ -172,7 +179,7 @@ class KilledProject:
             seen: list[tuple[str, str]] = []
             while running.poll() is None and time.monotonic() < deadline:
                 seen = resource_events(read_events(log), changes_only)
-                if len(seen) >= target:
+                if len(seen) >= target and (not_before is None or not_before()):
                     break
                 time.sleep(0.05)
             ended = running.poll()
