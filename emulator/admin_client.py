@@ -55,6 +55,11 @@ class AdminClient:
             body["node_ids"] = node_ids
         return self._call("POST", "/preempt", body)
 
+    def kubernetes_node(self, name: str) -> dict[str, str]:
+        """The cluster (``cluster_id``) and platform node (``node_id``) behind the twin's Kubernetes Node
+        ``name``: how the twin names Nodes is its own to know."""
+        return dict(self._call("GET", f"/kubernetes/nodes/{name}"))
+
     def set_capacity(self, region: str, gpu_type: str, preemptible_gpus: int) -> dict[str, Any]:
         """Set the free preemptible GPUs of the pool of ``region`` and ``gpu_type``."""
         body = {"region": region, "gpu_type": gpu_type, "preemptible_gpus": preemptible_gpus}

@@ -53,12 +53,7 @@ from together_clusters.components import (
 )
 from together_clusters.components.manifests.fleet_queue import KUEUE_NAMESPACE, worker_service_account
 from together_clusters.emulator.admin_client import AdminClient
-from together_clusters.platform import (
-    COMPUTE_CLASS_LABEL,
-    JOBSET_API,
-    JOBSET_NAME_LABEL,
-    kubernetes_node_name,
-)
+from together_clusters.platform import COMPUTE_CLASS_LABEL, JOBSET_API, JOBSET_NAME_LABEL
 
 from .audit_counts import Client, Request, audit_logs, by_client, requests_within
 from .context import Context
@@ -412,7 +407,7 @@ def _local_requeue(apis: Apis, queue: str, admin: AdminClient, prefix: str) -> f
     _wait(lambda: name in _running(apis["east"], {name}), f"{name} running in the east")
     node = _running(apis["east"], {name})[name]
     started = time.perf_counter()
-    admin.preempt(east, node_ids=[_node_id(admin, east, node)])
+    admin.preempt(east, node_ids=[admin.kubernetes_node(node)["node_id"]])
     _wait(
         lambda: _running(apis["east"], {name}).get(name) not in (None, node),
         f"{name} running again in the east",
@@ -422,16 +417,6 @@ def _local_requeue(apis: Apis, queue: str, admin: AdminClient, prefix: str) -> f
     _wait(lambda: _gone(apis, {name}), f"{name}'s pods gone")
     _wait(lambda: len(_preemptible_nodes(apis["east"])) >= PREEMPTIBLE_GPUS // 8, "the east refilled")
     return elapsed
-
-
-def _node_id(admin: AdminClient, cluster_id: str, node: str) -> str:
-    """The platform's id of the cluster's worker node behind the Kubernetes Node ``node``."""
-    cluster = next(c for c in admin.clusters() if c["cluster_id"] == cluster_id)
-    return next(
-        n["node_id"]
-        for n in cluster.get("gpu_worker_nodes") or []
-        if kubernetes_node_name(n["node_id"]) == node
-    )
 
 
 def _failover(ctx: Context, apis: Apis, queue: str, admin: AdminClient) -> Figure:

@@ -11,6 +11,7 @@ The campaigns themselves (what their stacks are made of and what they check on t
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import subprocess
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import urllib3
 from kubernetes import client, dynamic
 from kubernetes.client.exceptions import ApiException
@@ -29,11 +31,12 @@ from kubernetes.client.exceptions import ApiException
 from tests import _engine
 from together_clusters.emulator.kubernetes.options import TwinOptions
 from together_clusters.emulator.server import RunningEmulator, start_emulator
+from together_clusters.provider.settings import ADOPT_CONFIG_KEY, ADOPT_MANY_CONFIG_KEY
 
 # What the provider's error of a rerun spells for adopting a cluster a killed create left untracked: the
 # templates' one key, and a stack of several clusters' entry per cluster_name (provider/namesakes.py).
-SINGLE_ADOPTION = r"`pulumi config set (adoptClusterId \S+)`"
-SEVERAL_ADOPTION = r"`pulumi config set (--path adoptClusterIds\.\S+ \S+)`"
+SINGLE_ADOPTION = rf"`pulumi config set ({ADOPT_CONFIG_KEY} \S+)`"
+SEVERAL_ADOPTION = rf"`pulumi config set (--path {ADOPT_MANY_CONFIG_KEY}\.\S+ \S+)`"
 
 CHARTS = _engine.ROOT / ".kubernetes" / "charts"
 
@@ -45,9 +48,7 @@ COMPONENTS = ("pulumi:pulumi:Stack", "together:components:", "kubernetes:helm.sh
 def campaign_emulator() -> Iterator[RunningEmulator]:
     """A campaign's emulator, at speed 60, whose twin has no controller of its own (the stacks install JobSet
     and Kueue from their charts); the test is skipped without the engine, the twin or the charts."""
-    import pytest
-
-    from .conftest import require_twin
+    from .conftest import require_twin  # conftest imports the twin's helpers
 
     _engine.require_engine()
     require_twin()
@@ -350,8 +351,6 @@ def seed_of(seed: Any, fresh_variable: str) -> tuple[int, str]:
     note that replays it."""
     if seed != "fresh":
         return int(seed), ""
-    import os
-
     drawn = int(os.environ.get(fresh_variable) or int.from_bytes(os.urandom(4), "big"))
     return drawn, f" (fresh; replay: {fresh_variable}={drawn})"
 

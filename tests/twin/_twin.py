@@ -753,9 +753,7 @@ def remediation_drill_twin(
     workload with no spare node has one again. The pool gets free GPUs first (a replacing mode provisions a
     new instance)."""
     emulator.admin.set_capacity(DEFAULT_REGION, DEFAULT_GPU_TYPE, 64)
-    cluster_id = str(
-        httpx.get(f"{emulator.base_url}/_emulator/kubernetes/nodes/{node}", timeout=30).json()["cluster_id"]
-    )
+    cluster_id = emulator.admin.kubernetes_node(node)["cluster_id"]
     stop = threading.Event()
     with TogetherClient(api_key=api_key, base_url=emulator.base_url) as compute:
         desired = compute.get_cluster(cluster_id)

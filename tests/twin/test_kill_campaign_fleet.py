@@ -69,10 +69,9 @@ WORKLOADS = {"ablation-0": 1, "ablation-1": 1, "llm": 3}
 # have reached the platform and before they are recorded (in full runs the engine's event 4 could come before
 # any create was sent); the rerun finds each made but not recorded and adopts it through its own entry (with the
 # example's adoption reverted, the rerun fails: "cluster_name 'fleet-west-test' is already held by cluster
-# ..."). The
-# destroy's kill point comes from a seed drawn fresh each run. One stack a run: a seed's stack took 5 minutes
-# alone and 8 to 12 in a full run, where two seeds (a fixed one and a fresh one, each killing both) added 9.5
-# minutes to the suite's wall time.
+# ..."). The destroy's kill point comes from a seed drawn fresh each run. One stack a run: a seed's stack took
+# 5 minutes alone and 8 to 12 in a full run, where two seeds (a fixed one and a fresh one, each killing both)
+# added 9.5 minutes to the suite's wall time.
 UP_SEED = 50
 # Resource events (a step's start and its outputs) of a clean run of the example, measured: the kill is drawn
 # between the first and the last of them.
