@@ -21,6 +21,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .plan import being_evicted
+
 ADMISSION_MANAGER = "kueue-admission"
 """The field manager of Kueue's admission status writes (``constants.AdmissionName``)."""
 
@@ -105,8 +107,11 @@ def retry_apply(
     MultiKueue v0.17.0 itself writes when the worker evicts the workload (``MultiKueueRedoAdmissionOnEvictionInWorker``,
     under :data:`ADMISSION_MANAGER`). The manager's Kueue then evicts it (reason ``AdmissionCheck``, no requeue
     backoff), MultiKueue has the worker's copy deactivated and removed, and the workload waits for a worker
-    again. ``now``: the transition's time (RFC 3339). None when that manager holds none of its status, or the
-    workload has no such check."""
+    again. ``now``: the transition's time (RFC 3339). None when that manager holds none of its status, the
+    workload has no such check, or Kueue is evicting it already (:func:`.plan.being_evicted`: a ``Retry`` then is
+    never reset, and the workload would wait for ever)."""
+    if being_evicted(workload):
+        return None
     status = _admission_status(workload)
     current = next(
         (
