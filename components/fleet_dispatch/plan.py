@@ -141,22 +141,23 @@ def demands_of(workload: Mapping[str, Any]) -> tuple[PodSetDemand, ...]:
 def being_evicted(workload: Mapping[str, Any]) -> bool:
     """Whether the manager's Kueue is evicting the workload: ``Evicted`` True, which Kueue v0.17.0 sets (with its
     checks reset to Pending and its cluster cleared) before it releases the quota, and sets False only when it
-    reserves the quota again. A check set to ``Retry`` meanwhile is never reset: Kueue's workload controller
-    skips a workload already evicted, and its scheduler one with a check in ``Retry``, so the workload would
-    wait for ever (kubernetes-sigs/kueue#3543; seen on the twin's CI, a trial given back while it was evicted)."""
+    reserves the quota again. Such a workload looks as if it awaited a worker, and may be sent to one: when its
+    worker stopped answering, the manager kept its quota after evicting it, and a nomination was how it ran
+    again (the twin's test of a worker that stops answering). It must never be given back then: a check set to ``Retry``
+    while ``Evicted`` is True is never reset (kubernetes-sigs/kueue#3543), as Kueue's workload controller skips
+    a workload already evicted and its scheduler one with a check in ``Retry``; it waits for ever (seen in CI:
+    a trial and a training run given back while the manager evicted them)."""
     return condition_true(workload, "Evicted")
 
 
 def awaits_a_worker(workload: Mapping[str, Any], admission_check: str) -> bool:
     """Whether MultiKueue waits for a worker to be nominated: quota reserved on the manager, the fleet's
     admission check pending, no worker running it yet, not finished, not being deleted (the conditions of
-    Kueue's own Incremental dispatcher), and not being evicted (:func:`being_evicted`: it looks so in between)."""
+    Kueue's own Incremental dispatcher)."""
     status = workload.get("status") or {}
     if (workload.get("metadata") or {}).get("deletionTimestamp") or status.get("clusterName"):
         return False
     if condition_true(workload, "Finished") or not condition_true(workload, "QuotaReserved"):
-        return False
-    if being_evicted(workload):
         return False
     checks = status.get("admissionChecks") or []
     return any(c.get("name") == admission_check and c.get("state") == MULTIKUEUE_PENDING for c in checks)

@@ -517,7 +517,8 @@ def test_a_worker_that_stops_answering_loses_its_work_to_the_other(stack: Stack)
 
 
 def manager_workloads(hub: client.ApiClient) -> dict[str, Any]:
-    """Each Workload on the manager: the worker it is assigned to and its conditions (for failure messages)."""
+    """Each Workload on the manager: the worker it is assigned to, its admission checks and its conditions (for
+    failure messages)."""
     found = client.CustomObjectsApi(hub).list_namespaced_custom_object(*KUEUE, "default", "workloads")[
         "items"
     ]
@@ -526,6 +527,7 @@ def manager_workloads(hub: client.ApiClient) -> dict[str, Any]:
             "cluster": (w.get("status") or {}).get("clusterName"),
             "nominated": (w.get("status") or {}).get("nominatedClusterNames"),
             "evictions": ((w.get("status") or {}).get("schedulingStats") or {}).get("evictions"),
+            "checks": [(c["name"], c["state"]) for c in (w.get("status") or {}).get("admissionChecks") or []],
             "conditions": [
                 (c["type"], c["status"], c.get("reason"), (c.get("message") or "")[:160])
                 for c in (w.get("status") or {}).get("conditions") or []
