@@ -8,8 +8,10 @@ changed in between is left to the next pass; see :mod:`.nomination`). A worker i
 one that does not answer. Passes run every ``interval_seconds``, and at once when a workload comes to await a
 worker, or a worker's pod is being deleted, gone or found no node (watches: :func:`start_watches`). A waiting
 workload whose former copy MultiKueue left deactivated in a worker is given back again
-(:func:`.plan.left_deactivated` says why). It
-prints a line per decision and per change of a worker's state, never a credential.
+(:func:`.plan.left_deactivated` says why). While a workload is moved, each change of its copy in a worker that
+MultiKueue must act on (and would see a second late) is prompted by a condition of the dispatcher's own on the
+manager's Workload (:func:`.plan.prompt_for`); those copies are watched too. It prints a line per decision and
+per change of a worker's state, never a credential.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from together_clusters.platform.objects import condition_true
 
 from . import plan
 from .kube import KubeClient
-from .nomination import ADMISSION_MANAGER, nomination_apply, retry_apply
+from .nomination import ADMISSION_MANAGER, PROMPT_MANAGER, nomination_apply, prompt_apply, retry_apply
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,11 @@ class Dispatcher:
         """The fleet's Workloads in each worker that answered this pass, by name (MultiKueue's copies)."""
         self.stale_since: dict[str, float] = {}
         """When each waiting workload was first seen with a copy left deactivated in a worker."""
+        self.prompted: dict[str, str] = {}
+        """The ``resourceVersion`` of the worker's copy each workload being moved was last prompted for."""
+        self.moving: frozenset[str] = frozenset()
+        """The names of the workloads being moved (:func:`.plan.moved_before`, awaiting a worker or being
+        evicted): a change of their copy in a worker wakes a pass (:func:`concerns_a_move`)."""
 
     def workloads_path(self) -> str:
         return f"/apis/{self.settings.api_version}/namespaces/{self.settings.namespace}/workloads"
@@ -245,6 +252,28 @@ class Dispatcher:
             if self._give_back(objects[key], f"{decision.reason}; moving to {decision.worker}"):
                 say(f"workload {key} given back ({decision.reason}; {_free(rooms)})")
 
+    def _prompt_multikueue(self, waiting: list[Mapping[str, Any]], worker_of: Mapping[str, str]) -> None:
+        """Prompt MultiKueue, for each workload being moved, at each change of a worker's copy it must act on
+        (:func:`.plan.prompt_for`: it would see it a second late), by a change of the manager's Workload."""
+        self.moving = frozenset(str(w["metadata"]["name"]) for w in waiting if plan.moved_before(w))
+        keys = set()
+        for workload in waiting:
+            key = workload_key(workload)
+            keys.add(key)
+            prompt = plan.prompt_for(workload, self.copies, worker_of)
+            if prompt is None or self.prompted.get(key) == prompt.copy_version:
+                continue
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            body = prompt_apply(workload, prompt, now, self.settings.api_version)
+            try:
+                path = f"{self.workloads_path()}/{workload['metadata']['name']}/status"
+                self.manager.apply(path, body, PROMPT_MANAGER)
+                self.prompted[key] = prompt.copy_version
+                say(f"workload {key}: MultiKueue prompted ({body['status']['conditions'][0]['message']})")
+            except DispatchRequestError as error:
+                say(f"workload {key}: could not prompt MultiKueue: {error}")
+        self.prompted = {k: v for k, v in self.prompted.items() if k in keys}
+
     def _requeue_if_stuck(self, workload: Mapping[str, Any], key: str, now: float) -> bool:
         """Whether ``workload``, awaiting a worker, has a copy MultiKueue left deactivated in a worker
         (:func:`.plan.left_deactivated`: MultiKueue then creates no copy anywhere else). Seen so for
@@ -269,11 +298,13 @@ class Dispatcher:
         running = [w for w in workloads if plan.runs_in_a_worker(w, settings.admission_check)]
         if not waiting and not running:
             self.held_since.clear()
+            self.moving = frozenset()
             return
         self.pods, self.schedulable, self.copies = {}, {}, {}
         rooms = {worker.name: self._room_of(worker) for worker in settings.workers}
         by_cluster = {worker.cluster: worker.name for worker in settings.workers}
         self._move_stranded(running, rooms, by_cluster)
+        self._prompt_multikueue(waiting, by_cluster)
         now = time.monotonic()
         pending: list[plan.Pending] = []
         objects: dict[str, Mapping[str, Any]] = {}
@@ -344,6 +375,13 @@ def leaves_or_strands(event: Mapping[str, Any]) -> bool:
     )
 
 
+def concerns_a_move(event: Mapping[str, Any], moving: frozenset[str]) -> bool:
+    """Whether a watch event of a worker's Workloads is one of a copy of a workload being moved (``moving``,
+    by name: MultiKueue names each copy as the manager's Workload)."""
+    found = event.get("object") or {}
+    return str((found.get("metadata") or {}).get("name")) in moving
+
+
 def watch_and_wake(
     connect: Callable[[], Watches],
     path: str,
@@ -372,7 +410,8 @@ def watch_and_wake(
 
 
 def start_watches(dispatcher: Dispatcher, wake: threading.Event) -> None:
-    """The manager's workloads (:func:`awaits_nomination`) and each worker's pods (:func:`leaves_or_strands`)."""
+    """The manager's workloads (:func:`awaits_nomination`), each worker's pods (:func:`leaves_or_strands`) and
+    each worker's copies of the workloads being moved (:func:`concerns_a_move`)."""
     settings = dispatcher.settings
 
     def watched(
@@ -396,6 +435,12 @@ def start_watches(dispatcher: Dispatcher, wake: threading.Event) -> None:
             "/api/v1/pods",
             leaves_or_strands,
             f"worker {worker.name}'s pods",
+        )
+        watched(
+            functools.partial(dispatcher.workers.client, worker.name),
+            dispatcher.workloads_path(),
+            lambda event: concerns_a_move(event, dispatcher.moving),
+            f"worker {worker.name}'s workloads",
         )
 
 

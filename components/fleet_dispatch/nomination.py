@@ -21,10 +21,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .plan import being_evicted
+from .plan import COPY_ADMITTED, COPY_RELEASED, Prompt, being_evicted
 
 ADMISSION_MANAGER = "kueue-admission"
 """The field manager of Kueue's admission status writes (``constants.AdmissionName``)."""
+PROMPT_MANAGER = "together-fleet-dispatcher"
+"""The field manager of the dispatcher's own condition (:data:`PROMPT_CONDITION`), apart from Kueue's fields."""
+PROMPT_CONDITION = "together.ai/FleetWorkerCopy"
+"""The condition the dispatcher writes on a manager's Workload when a worker's copy of it changed in a way
+MultiKueue must act on (:func:`.plan.prompt_for`): any change of the manager's Workload has MultiKueue reconcile
+it at once. Its reason says what changed, its message where; Kueue reads no condition of this type."""
 
 
 def owned_fields(value: Any, fields: Mapping[str, Any]) -> Any:
@@ -127,3 +133,24 @@ def retry_apply(
     held = [c for c in status.get("admissionChecks") or [] if c.get("name") != admission_check]
     status["admissionChecks"] = [*held, check]
     return _apply_of(workload, status, api_version)
+
+
+def prompt_apply(workload: Mapping[str, Any], prompt: Prompt, now: str, api_version: str) -> dict[str, Any]:
+    """The apply, under :data:`PROMPT_MANAGER`, of :data:`PROMPT_CONDITION` on ``workload``'s status, saying what
+    changed in which worker (and at which ``resourceVersion`` there, so each change is a change here too).
+    It carries no ``resourceVersion``: the condition is the dispatcher's own and no other writer's field."""
+    meta = workload["metadata"]
+    what = {COPY_RELEASED: "released its quota there", COPY_ADMITTED: "was admitted there"}[prompt.reason]
+    condition = {
+        "type": PROMPT_CONDITION,
+        "status": "True",
+        "reason": prompt.reason,
+        "message": f"its copy in {prompt.worker} {what} (resourceVersion {prompt.copy_version})",
+        "lastTransitionTime": now,
+    }
+    return {
+        "apiVersion": api_version,
+        "kind": "Workload",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "status": {"conditions": [condition]},
+    }

@@ -196,6 +196,79 @@ def left_deactivated(workload: Mapping[str, Any], copies: Mapping[str, Mapping[s
     return found
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """A change of a worker's copy that MultiKueue must act on for a failover to go on: in which worker, what
+    changed (``reason``, a condition reason), and the copy's ``resourceVersion`` there (one prompt per change)."""
+
+    worker: str
+    reason: str
+    copy_version: str
+
+
+COPY_RELEASED = "WorkerCopyReleased"
+COPY_ADMITTED = "WorkerCopyAdmitted"
+
+
+def moved_before(workload: Mapping[str, Any]) -> bool:
+    """Whether the manager's Kueue has evicted the workload at least once (``schedulingStats.evictions``): a
+    failover, given back by the dispatcher or by MultiKueue, rather than a first admission."""
+    stats = (workload.get("status") or {}).get("schedulingStats") or {}
+    return any(int(e.get("count") or 0) > 0 for e in stats.get("evictions") or [])
+
+
+def prompt_for(
+    workload: Mapping[str, Any],
+    copies: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    worker_of: Mapping[str, str],
+) -> Prompt | None:
+    """The change of a worker's copy of a workload being moved that MultiKueue v0.17.0 has not acted on yet.
+
+    MultiKueue sees a change of a worker's Workload only through its watch of that worker, whose events it
+    handles one second later (``constants.UpdatesBatchPeriod``, not configurable in v0.17.0), where a change
+    of the manager's own Workload is handled at once. A failover meets it twice (measured on the twin, 4.3 s
+    in all): the former worker's copy releasing its quota, which MultiKueue copies to the manager's job so the
+    manager releases its own and requeues; and the next worker's copy admitted, upon which MultiKueue creates
+    the job there and marks the workload admitted. Each is one of these prompts, for a workload that has been
+    evicted before (:func:`moved_before`; a first admission of many is left to the batching, which spares
+    MultiKueue's worker clients, fixed at 5 requests/s):
+
+    - the manager is evicting it with its quota still reserved, and its copy in a worker (``copies``: each
+      answering worker's Workloads by name) has released its quota there (:data:`COPY_RELEASED`);
+    - it awaits the worker it is nominated to (``worker_of``: the worker of each MultiKueueCluster), and its
+      copy there is admitted (:data:`COPY_ADMITTED`)."""
+    status = workload.get("status") or {}
+    meta = workload.get("metadata") or {}
+    if meta.get("deletionTimestamp") or not moved_before(workload) or condition_true(workload, "Finished"):
+        return None
+    if not condition_true(workload, "QuotaReserved") or status.get("clusterName"):
+        return None
+
+    def copy_in(worker: str) -> Mapping[str, Any] | None:
+        found = (copies.get(worker) or {}).get(str(meta.get("name")))
+        if found is None or (found.get("metadata") or {}).get("namespace") != meta.get("namespace"):
+            return None
+        return found
+
+    def version(found: Mapping[str, Any]) -> str:
+        return str((found.get("metadata") or {}).get("resourceVersion"))
+
+    if being_evicted(workload):
+        for worker in sorted(copies):
+            found = copy_in(worker)
+            if found is not None and not condition_true(found, "QuotaReserved"):
+                return Prompt(worker, COPY_RELEASED, version(found))
+        return None
+    nominated = status.get("nominatedClusterNames") or []
+    sent_to = worker_of.get(str(nominated[0])) if len(nominated) == 1 else None
+    if sent_to is None:
+        return None
+    found = copy_in(sent_to)
+    if found is not None and condition_true(found, "Admitted"):
+        return Prompt(sent_to, COPY_ADMITTED, version(found))
+    return None
+
+
 def pods_of(workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The pods of ``pods`` that run the workload (in a worker: its namespace, and the label that names the
     JobSet or Job it stands for, :data:`OWNER_POD_LABELS`); none for a kind the fleet does not submit."""

@@ -81,10 +81,12 @@ MANAGER_RULES: tuple[Mapping[str, Any], ...] = (
 WORKER_READER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list", "watch"]},
 )
 """The dispatcher's ClusterRole on each worker: read-only (its pods watched, to act on a preemption at once; the
-Workloads read for a copy MultiKueue left deactivated: :func:`..fleet_dispatch.plan.left_deactivated`)."""
+Workloads read for a copy MultiKueue left deactivated, :func:`..fleet_dispatch.plan.left_deactivated`, and
+watched for the changes of a moved workload's copy that MultiKueue sees a second late,
+:func:`..fleet_dispatch.plan.prompt_for`)."""
 
 
 def dispatch_violations(dispatch: FleetDispatchArgs) -> list[Violation]:
