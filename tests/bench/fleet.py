@@ -18,7 +18,9 @@ one GPU, PREEMPTIBLE), created with the ``kubernetes`` client.
   delivery and the pod's SIGTERM that the fleet's side pays). Alternated twice. Goal: at most
   1.5x. The fleet's path: the dispatcher sees the pod unschedulable in the west, with no room there and room
   in the east, and gives the workload back (its admission check set to Retry); the manager re-admits it and
-  the dispatcher nominates the east. The worker's PodsReady timeout is only the net.
+  the dispatcher nominates the east, prompting MultiKueue when the western copy has released its quota and
+  when the eastern one is admitted (MultiKueue handles a worker's change a second late). The worker's
+  PodsReady timeout is only the net.
 - Requests: every API server writes an audit log (the twin's ``--audit-log``); the requests each answered
   during the fleet's batches are counted per workload by client, and MultiKueue's to the workers by verb and
   resource. Reported, with the floor the busiest of MultiKueue's worker clients sets (v0.17.0: client-go's
