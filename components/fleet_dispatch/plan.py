@@ -175,6 +175,16 @@ def runs_in_a_worker(workload: Mapping[str, Any], admission_check: str) -> bool:
     return any(c.get("name") == admission_check and c.get("state") == MULTIKUEUE_READY for c in checks)
 
 
+def copy_in(workload: Mapping[str, Any], named: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The copy of the manager's ``workload`` among one worker's Workloads (``named``, by name: MultiKueue names a
+    copy as the manager's Workload), in the same namespace; None when there is none."""
+    meta = workload.get("metadata") or {}
+    found = named.get(str(meta.get("name")))
+    if found is None or (found.get("metadata") or {}).get("namespace") != meta.get("namespace"):
+        return None
+    return found
+
+
 def left_deactivated(workload: Mapping[str, Any], copies: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The workers (keys of ``copies``: each worker's Workloads by name) that still hold a copy of the manager's
     ``workload`` deactivated because the manager evicted it (:data:`EVICTED_ON_MANAGER`), not being deleted.
@@ -183,13 +193,10 @@ def left_deactivated(workload: Mapping[str, Any], copies: Mapping[str, Mapping[s
     requeues and reserves it again before MultiKueue reconciles it (a give-back is requeued at once), each
     later reconcile sees the copy first and stops there, creating no copy in the worker nominated next: the
     workload waits for ever (seen on the twin, a sweep moving between regions)."""
-    meta = workload.get("metadata") or {}
     found = []
     for worker, named in copies.items():
-        copy = named.get(str(meta.get("name")))
+        copy = copy_in(workload, named)
         if copy is None or (copy.get("metadata") or {}).get("deletionTimestamp"):
-            continue
-        if (copy.get("metadata") or {}).get("namespace") != meta.get("namespace"):
             continue
         if condition_with(copy, "Evicted", "True", EVICTED_ON_MANAGER) is not None:
             found.append(worker)
@@ -244,18 +251,12 @@ def prompt_for(
     if not condition_true(workload, "QuotaReserved") or status.get("clusterName"):
         return None
 
-    def copy_in(worker: str) -> Mapping[str, Any] | None:
-        found = (copies.get(worker) or {}).get(str(meta.get("name")))
-        if found is None or (found.get("metadata") or {}).get("namespace") != meta.get("namespace"):
-            return None
-        return found
-
     def version(found: Mapping[str, Any]) -> str:
         return str((found.get("metadata") or {}).get("resourceVersion"))
 
     if being_evicted(workload):
         for worker in sorted(copies):
-            found = copy_in(worker)
+            found = copy_in(workload, copies[worker])
             if found is not None and not condition_true(found, "QuotaReserved"):
                 return Prompt(worker, COPY_RELEASED, version(found))
         return None
@@ -263,7 +264,7 @@ def prompt_for(
     sent_to = worker_of.get(str(nominated[0])) if len(nominated) == 1 else None
     if sent_to is None:
         return None
-    found = copy_in(sent_to)
+    found = copy_in(workload, copies.get(sent_to) or {})
     if found is not None and condition_true(found, "Admitted"):
         return Prompt(sent_to, COPY_ADMITTED, version(found))
     return None

@@ -478,12 +478,14 @@ class _Cluster:
     def __init__(self, answers: dict[str, dict[str, Any]]) -> None:
         self.answers = answers
         self.applied: list[tuple[str, dict[str, Any]]] = []
+        self.field_managers: list[str] = []
 
     def get(self, path: str, params: Any = None) -> dict[str, Any]:
         return self.answers.get(path, {"items": []})
 
     def apply(self, path: str, body: dict[str, Any], field_manager: str) -> dict[str, Any]:
         self.applied.append((path, body))
+        self.field_managers.append(field_manager)
         return body
 
 
@@ -497,6 +499,37 @@ class _Workers:
         return self.clusters[name]
 
 
+API = "kueue.x-k8s.io/v1beta2"
+WORKLOADS = f"/apis/{API}/namespaces/default/workloads"
+"""The fleet's Workloads, on the manager and in each worker (the namespace ``default``)."""
+
+
+def fleet_manager(*workloads: dict[str, Any]) -> _Cluster:
+    """The manager's API server: ``workloads`` in the fleet's namespace, both workers' MultiKueueClusters active."""
+    return _Cluster(
+        {
+            WORKLOADS: {"items": list(workloads)},
+            f"/apis/{API}/multikueueclusters/fleet-east": {"status": {"conditions": [ACTIVE]}},
+            f"/apis/{API}/multikueueclusters/fleet-west": {"status": {"conditions": [ACTIVE]}},
+        }
+    )
+
+
+def east_west_dispatcher(
+    manager: _Cluster, workers: Mapping[str, _Cluster], tmp_path: Path
+) -> dispatch_main.Dispatcher:
+    """A dispatcher of the fleet's admission check ``fleet`` over the workers east and west (in that order)."""
+    settings = dispatch_main.Settings(
+        namespace="default",
+        admission_check="fleet",
+        api_version=API,
+        workers=(dispatch_main.Worker("east", "fleet-east"), dispatch_main.Worker("west", "fleet-west")),
+        interval_seconds=2,
+        patience_seconds=30,
+    )
+    return dispatch_main.Dispatcher(settings, manager, tmp_path, workers=_Workers(workers))
+
+
 def test_a_workload_multikueue_left_stuck_behind_a_deactivated_copy_is_given_back_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -505,42 +538,25 @@ def test_a_workload_multikueue_left_stuck_behind_a_deactivated_copy_is_given_bac
     every reconcile, never creating the eastern one the dispatcher nominated, and the trial waited for ever. The
     dispatcher gives it back once more (its quota released, MultiKueue removes the copy), after a grace in
     which MultiKueue may be removing it anyway; never while no such copy is left."""
-    api = "kueue.x-k8s.io/v1beta2"
     check = {"name": "fleet", "state": "Pending", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     waiting = workload(conditions=RESERVED, admissionChecks=[check], nominatedClusterNames=["fleet-east"])
     held_by_admission(waiting, "9", {"f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"]})
-    path = f"/apis/{api}/namespaces/default/workloads"
-    manager = _Cluster(
-        {
-            path: {"items": [waiting]},
-            f"/apis/{api}/multikueueclusters/fleet-east": {"status": {"conditions": [ACTIVE]}},
-            f"/apis/{api}/multikueueclusters/fleet-west": {"status": {"conditions": [ACTIVE]}},
-        }
-    )
-    west = _Cluster({path: {"items": [workload(conditions=[EVICTED_ON_MANAGER])]}})
-    workers = {"east": _Cluster({}), "west": west}
-    settings = dispatch_main.Settings(
-        namespace="default",
-        admission_check="fleet",
-        api_version=api,
-        workers=(dispatch_main.Worker("east", "fleet-east"), dispatch_main.Worker("west", "fleet-west")),
-        interval_seconds=2,
-        patience_seconds=30,
-    )
+    manager = fleet_manager(waiting)
+    west = _Cluster({WORKLOADS: {"items": [workload(conditions=[EVICTED_ON_MANAGER])]}})
     clock = [100.0]
     monkeypatch.setattr(dispatch_main.time, "monotonic", lambda: clock[0])
-    dispatcher = dispatch_main.Dispatcher(settings, manager, tmp_path, workers=_Workers(workers))
+    dispatcher = east_west_dispatcher(manager, {"east": _Cluster({}), "west": west}, tmp_path)
 
     dispatcher.run_pass()
     assert manager.applied == []  # first seen: MultiKueue may be removing the copy this moment
     clock[0] += dispatch_main.STALE_COPY_GRACE_SECONDS
     dispatcher.run_pass()
     ((target, body),) = manager.applied
-    assert target == f"{path}/a/status"
+    assert target == f"{WORKLOADS}/a/status"
     (given_back,) = body["status"]["admissionChecks"]
     assert given_back["state"] == "Retry" and "west" in given_back["message"]
     # Once the copy is gone the workload waits for its worker as any other: not given back again.
-    west.answers[path] = {"items": []}
+    west.answers[WORKLOADS] = {"items": []}
     clock[0] += 10 * dispatch_main.STALE_COPY_GRACE_SECONDS
     dispatcher.run_pass()
     retries = [
@@ -571,32 +587,14 @@ def test_a_workload_being_evicted_on_the_manager_is_never_given_back(
     admission checks") and its workload controller, seeing it evicted, did nothing, for ever. The dispatcher may
     still send such a workload to a worker (how it runs again when its worker stopped answering), never give it
     back; once Kueue reserves it again it is given back as before."""
-    api = "kueue.x-k8s.io/v1beta2"
     check = {"name": "fleet", "state": "Pending", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     evicting = workload(conditions=[*RESERVED, EVICTING], admissionChecks=[check])
     held_by_admission(evicting, "9", {"f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"]})
-    path = f"/apis/{api}/namespaces/default/workloads"
-    manager = _Cluster(
-        {
-            path: {"items": [evicting]},
-            f"/apis/{api}/multikueueclusters/fleet-east": {"status": {"conditions": [ACTIVE]}},
-            f"/apis/{api}/multikueueclusters/fleet-west": {"status": {"conditions": [ACTIVE]}},
-        }
-    )
-    west = _Cluster({path: {"items": [workload(conditions=[EVICTED_ON_MANAGER])]}})
-    settings = dispatch_main.Settings(
-        namespace="default",
-        admission_check="fleet",
-        api_version=api,
-        workers=(dispatch_main.Worker("east", "fleet-east"), dispatch_main.Worker("west", "fleet-west")),
-        interval_seconds=2,
-        patience_seconds=30,
-    )
+    manager = fleet_manager(evicting)
+    west = _Cluster({WORKLOADS: {"items": [workload(conditions=[EVICTED_ON_MANAGER])]}})
     clock = [100.0]
     monkeypatch.setattr(dispatch_main.time, "monotonic", lambda: clock[0])
-    dispatcher = dispatch_main.Dispatcher(
-        settings, manager, tmp_path, workers=_Workers({"east": _Cluster({}), "west": west})
-    )
+    dispatcher = east_west_dispatcher(manager, {"east": _Cluster({}), "west": west}, tmp_path)
 
     def retries() -> list[dict[str, Any]]:
         return [
@@ -605,7 +603,7 @@ def test_a_workload_being_evicted_on_the_manager_is_never_given_back(
             if any(c["state"] == "Retry" for c in b["status"].get("admissionChecks", []))
         ]
 
-    assert retry_apply(evicting, "fleet", "moving", "2026-01-01T00:00:01Z", api) is None
+    assert retry_apply(evicting, "fleet", "moving", "2026-01-01T00:00:01Z", API) is None
     for _ in range(3):
         dispatcher.run_pass()
         clock[0] += 10 * dispatch_main.STALE_COPY_GRACE_SECONDS
@@ -616,7 +614,7 @@ def test_a_workload_being_evicted_on_the_manager_is_never_given_back(
         admissionChecks=[check],
     )
     held_by_admission(reserved, "12", {"f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"]})
-    manager.answers[path] = {"items": [reserved]}
+    manager.answers[WORKLOADS] = {"items": [reserved]}
     dispatcher.run_pass()  # the copy has been seen left deactivated for longer than the grace
     assert len(retries()) == 1
 
@@ -665,13 +663,10 @@ def test_multikueue_is_prompted_at_each_change_of_a_moved_workloads_copy_it_must
     assert plan.prompt_for(running, {"east": {"a": copy_of("4", *admitted)}}, worker_of) is None
 
 
-def test_a_prompt_is_the_dispatchers_own_condition_written_once_per_change(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_a_prompt_is_the_dispatchers_own_condition_written_once_per_change(tmp_path: Path) -> None:
     """The prompt changes the manager's Workload (MultiKueue then reconciles it at once) through a condition of
     the dispatcher's own, under its own field manager, never Kueue's fields; one per change of the copy, and a
     change of a moved workload's copy in a worker wakes a pass."""
-    api = "kueue.x-k8s.io/v1beta2"
     check = {"name": "fleet", "state": "Pending", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     waiting = workload(
         conditions=[*RESERVED, {**EVICTING, "status": "False", "reason": "QuotaReserved"}],
@@ -680,40 +675,22 @@ def test_a_prompt_is_the_dispatchers_own_condition_written_once_per_change(
         nominatedClusterNames=["fleet-east"],
     )
     held_by_admission(waiting, "20", {"f:conditions": ADMISSION_FIELDS["f:status"]["f:conditions"]})
-    path = f"/apis/{api}/namespaces/default/workloads"
-    manager = _Cluster(
-        {
-            path: {"items": [waiting]},
-            f"/apis/{api}/multikueueclusters/fleet-east": {"status": {"conditions": [ACTIVE]}},
-            f"/apis/{api}/multikueueclusters/fleet-west": {"status": {"conditions": [ACTIVE]}},
-        }
-    )
+    manager = fleet_manager(waiting)
     admitted = [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
-    east = _Cluster({path: {"items": [copy_of("4", *admitted)]}})
-    settings = dispatch_main.Settings(
-        namespace="default",
-        admission_check="fleet",
-        api_version=api,
-        workers=(dispatch_main.Worker("east", "fleet-east"), dispatch_main.Worker("west", "fleet-west")),
-        interval_seconds=2,
-        patience_seconds=30,
-    )
-    applied: list[tuple[str, dict[str, Any], str]] = []
-    manager.apply = lambda p, body, field_manager: applied.append((p, body, field_manager)) or body  # type: ignore[method-assign]
-    dispatcher = dispatch_main.Dispatcher(
-        settings, manager, tmp_path, workers=_Workers({"east": east, "west": _Cluster({})})
-    )
+    east = _Cluster({WORKLOADS: {"items": [copy_of("4", *admitted)]}})
+    dispatcher = east_west_dispatcher(manager, {"east": east, "west": _Cluster({})}, tmp_path)
     dispatcher.run_pass()
     dispatcher.run_pass()  # the same copy: not prompted again
-    ((target, body, field_manager),) = applied
-    assert target == f"{path}/a/status" and field_manager == PROMPT_MANAGER != ADMISSION_MANAGER
+    ((target, body),) = manager.applied
+    (field_manager,) = manager.field_managers
+    assert target == f"{WORKLOADS}/a/status" and field_manager == PROMPT_MANAGER != ADMISSION_MANAGER
     assert "resourceVersion" not in body["metadata"] and set(body["status"]) == {"conditions"}
     (condition,) = body["status"]["conditions"]
     assert condition["type"] == PROMPT_CONDITION and condition["reason"] == plan.COPY_ADMITTED
     assert "east" in condition["message"] and condition["status"] == "True"
-    east.answers[path] = {"items": [copy_of("5", *admitted)]}
+    east.answers[WORKLOADS] = {"items": [copy_of("5", *admitted)]}
     dispatcher.run_pass()
-    assert len(applied) == 2  # a change of the copy: prompted again
+    assert len(manager.applied) == 2  # a change of the copy: prompted again
     assert dispatch_main.concerns_a_move({"type": "MODIFIED", "object": copy_of("6")}, dispatcher.moving)
     other = copy_of("6")
     other["metadata"]["name"] = "b"
